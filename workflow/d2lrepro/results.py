@@ -1,0 +1,31 @@
+"""Tidy result files: one row per measurement, long format."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+METRIC_COLUMNS = ["metric", "value", "unit", "device", "note"]
+
+
+def metric(name: str, value: float, unit: str = "", device: str = "cpu", note: str = "") -> dict:
+    """One measured value; ``value`` NaN with a ``note`` says why it could not be measured."""
+    return {"metric": name, "value": float(value), "unit": unit, "device": device, "note": note}
+
+
+def not_applicable(name: str, reason: str, unit: str = "", device: str = "") -> dict:
+    return metric(name, math.nan, unit, device, reason)
+
+
+def write_csv(rows: list[dict] | pd.DataFrame, path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows, columns=columns)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return frame
+
+
+def write_metrics(rows: list[dict], path: Path) -> pd.DataFrame:
+    return write_csv(rows, path, METRIC_COLUMNS)

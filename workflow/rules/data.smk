@@ -1,0 +1,46 @@
+DATA_FILES = {spec.mirror_path: spec for spec in data.FILES.values()}
+
+
+# The mirror is read from the config inside the script, not through params: where a
+# checksum-verified file came from must not make everything downstream rerun.
+rule fetch_data:
+    output:
+        "resources/{path}",
+    wildcard_constraints:
+        path="|".join(re.escape(p) for p in DATA_FILES),
+    log:
+        "logs/fetch_data/{path}.log",
+    localrule: True
+    script:
+        "../scripts/fetch_data.py"
+
+
+rule prepare_fashion_mnist:
+    input:
+        train_images="resources/fashion-mnist/train-images-idx3-ubyte.gz",
+        train_labels="resources/fashion-mnist/train-labels-idx1-ubyte.gz",
+        test_images="resources/fashion-mnist/t10k-images-idx3-ubyte.gz",
+        test_labels="resources/fashion-mnist/t10k-labels-idx1-ubyte.gz",
+    output:
+        "results/data/fashion_mnist.pt",
+    log:
+        "logs/prepare_fashion_mnist.log",
+    benchmark:
+        "benchmarks/prepare_fashion_mnist.tsv"
+    script:
+        "../scripts/prepare_fashion_mnist.py"
+
+
+rule prepare_airfoil:
+    input:
+        "resources/airfoil/airfoil_self_noise.dat",
+    output:
+        "results/data/airfoil.pt",
+    params:
+        examples=S["airfoil"]["examples"],
+    log:
+        "logs/prepare_airfoil.log",
+    benchmark:
+        "benchmarks/prepare_airfoil.tsv"
+    script:
+        "../scripts/prepare_airfoil.py"

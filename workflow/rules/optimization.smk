@@ -1,0 +1,16 @@
+rule intro:
+    output:
+        metrics="results/intro/metrics.csv",
+        risk=figure("intro", "risk", "1. Optimization and deep learning"),
+        local_min=figure("intro", "local_min", "1. Optimization and deep learning"),
+        saddle_x3=figure("intro", "saddle_x3", "1. Optimization and deep learning"),
+        saddle_x2y2=figure("intro", "saddle_x2y2", "1. Optimization and deep learning"),
+        vanishing=figure("intro", "vanishing", "1. Optimization and deep learning"),
+    params:
+        step=S["intro"]["grid_step"],
+    log:
+        "logs/intro.log",
+    benchmark:
+        "benchmarks/intro.tsv"
+    script:
+        "../scripts/intro.py"
