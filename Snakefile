@@ -15,8 +15,8 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         "results/report.html",
         "results/data/fashion_mnist.pt",
         "results/data/airfoil.pt",
-    default_target: True

@@ -6,11 +6,13 @@ DATA_FILES = {spec.mirror_path: spec for spec in data.FILES.values()}
 rule fetch_data:
     output:
         "resources/{path}",
-    wildcard_constraints:
-        path="|".join(re.escape(p) for p in DATA_FILES),
     log:
         "logs/fetch_data/{path}.log",
+    wildcard_constraints:
+        path="|".join(re.escape(p) for p in DATA_FILES),
     localrule: True
+    conda:
+        ENV
     script:
         "../scripts/fetch_data.py"
 
@@ -21,26 +23,32 @@ rule prepare_fashion_mnist:
         train_labels="resources/fashion-mnist/train-labels-idx1-ubyte.gz",
         test_images="resources/fashion-mnist/t10k-images-idx3-ubyte.gz",
         test_labels="resources/fashion-mnist/t10k-labels-idx1-ubyte.gz",
+        code=package("data"),
     output:
         "results/data/fashion_mnist.pt",
     log:
         "logs/prepare_fashion_mnist.log",
     benchmark:
         "benchmarks/prepare_fashion_mnist.tsv"
+    conda:
+        ENV
     script:
         "../scripts/prepare_fashion_mnist.py"
 
 
 rule prepare_airfoil:
     input:
-        "resources/airfoil/airfoil_self_noise.dat",
+        table="resources/airfoil/airfoil_self_noise.dat",
+        code=package("data"),
     output:
         "results/data/airfoil.pt",
-    params:
-        examples=S["airfoil"]["examples"],
     log:
         "logs/prepare_airfoil.log",
     benchmark:
         "benchmarks/prepare_airfoil.tsv"
+    conda:
+        ENV
+    params:
+        examples=S["airfoil"]["examples"],
     script:
         "../scripts/prepare_airfoil.py"

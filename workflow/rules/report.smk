@@ -4,6 +4,8 @@ rule describe_environment:
     log:
         "logs/describe_environment.log",
     localrule: True
+    conda:
+        ENV
     script:
         "../scripts/describe_environment.py"
 
@@ -13,6 +15,7 @@ rule evaluate_claims:
         ledger="workflow/claims.yaml",
         environment="results/environment.json",
         evidence=claims.evidence_files(LEDGER),
+        code=package("claims"),
     output:
         report(
             "results/claims.csv",
@@ -22,6 +25,8 @@ rule evaluate_claims:
     log:
         "logs/evaluate_claims.log",
     localrule: True
+    conda:
+        ENV
     script:
         "../scripts/evaluate_claims.py"
 
@@ -32,6 +37,7 @@ rule report:
         claims="results/claims.csv",
         environment="results/environment.json",
         template="report/report.html.j2",
+        code=package("report"),
         figures=claims.figure_files(LEDGER),
     output:
         report(
@@ -39,12 +45,14 @@ rule report:
             caption="../../report/captions/report.rst",
             category="0. Claims",
         ),
+    log:
+        "logs/report.log",
+    localrule: True
+    conda:
+        ENV
     params:
         requested=SETTINGS.requested,
         preset=SETTINGS.preset,
         deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
-    log:
-        "logs/report.log",
-    localrule: True
     script:
         "../scripts/report.py"

@@ -1,6 +1,6 @@
 from d2lrepro import data, logs
 
 log = logs.setup(snakemake.log[0])
-tensors = data.prepare_airfoil(snakemake.input[0], n=snakemake.params.examples)
+tensors = data.prepare_airfoil(snakemake.input.table, n=snakemake.params.examples)
 log.info("features %s, labels %s", tuple(tensors["features"].shape), tuple(tensors["labels"].shape))
 data.save(tensors, snakemake.output[0])

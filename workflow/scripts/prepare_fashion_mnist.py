@@ -1,7 +1,10 @@
 from d2lrepro import data, logs
 
 log = logs.setup(snakemake.log[0])
-tensors = data.prepare_fashion_mnist(**snakemake.input)
+files = snakemake.input
+tensors = data.prepare_fashion_mnist(
+    files.train_images, files.train_labels, files.test_images, files.test_labels
+)
 for name, tensor in tensors.items():
     log.info("%s: %s %s", name, tuple(tensor.shape), tensor.dtype)
 data.save(tensors, snakemake.output[0])

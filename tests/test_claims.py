@@ -1,0 +1,103 @@
+import math
+
+import jsonschema
+import pandas as pd
+import pytest
+
+from d2lrepro import claims
+from d2lrepro.results import metric, not_applicable
+
+METRICS = pd.DataFrame([
+    metric("a", 2.0), metric("b", 1.0), metric("c", 0.5), metric("t", 0.0013409),
+    not_applicable("gpu_time", "no CUDA device"),
+])
+CPU_ONLY = {"cuda_devices": 0}
+
+
+def verdict(*checks, requires=None, env=CPU_ONLY):
+    claim = {"id": "x.y", "statement": "s", "book": "b", "evidence": "m.csv", "checks": list(checks)}
+    if requires:
+        claim["requires"] = requires
+    return claims.evaluate_claim(claim, METRICS, env)
+
+
+@pytest.mark.parametrize(
+    "check, passes",
+    [
+        ({"kind": "above", "metric": "a", "bound": 1.5}, True),
+        ({"kind": "above", "metric": "a", "bound": 2.5}, False),
+        ({"kind": "below", "metric": "c", "bound": 1}, True),
+        ({"kind": "below", "metric": "c", "bound": 0.5}, False),
+        ({"kind": "within", "metric": "a", "target": 2.1, "tol": 0.2}, True),
+        ({"kind": "within", "metric": "a", "target": 2.5, "tol": 0.2}, False),
+        ({"kind": "within", "metric": "a", "target": 2.1, "tol": 0.05, "relative": True}, True),
+        ({"kind": "within", "metric": "a", "target": 2.5, "tol": 0.05, "relative": True}, False),
+        ({"kind": "ratio_above", "numerator": "a", "denominator": "b", "bound": 1.8}, True),
+        ({"kind": "ratio_above", "numerator": "b", "denominator": "a", "bound": 1.8}, False),
+        ({"kind": "ratio_below", "numerator": "c", "denominator": "a", "bound": 0.3}, True),
+        ({"kind": "ratio_below", "numerator": "a", "denominator": "c", "bound": 0.3}, False),
+        ({"kind": "sum_of_parts", "whole": "a", "parts": ["b", "b", "c"]}, True),
+        ({"kind": "sum_of_parts", "whole": "a", "parts": ["b", "c"]}, False),
+        ({"kind": "exact", "metric": "t", "expected": 0.0013, "decimals": 4}, True),
+        ({"kind": "exact", "metric": "t", "expected": 0.0013, "decimals": 6}, False),
+        ({"kind": "ordering", "metrics": ["c", "b", "a"], "order": "increasing"}, True),
+        ({"kind": "ordering", "metrics": ["a", "b", "c"], "order": "increasing"}, False),
+        ({"kind": "ordering", "metrics": ["a", "b", "c"], "order": "decreasing"}, True),
+    ],
+)
+def test_each_check_kind_passes_and_fails(check, passes):
+    row = verdict(check)
+    assert row["verdict"] == (claims.REPRODUCED if passes else claims.NOT_REPRODUCED)
+    assert row["measured"]  # the measured numbers are always shown
+    assert bool(row["reason"]) != passes  # a failure says which check failed
+
+
+def test_all_checks_must_pass():
+    row = verdict({"kind": "above", "metric": "a", "bound": 0}, {"kind": "below", "metric": "a", "bound": 0})
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert row["reason"].startswith("failed: a = 2")
+
+
+def test_unmeasured_metric_is_not_applicable_with_its_reason():
+    row = verdict({"kind": "below", "metric": "gpu_time", "bound": 1})
+    assert row["verdict"] == claims.NOT_APPLICABLE
+    assert row["reason"] == "no CUDA device"
+
+
+def test_missing_devices_are_not_applicable():
+    row = verdict({"kind": "above", "metric": "a", "bound": 0}, requires={"cuda_devices": 2})
+    assert row["verdict"] == claims.NOT_APPLICABLE
+    assert row["reason"] == "needs 2 CUDA devices, this machine has 0"
+    assert verdict({"kind": "above", "metric": "a", "bound": 0}, requires={"cuda_devices": 2},
+                   env={"cuda_devices": 2})["verdict"] == claims.REPRODUCED
+
+
+def test_unknown_metric_is_an_error_not_a_verdict():
+    with pytest.raises(KeyError, match="no metric"):
+        verdict({"kind": "above", "metric": "nope", "bound": 0})
+
+
+def test_shipped_ledger_is_valid_and_points_at_results():
+    ledger = claims.load()
+    assert [s["id"] for s in ledger["sections"]][0] == "intro"
+    assert all(f.startswith("results/") for f in claims.evidence_files(ledger) + claims.figure_files(ledger))
+
+
+def test_ledger_schema_rejects_unknown_check(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text(
+        "sections:\n- id: s\n  title: t\n  source: x\n  claims:\n"
+        "  - {id: s.c, statement: s, book: b, evidence: e.csv, checks: [{kind: roughly, metric: a}]}\n"
+    )
+    with pytest.raises(jsonschema.ValidationError):
+        claims.load(path)
+
+
+def test_evaluate_writes_every_column(tmp_path):
+    ledger = {"sections": [{"id": "s", "title": "t", "source": "x", "claims": [
+        {"id": "s.c", "statement": "s", "book": "b", "evidence": "m.csv",
+         "checks": [{"kind": "above", "metric": "a", "bound": 1}]}]}]}
+    table = claims.evaluate(ledger, lambda path: METRICS, CPU_ONLY)
+    assert list(table.columns) == claims.COLUMNS
+    assert table.loc[0, "verdict"] == claims.REPRODUCED and table.loc[0, "device"] == "cpu"
+    assert not math.isnan(METRICS.loc[0, "value"])

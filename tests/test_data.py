@@ -1,0 +1,138 @@
+import gzip
+import hashlib
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from d2lrepro import data
+
+PAYLOAD = b"some dataset bytes\n" * 100
+
+
+def spec_for(payload=PAYLOAD, urls=()):
+    return data.DataFile("file.bin", "set/file.bin", len(payload), hashlib.sha256(payload).hexdigest(), urls)
+
+
+def make_mirror(root, payload):
+    (root / "set").mkdir(parents=True)
+    (root / "set" / "file.bin").write_bytes(payload)
+    return root
+
+
+def test_fetch_from_mirror(tmp_path):
+    mirror = make_mirror(tmp_path / "mirror", PAYLOAD)
+    dest = tmp_path / "out" / "file.bin"
+    assert data.fetch(spec_for(), dest, [mirror]) == str(mirror / "set" / "file.bin")
+    assert dest.read_bytes() == PAYLOAD
+
+
+def test_corrupted_file_names_file_and_checksums(tmp_path):
+    bad = PAYLOAD.replace(b"some", b"SOME")
+    mirror = make_mirror(tmp_path / "mirror", bad)
+    spec = spec_for()
+    dest = tmp_path / "out" / "file.bin"
+    with pytest.raises(data.FetchError) as error:
+        data.fetch(spec, dest, [mirror])
+    message = str(error.value)
+    assert "file.bin" in message and "checksum mismatch" in message
+    assert spec.sha256 in message and hashlib.sha256(bad).hexdigest() in message
+    assert not dest.exists() and list(dest.parent.iterdir()) == []  # nothing half-written
+
+
+def test_truncated_file_is_reported_as_truncated(tmp_path):
+    mirror = make_mirror(tmp_path / "mirror", PAYLOAD[:100])
+    with pytest.raises(data.FetchError, match=f"truncated file: got 100 bytes.*expected {len(PAYLOAD)} bytes"):
+        data.fetch(spec_for(), tmp_path / "out" / "file.bin", [mirror])
+
+
+def test_missing_mirror_falls_back_to_urls(tmp_path):
+    origin = make_mirror(tmp_path / "origin", PAYLOAD)
+    spec = spec_for(urls=((origin / "set" / "file.bin").as_uri(),))
+    dest = tmp_path / "out" / "file.bin"
+    assert data.fetch(spec, dest, [tmp_path / "no-such-mirror"]).startswith("file://")
+    assert dest.read_bytes() == PAYLOAD
+
+
+def test_every_source_failing_lists_what_was_tried(tmp_path):
+    spec = spec_for(urls=((tmp_path / "gone").as_uri(),))
+    with pytest.raises(data.FetchError) as error:
+        data.fetch(spec, tmp_path / "out" / "file.bin", [tmp_path / "no-such-mirror"])
+    message = str(error.value)
+    assert str(tmp_path / "no-such-mirror" / "set" / "file.bin") in message
+    assert (tmp_path / "gone").as_uri() in message
+
+
+def test_mirrors_reads_config_then_environment(monkeypatch):
+    monkeypatch.setenv("D2L_DATA_MIRROR", "/env/mirror")
+    assert data.mirrors("/config/mirror") == ["/config/mirror", "/env/mirror"]
+    monkeypatch.delenv("D2L_DATA_MIRROR")
+    assert data.mirrors(None) == []
+
+
+def idx_bytes(array: np.ndarray, code: int) -> bytes:
+    header = bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    return header + array.astype(array.dtype.newbyteorder(">")).tobytes()
+
+
+def test_parse_idx_uint8_images():
+    images = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    parsed = data.parse_idx(idx_bytes(images, 0x08))
+    assert parsed.dtype == torch.uint8
+    assert torch.equal(parsed, torch.from_numpy(images))
+
+
+def test_parse_idx_big_endian_int32():
+    values = np.array([1, -2, 70000], dtype=np.int32)
+    assert data.parse_idx(idx_bytes(values, 0x0C)).tolist() == [1, -2, 70000]
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"\x01\x00\x08\x01" + struct.pack(">I", 1) + b"\x00", "bad magic"),
+        (b"\x00\x00\x07\x01" + struct.pack(">I", 1) + b"\x00", "unknown IDX type"),
+        (b"\x00\x00\x08\x02" + struct.pack(">I", 1), "header truncated"),
+        (b"\x00\x00\x08\x01" + struct.pack(">I", 5) + b"\x00\x01", "2 data bytes, shape"),
+    ],
+)
+def test_parse_idx_rejects_malformed_files(raw, message):
+    with pytest.raises(data.IdxError, match=message):
+        data.parse_idx(raw)
+
+
+def test_read_idx_gzip(tmp_path):
+    labels = np.array([3, 1, 4], dtype=np.uint8)
+    path = tmp_path / "labels-idx1-ubyte.gz"
+    path.write_bytes(gzip.compress(idx_bytes(labels, 0x08)))
+    assert data.read_idx(path).tolist() == [3, 1, 4]
+
+
+def test_prepare_airfoil_standardizes_all_rows_before_slicing(tmp_path):
+    rng = np.random.default_rng(0)
+    table = rng.normal(5.0, 3.0, size=(20, 6)).astype(np.float32)
+    path = tmp_path / "airfoil.dat"
+    path.write_text("\r\n".join("\t".join(f"{v:.6f}" for v in row) for row in table) + "\r\n")
+    prepared = data.prepare_airfoil(path, n=15)
+    parsed = np.genfromtxt(path, dtype=np.float32, delimiter="\t")
+    expected = (parsed - parsed.mean(axis=0)) / parsed.std(axis=0)
+    assert prepared["features"].shape == (15, 5) and prepared["labels"].shape == (15,)
+    np.testing.assert_allclose(prepared["features"].numpy(), expected[:15, :5], rtol=1e-6)
+    np.testing.assert_allclose(prepared["labels"].numpy(), expected[:15, 5], rtol=1e-6)
+
+
+def test_registry_matches_the_mirror(mirror, tmp_path):
+    for spec in data.FILES.values():
+        assert data.fetch(spec, tmp_path / spec.mirror_path, [mirror]) == str(mirror / spec.mirror_path)
+
+
+def test_real_datasets_parse(mirror):
+    fmnist = data.prepare_fashion_mnist(*(mirror / data.FILES[n].mirror_path for n in (
+        "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")))
+    assert fmnist["train_images"].shape == (60000, 28, 28)
+    assert fmnist["test_labels"].shape == (10000,)
+    assert set(fmnist["train_labels"].unique().tolist()) == set(range(10))
+    airfoil = data.prepare_airfoil(mirror / "airfoil" / "airfoil_self_noise.dat")
+    assert airfoil["features"].shape == (1500, 5)

@@ -1,0 +1,37 @@
+import pytest
+
+from d2lrepro import intro
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return {row["metric"]: row["value"] for row in intro.measure(0.01)}
+
+
+def test_risk_minima_differ(measured):
+    assert measured["risk.argmin_empirical"] == pytest.approx(1.02, abs=0.011)
+    assert measured["risk.argmin_risk"] == pytest.approx(1.09, abs=0.011)
+
+
+def test_local_minima_found(measured):
+    assert measured["local_min.count"] == 2
+    assert measured["local_min.f_global"] < measured["local_min.f_local"]
+
+
+def test_derivatives_by_autograd_match_closed_forms():
+    assert intro.derivatives_at(lambda x: x**3, 2.0) == pytest.approx([12.0, 12.0])
+
+
+def test_tanh_gradient_at_4(measured):
+    assert measured["vanishing.tanh_grad_at_4"] == pytest.approx(0.00134095, rel=1e-5)
+
+
+def test_saddle_hessian(measured):
+    assert (measured["saddle_x2y2.hessian_min_eig"], measured["saddle_x2y2.hessian_max_eig"]) == (-2.0, 2.0)
+
+
+def test_draw_writes_every_figure(tmp_path):
+    names = ["risk", "local_min", "saddle_x3", "saddle_x2y2", "vanishing"]
+    paths = {n: tmp_path / f"{n}.png" for n in names}
+    intro.draw(paths, 0.05)
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in paths.values())

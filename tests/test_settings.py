@@ -1,0 +1,72 @@
+import copy
+
+import pytest
+import yaml
+
+from d2lrepro import settings
+
+
+@pytest.fixture
+def config(repo):
+    return yaml.safe_load((repo / "config.yaml").read_text())
+
+
+def test_shipped_config_is_valid(config):
+    resolved = settings.resolve(config, cuda_available=False)
+    assert resolved.preset == "cpu"
+    assert "presets" not in resolved.values
+
+
+@pytest.mark.parametrize("cuda, preset", [(True, "book"), (False, "cpu")])
+def test_auto_picks_book_only_with_cuda(config, cuda, preset):
+    config["preset"] = "auto"
+    assert settings.resolve(config, cuda_available=cuda).preset == preset
+
+
+def test_book_preset_has_no_deviations(config):
+    config["preset"] = "book"
+    assert settings.resolve(config).deviations == []
+
+
+def test_preset_overlay_is_applied_and_reported(config):
+    config["preset"] = "smoke"
+    config["presets"]["smoke"] = {"airfoil": {"examples": 100}}
+    resolved = settings.resolve(config)
+    assert resolved.values["airfoil"]["examples"] == 100
+    assert settings.Deviation("airfoil.examples", 1500, 100) in resolved.deviations
+
+
+def test_defaults_are_filled(config):
+    del config["seed"]
+    assert settings.resolve(config, cuda_available=False).values["seed"] == 0
+
+
+@pytest.mark.parametrize(
+    "edit, key",
+    [
+        (lambda c: c.update(prest="smoke"), "'prest' was unexpected"),
+        (lambda c: c.update(preset="fast"), "config key 'preset'"),
+        (lambda c: c["intro"].update(grid_step="small"), "config key 'intro.grid_step'"),
+        (lambda c: c["intro"].update(grid_step=-1), "config key 'intro.grid_step'"),
+        (lambda c: c["airfoil"].update(examples=5000), "config key 'airfoil.examples'"),
+        (lambda c: c["presets"].update(turbo={}), "config key 'presets'"),
+    ],
+)
+def test_bad_config_names_the_key(config, edit, key):
+    edit(config)
+    with pytest.raises(settings.ConfigError, match=key.replace("(", r"\(")):
+        settings.resolve(config, cuda_available=False)
+
+
+def test_bad_value_inside_a_preset_is_caught(config):
+    config["preset"] = "smoke"
+    config["presets"]["smoke"] = {"airfoil": {"exampels": 100}}
+    with pytest.raises(settings.ConfigError, match="config key 'airfoil'.*'exampels' was unexpected"):
+        settings.resolve(config)
+
+
+def test_merge_does_not_touch_its_inputs():
+    base = {"a": {"b": 1, "c": 2}}
+    before = copy.deepcopy(base)
+    assert settings.merge(base, {"a": {"b": 3}}) == {"a": {"b": 3, "c": 2}}
+    assert base == before

@@ -1,0 +1,83 @@
+"""The whole DAG on the smoke preset, in a temporary copy of the repository."""
+
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from d2lrepro import claims
+
+OUTPUTS = {".git", ".venv", ".snakemake", "results", "resources", "logs", "benchmarks",
+           "__pycache__", ".pytest_cache"}
+
+
+def snakemake(workdir, *args, check=True):
+    result = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir,
+                            capture_output=True, text=True, timeout=900)
+    if check and result.returncode:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def smoke_run(repo, mirror, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("workflow") / "repo"
+    shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
+    snakemake(workdir, "--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}")
+    return workdir
+
+
+@pytest.mark.e2e
+def test_smoke_run_writes_report_and_ledger(smoke_run):
+    table = pd.read_csv(smoke_run / "results" / "claims.csv", keep_default_na=False)
+    assert list(table.columns) == claims.COLUMNS
+    ledger = claims.load(smoke_run / "workflow" / "claims.yaml")
+    assert set(table["id"]) == {c["id"] for s in ledger["sections"] for c in s["claims"]}
+    assert set(table["verdict"]) <= {claims.REPRODUCED, claims.NOT_REPRODUCED, claims.NOT_APPLICABLE}
+    assert (table.loc[table["verdict"] == claims.NOT_APPLICABLE, "reason"] != "").all()
+    html = (smoke_run / "results" / "report.html").read_text()
+    assert "<b>smoke</b>" in html
+    for section in ledger["sections"]:
+        assert section["title"] in html
+    assert html.count("data:image/png;base64,") == len(claims.figure_files(ledger))
+
+
+@pytest.mark.e2e
+def test_every_rule_logged_and_computing_rules_benchmarked(smoke_run):
+    logs = list((smoke_run / "logs").rglob("*.log"))
+    assert logs and all(p.stat().st_size > 0 for p in logs)
+    assert (smoke_run / "benchmarks" / "intro.tsv").exists()
+
+
+@pytest.mark.e2e
+def test_dry_run_after_full_run_plans_nothing(smoke_run, mirror):
+    result = snakemake(smoke_run, "-n", "--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+@pytest.mark.e2e
+def test_rerunning_one_rule_touches_only_its_dependants(smoke_run, mirror):
+    result = snakemake(smoke_run, "-n", "-R", "intro", "--cores", "2", "--config", "preset=smoke",
+                       f"data_mirror={mirror}")
+    planned = result.stdout + result.stderr
+    assert "rule intro:" in planned and "rule report:" in planned
+    assert "rule fetch_data:" not in planned and "prepare_fashion_mnist" not in planned
+
+
+def test_bad_config_stops_before_any_job(repo):
+    result = snakemake(repo, "-n", "--config", "intro={grid_step: fine}", check=False)
+    assert result.returncode != 0
+    assert "config key 'intro.grid_step'" in result.stdout + result.stderr
+
+
+def test_lint(repo):
+    result = snakemake(repo, "--lint", check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_snakefmt(repo):
+    result = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "."], cwd=repo,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
