@@ -50,47 +50,44 @@ def _fmt(value: float) -> str:
     return f"{value:.6g}"
 
 
-def _check(check: dict, value) -> Outcome:
-    """Apply one check; ``value(name)`` returns a measured metric."""
+def _check(check: dict, value, name=lambda m: m) -> Outcome:
+    """Apply one check; ``value(metric)`` returns a measured metric, ``name(metric)`` its label."""
     kind = check["kind"]
     if kind in ("above", "below"):
         v, bound = value(check["metric"]), check["bound"]
         passed = v > bound if kind == "above" else v < bound
         sign = ">" if kind == "above" else "<"
-        return Outcome(f"{check['metric']} = {_fmt(v)} (needs {sign} {_fmt(bound)})", passed)
+        return Outcome(f"{name(check['metric'])} = {_fmt(v)} (needs {sign} {_fmt(bound)})", passed)
     if kind == "within":
         v, target, tol = value(check["metric"]), check["target"], check["tol"]
         scale = abs(target) if check.get("relative") else 1.0
-        gap = abs(v - target)
         what = f"{tol:.0%} of" if check.get("relative") else f"± {_fmt(tol)} of"
-        return Outcome(f"{check['metric']} = {_fmt(v)} (needs {what} {_fmt(target)})", gap <= tol * scale)
+        return Outcome(f"{name(check['metric'])} = {_fmt(v)} (needs {what} {_fmt(target)})",
+                       abs(v - target) <= tol * scale)
     if kind in ("ratio_above", "ratio_below"):
         n, d, bound = value(check["numerator"]), value(check["denominator"]), check["bound"]
         ratio = n / d if d else math.inf
         passed = ratio > bound if kind == "ratio_above" else ratio < bound
         sign = ">" if kind == "ratio_above" else "<"
-        return Outcome(
-            f"{check['numerator']} / {check['denominator']} = {_fmt(n)} / {_fmt(d)} = {ratio:.3g} (needs {sign} {_fmt(bound)})",
-            passed,
-        )
+        return Outcome(f"{name(check['numerator'])} / {name(check['denominator'])} = {_fmt(n)} / {_fmt(d)}"
+                       f" = {ratio:.3g} (needs {sign} {_fmt(bound)})", passed)
     if kind == "sum_of_parts":
         whole, parts = value(check["whole"]), [value(p) for p in check["parts"]]
-        return Outcome(
-            f"{check['whole']} = {_fmt(whole)} vs sum of parts {' + '.join(_fmt(p) for p in parts)} = {_fmt(sum(parts))}",
-            whole < sum(parts),
-        )
+        return Outcome(f"{name(check['whole'])} = {_fmt(whole)} (needs < sum of parts "
+                       f"{' + '.join(_fmt(p) for p in parts)} = {_fmt(sum(parts))})", whole < sum(parts))
     if kind == "exact":
         v, decimals = value(check["metric"]), check.get("decimals", 6)
-        shown = f"{v:.{decimals}f}"
-        return Outcome(f"{check['metric']} = {_fmt(v)}, to {decimals} decimals {shown} (needs {check['expected']:.{decimals}f})",
-                       shown == f"{check['expected']:.{decimals}f}")
+        shown, expected = f"{v:.{decimals}f}", f"{check['expected']:.{decimals}f}"
+        rounded = "" if float(shown) == v else f" → {shown}"
+        return Outcome(f"{name(check['metric'])} = {_fmt(v)}{rounded} (needs {expected} to {decimals} decimals)",
+                       shown == expected)
     if kind == "ordering":
         vs = [value(m) for m in check["metrics"]]
-        pairs = list(zip(vs, vs[1:]))
         increasing = check["order"] == "increasing"
-        passed = all(a < b if increasing else a > b for a, b in pairs)
+        passed = all(a < b if increasing else a > b for a, b in zip(vs, vs[1:]))
         sign = " < " if increasing else " > "
-        return Outcome(f"{sign.join(f'{m} = {_fmt(v)}' for m, v in zip(check['metrics'], vs))} (needs this order)", passed)
+        return Outcome(sign.join(f"{name(m)} = {_fmt(v)}" for m, v in zip(check["metrics"], vs))
+                       + " (needs this order)", passed)
     raise ValueError(f"unknown check kind {kind!r}")
 
 
@@ -126,7 +123,13 @@ def evaluate_claim(claim: dict, metrics: pd.DataFrame, environment: dict) -> dic
         return row | {"measured": "", "verdict": NOT_APPLICABLE, "reason": reason}
 
     values = dict(zip(used["metric"], used["value"].astype(float)))
-    outcomes = [_check(check, values.__getitem__) for check in claim["checks"]]
+    # Metric names often repeat the claim's id; the table is easier to read without it.
+    prefix = claim["id"] + "."
+
+    def name(metric):
+        return metric.removeprefix(prefix)
+
+    outcomes = [_check(check, values.__getitem__, name) for check in claim["checks"]]
     failed = [o.measured for o in outcomes if not o.passed]
     return row | {
         "measured": "; ".join(o.measured for o in outcomes),

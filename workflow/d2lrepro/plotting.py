@@ -45,7 +45,7 @@ def save(fig, path: Path, footer: str | None = None) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if footer:
-        fig.text(0.01, 0.005, footer, fontsize=5, color="0.4", ha="left", va="bottom")
+        fig.text(0.01, 0.005, footer, fontsize=5.5, color="0.35", ha="left", va="bottom")
     fig.tight_layout(rect=(0, 0.04 if footer else 0, 1, 1))
     fig.savefig(path, dpi=DPI)
     plt.close(fig)

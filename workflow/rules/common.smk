@@ -13,6 +13,9 @@ os.environ.update(
     )
 )
 
+import pandas as pd
+from snakemake.utils import Paramspace
+
 from d2lrepro import claims, data, settings
 
 ENV = "../../envs/d2lrepro.yaml"
@@ -28,11 +31,26 @@ def package(*modules):
     return [f"workflow/d2lrepro/{m}.py" for m in modules]
 
 
-def figure(section, name, title):
+SECTION_TITLES = {
+    s["id"]: f"{i}. {s['title']}" for i, s in enumerate(LEDGER["sections"], 1)
+}
+
+
+def figure(section, name):
     """A figure of the claims ledger, also flagged for `snakemake --report`."""
     return report(
         f"results/figures/{section}/{name}.png",
         caption=f"../../report/captions/{section}.rst",
-        category=title,
+        category=SECTION_TITLES[section],
         labels={"figure": name},
     )
+
+
+def run_figures(names):
+    """Figures named by ledger ids (section.name), keyed by id."""
+    return {n: figure(*n.split(".", 1)) for n in names}
+
+
+def plain(value):
+    """numpy scalars (as Paramspace and pandas hand them out) as Python values for params."""
+    return value.item() if hasattr(value, "item") else value

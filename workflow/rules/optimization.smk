@@ -1,13 +1,22 @@
+# The optimization chapter: intro figures, 2-D traces, weight curves, airfoil sweeps,
+# learning-rate schedules.
+
+AIRFOIL = Paramspace(
+    pd.DataFrame({"setting": list(S["airfoil"]["settings"])}), filename_params="*"
+)
+LR_RUNS = ["constant", "sqrt", "multistep", "cosine", "warmup"]
+
+
 rule intro:
     input:
         code=package("intro", "plotting"),
     output:
         metrics="results/intro/metrics.csv",
-        risk=figure("intro", "risk", "1. Optimization and deep learning"),
-        local_min=figure("intro", "local_min", "1. Optimization and deep learning"),
-        saddle_x3=figure("intro", "saddle_x3", "1. Optimization and deep learning"),
-        saddle_x2y2=figure("intro", "saddle_x2y2", "1. Optimization and deep learning"),
-        vanishing=figure("intro", "vanishing", "1. Optimization and deep learning"),
+        risk=figure("intro", "risk"),
+        local_min=figure("intro", "local_min"),
+        saddle_x3=figure("intro", "saddle_x3"),
+        saddle_x2y2=figure("intro", "saddle_x2y2"),
+        vanishing=figure("intro", "vanishing"),
     log:
         "logs/intro.log",
     benchmark:
@@ -18,3 +27,177 @@ rule intro:
         step=S["intro"]["grid_step"],
     script:
         "../scripts/intro.py"
+
+
+rule traces:
+    input:
+        code=package("traces", "optimizers"),
+    output:
+        **run_figures(S["traces"]["runs"]),
+        steps="results/optimization/traces.csv",
+        metrics="results/optimization/traces_metrics.csv",
+    log:
+        "logs/traces.log",
+    benchmark:
+        "benchmarks/traces.tsv"
+    conda:
+        ENV
+    params:
+        runs=S["traces"]["runs"],
+        steps=S["traces"]["steps"],
+        start=S["traces"]["start"],
+    script:
+        "../scripts/traces.py"
+
+
+rule weights:
+    input:
+        code=package("traces"),
+    output:
+        metrics="results/optimization/weights_metrics.csv",
+        momentum_weights=figure("momentum", "eff_weight"),
+        rmsprop_weights=figure("rmsprop", "weights"),
+        scalar=figure("momentum", "scalar"),
+    log:
+        "logs/weights.log",
+    benchmark:
+        "benchmarks/weights.tsv"
+    conda:
+        ENV
+    params:
+        weights=S["weights"],
+    script:
+        "../scripts/weights.py"
+
+
+rule airfoil_run:
+    input:
+        data="results/data/airfoil.pt",
+        code=package("sweeps", "optimizers"),
+    output:
+        f"results/optimization/airfoil/{AIRFOIL.wildcard_pattern}.csv",
+    log:
+        f"logs/airfoil_run/{AIRFOIL.wildcard_pattern}.log",
+    benchmark:
+        f"benchmarks/airfoil_run/{AIRFOIL.wildcard_pattern}.tsv"
+    conda:
+        ENV
+    threads: 1
+    params:
+        name=lambda w: plain(AIRFOIL.instance(w)["setting"]),
+        setting=lambda w: S["airfoil"]["settings"][
+            plain(AIRFOIL.instance(w)["setting"])
+        ],
+        seeds=S["airfoil"]["seeds"],
+        epochs=S["airfoil"]["epochs"],
+        batch_size=S["airfoil"]["batch_size"],
+        eval_every=S["airfoil"]["eval_every"],
+    script:
+        "../scripts/airfoil_run.py"
+
+
+rule airfoil_summary:
+    input:
+        runs=expand(
+            "results/optimization/airfoil/{setting}.csv",
+            setting=AIRFOIL.instance_patterns,
+        ),
+        data="results/data/airfoil.pt",
+        environment="results/environment.json",
+        code=package("sweeps", "optimizers"),
+    output:
+        **run_figures(S["airfoil"]["settings"]),
+        runs="results/optimization/airfoil.csv",
+        metrics="results/optimization/airfoil_metrics.csv",
+    log:
+        "logs/airfoil_summary.log",
+    benchmark:
+        "benchmarks/airfoil_summary.tsv"
+    conda:
+        ENV
+    params:
+        settings=S["airfoil"]["settings"],
+        batch_size=S["airfoil"]["batch_size"],
+        eval_every=S["airfoil"]["eval_every"],
+        compare_epochs=S["airfoil"]["epochs"]["scratch"],
+        seed=S["seed"],
+    script:
+        "../scripts/airfoil_summary.py"
+
+
+rule lr_schedule_plots:
+    input:
+        code=package("scheduling", "schedules"),
+    output:
+        metrics="results/optimization/lr_schedule_metrics.csv",
+        sqrt=figure("lrs", "sqrt_plot"),
+        factor=figure("lrs", "factor_plot"),
+        multistep=figure("lrs", "multifactor_plot"),
+        cosine=figure("lrs", "cosine_plot"),
+        warmup=figure("lrs", "warmup_plot"),
+    log:
+        "logs/lr_schedule_plots.log",
+    benchmark:
+        "benchmarks/lr_schedule_plots.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/lr_schedule_plots.py"
+
+
+rule lr_train:
+    input:
+        data="results/data/fashion_mnist.pt",
+        code=package("scheduling", "schedules", "training"),
+    output:
+        "results/optimization/lr_schedules/{run}.{semantics}.csv",
+    log:
+        "logs/lr_train/{run}.{semantics}.log",
+    benchmark:
+        "benchmarks/lr_train/{run}.{semantics}.tsv"
+    wildcard_constraints:
+        run="|".join(LR_RUNS),
+        semantics="book|intended",
+    conda:
+        ENV
+    threads: 1
+    params:
+        epochs=S["lr_schedules"]["epochs"],
+        batch_size=S["lr_schedules"]["batch_size"],
+        train_subset=S["lr_schedules"]["train_subset"],
+        test_subset=S["lr_schedules"]["test_subset"],
+        seed=S["seed"],
+    script:
+        "../scripts/lr_train.py"
+
+
+def lr_runs(wildcards=None):
+    """Every (run, semantics) pair; a constant lr has no schedule to apply late."""
+    semantics = S["lr_schedules"]["semantics"]
+    pairs = [("constant", "book")] + [(r, s) for r in LR_RUNS[1:] for s in semantics]
+    return [f"results/optimization/lr_schedules/{r}.{s}.csv" for r, s in pairs]
+
+
+rule lr_summary:
+    input:
+        runs=lr_runs(),
+        environment="results/environment.json",
+        code=package("scheduling"),
+    output:
+        history="results/optimization/lr_schedules.csv",
+        metrics="results/optimization/lr_training_metrics.csv",
+        lrs=figure("lrs", "epoch_lrs"),
+        early=figure("lrs", "warmup_early"),
+        constant=figure("lrs", "baseline"),
+        sqrt=figure("lrs", "sqrt_train"),
+        multistep=figure("lrs", "multifactor_train"),
+        cosine=figure("lrs", "cosine_train"),
+        warmup=figure("lrs", "warmup_train"),
+    log:
+        "logs/lr_summary.log",
+    benchmark:
+        "benchmarks/lr_summary.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/lr_summary.py"

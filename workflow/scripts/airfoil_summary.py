@@ -1,0 +1,21 @@
+import json
+
+import pandas as pd
+import torch
+
+from d2lrepro import environment, logs, results, sweeps
+
+log = logs.setup(snakemake.log[0])
+p = snakemake.params
+with open(snakemake.input.environment) as f:
+    footer = environment.summary(json.load(f))
+runs = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
+rows = sweeps.summarize(runs)
+rows += sweeps.compare_implementations(torch.load(snakemake.input.data), p.settings, p.compare_epochs,
+                                       p.batch_size, p.eval_every, p.seed)
+for row in rows:
+    log.info("%s = %.6g", row["metric"], row["value"])
+results.write_csv(runs, snakemake.output.runs)
+results.write_metrics(rows, snakemake.output.metrics)
+for name, group in runs.groupby("setting"):
+    sweeps.draw_setting(group, snakemake.output[name], footer)
