@@ -6,6 +6,7 @@ import sys
 
 import pandas as pd
 import pytest
+import yaml
 
 from d2lrepro import claims
 
@@ -64,6 +65,21 @@ def test_rerunning_one_rule_touches_only_its_dependants(smoke_run, mirror):
     planned = result.stdout + result.stderr
     assert "rule intro:" in planned and "rule report:" in planned
     assert "rule fetch_data:" not in planned and "prepare_fashion_mnist" not in planned
+
+
+@pytest.mark.e2e
+def test_snakemake_report(smoke_run, mirror, tmp_path):
+    snakemake(smoke_run, "--report", str(tmp_path / "report.html"), "--config", "preset=smoke",
+              f"data_mirror={mirror}")
+    assert (tmp_path / "report.html").stat().st_size > 100_000
+
+
+def test_sweep_expands_one_job_per_setting(repo):
+    settings = yaml.safe_load((repo / "config.yaml").read_text())["airfoil"]["settings"]
+    result = snakemake(repo, "-n", "--forceall", "--quiet", "rules", "--config", "preset=smoke")
+    counts = dict(line.split()[:2] for line in result.stdout.splitlines() if line.strip() and line.split()[-1].isdigit())
+    assert int(counts["airfoil_run"]) == len(settings)
+    assert int(counts["lr_train"]) == 1 + 4 * 2  # constant once, four schedules under two semantics
 
 
 def test_bad_config_stops_before_any_job(repo):

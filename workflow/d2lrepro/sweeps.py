@@ -47,10 +47,12 @@ def summarize(runs: pd.DataFrame) -> list[dict]:
     rows = []
     for name, group in runs.groupby("setting", sort=False):
         finals = group.loc[group.groupby("seed")["examples"].idxmax()]
+        losses = finals["loss"].to_numpy()
         epochs = finals["epoch"]
         rows += [
             metric(f"{name}.final_loss", finals["loss"].median()),
-            metric(f"{name}.final_loss_range", finals["loss"].max() - finals["loss"].min()),
+            # inf - inf is no range: a diverged seed leaves the spread undefined (NaN), quietly.
+            metric(f"{name}.final_loss_range", np.ptp(losses) if np.isfinite(losses).all() else math.nan),
             metric(f"{name}.sec_per_epoch", (finals["elapsed"] / epochs).median(), "s"),
             metric(f"{name}.diverged_seeds", float(group.groupby("seed")["diverged"].any().sum())),
         ]

@@ -54,3 +54,13 @@ def run_figures(names):
 def plain(value):
     """numpy scalars (as Paramspace and pandas hand them out) as Python values for params."""
     return value.item() if hasattr(value, "item") else value
+
+
+LR_RUNS = ["constant", "sqrt", "multistep", "cosine", "warmup"]
+
+
+def lr_runs():
+    """Every (run, semantics) pair; a constant lr has no schedule to apply late."""
+    semantics = S["lr_schedules"]["semantics"]
+    pairs = [("constant", "book")] + [(r, s) for r in LR_RUNS[1:] for s in semantics]
+    return [f"results/optimization/lr_schedules/{r}.{s}.csv" for r, s in pairs]

@@ -4,7 +4,6 @@
 AIRFOIL = Paramspace(
     pd.DataFrame({"setting": list(S["airfoil"]["settings"])}), filename_params="*"
 )
-LR_RUNS = ["constant", "sqrt", "multistep", "cosine", "warmup"]
 
 
 rule intro:
@@ -169,13 +168,6 @@ rule lr_train:
         seed=S["seed"],
     script:
         "../scripts/lr_train.py"
-
-
-def lr_runs(wildcards=None):
-    """Every (run, semantics) pair; a constant lr has no schedule to apply late."""
-    semantics = S["lr_schedules"]["semantics"]
-    pairs = [("constant", "book")] + [(r, s) for r in LR_RUNS[1:] for s in semantics]
-    return [f"results/optimization/lr_schedules/{r}.{s}.csv" for r, s in pairs]
 
 
 rule lr_summary:

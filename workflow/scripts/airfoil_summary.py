@@ -10,6 +10,9 @@ p = snakemake.params
 with open(snakemake.input.environment) as f:
     footer = environment.summary(json.load(f))
 runs = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
+finals = runs.groupby(["setting", "seed"])["elapsed"].max()
+log.info("sweep: %d settings x %d seeds, %.2f s of training in all (evaluation excluded)",
+         runs["setting"].nunique(), runs["seed"].nunique(), finals.sum())
 rows = sweeps.summarize(runs)
 rows += sweeps.compare_implementations(torch.load(snakemake.input.data), p.settings, p.compare_epochs,
                                        p.batch_size, p.eval_every, p.seed)
