@@ -11,6 +11,7 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/optimization.smk"
+include: "workflow/rules/performance.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -1,0 +1,86 @@
+# The computational-performance chapter: compilers and interpreters, asynchronous computation,
+# automatic parallelism and the hardware. Every rule takes all cores so that nothing else runs
+# beside a timing, and records the thread count it ran with.
+
+
+rule hybridize:
+    input:
+        environment="results/environment.json",
+        code=package("bench"),
+    output:
+        metrics="results/performance/hybridize_metrics.csv",
+        model="results/performance/my_mlp",
+        figure=figure("hyb", "bench"),
+    log:
+        "logs/hybridize.log",
+    benchmark:
+        "benchmarks/hybridize.tsv"
+    conda:
+        ENV
+    threads: workflow.cores
+    params:
+        hybridize=S["hybridize"],
+        seed=S["seed"],
+    script:
+        "../scripts/hybridize.py"
+
+
+rule asynchrony:
+    input:
+        code=package("bench"),
+    output:
+        metrics="results/performance/async_metrics.csv",
+    log:
+        "logs/asynchrony.log",
+    benchmark:
+        "benchmarks/asynchrony.tsv"
+    conda:
+        ENV
+    threads: workflow.cores
+    params:
+        asynchrony=S["asynchrony"],
+        seed=S["seed"],
+    script:
+        "../scripts/asynchrony.py"
+
+
+rule autopar:
+    input:
+        environment="results/environment.json",
+        code=package("bench"),
+    output:
+        metrics="results/performance/autopar_metrics.csv",
+        figure=figure("autopar", "both"),
+    log:
+        "logs/autopar.log",
+    benchmark:
+        "benchmarks/autopar.tsv"
+    conda:
+        ENV
+    threads: workflow.cores
+    params:
+        autopar=S["autopar"],
+        seed=S["seed"],
+    script:
+        "../scripts/autopar.py"
+
+
+rule hardware:
+    input:
+        environment="results/environment.json",
+        code=package("bench"),
+    output:
+        sweep="results/performance/memory_sweep.csv",
+        metrics="results/performance/hardware_metrics.csv",
+        figure=figure("hw", "memory_sweep"),
+    log:
+        "logs/hardware.log",
+    benchmark:
+        "benchmarks/hardware.tsv"
+    conda:
+        ENV
+    threads: workflow.cores
+    params:
+        hardware=S["hardware"],
+    script:
+        "../scripts/hardware.py"

@@ -1,0 +1,28 @@
+import json
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from d2lrepro import bench, environment, logs, results
+
+log = logs.setup(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+cfg, seed = snakemake.params.hybridize, snakemake.params.seed
+with open(snakemake.input.environment) as f:
+    footer = environment.summary(json.load(f))
+device = "cuda" if torch.cuda.is_available() else "cpu"
+log.info("hybridization on %s with %d threads: %s", device, torch.get_num_threads(), cfg)
+
+rows, program = bench.imperative_vs_symbolic()
+log.info("symbolic program:\n%s", program)
+rows += bench.hybridize(cfg["batch_sizes"], cfg["modes"], cfg["n_calls"], device, seed,
+                        max_run_time=cfg["max_run_time"])
+model = Path(snakemake.output.model)
+rows += bench.serialize(model.parent, seed)
+assert model.exists(), f"{model} was not written"
+rows.append(results.metric("threads", torch.get_num_threads()))
+for row in rows:
+    log.info("%s = %.6g %s %s", row["metric"], row["value"], row["unit"], row["note"])
+metrics = results.write_metrics(rows, snakemake.output.metrics)
+bench.plot_hybridization(metrics, snakemake.output.figure, footer)
