@@ -14,6 +14,7 @@ os.environ.update(
 )
 
 import pandas as pd
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import Paramspace
 
 from d2lrepro import claims, data, settings
@@ -34,6 +35,15 @@ def package(*modules):
 SECTION_TITLES = {
     s["id"]: f"{i}. {s['title']}" for i, s in enumerate(LEDGER["sections"], 1)
 }
+
+
+def all_cores(wildcards):
+    """Every core of the run, so that nothing runs beside a timing (threads: workflow.cores);
+    1 for calls that run no job and give no core count, such as --report."""
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return 1
 
 
 def figure(section, name):

@@ -17,7 +17,7 @@ rule hybridize:
         "benchmarks/hybridize.tsv"
     conda:
         ENV
-    threads: workflow.cores
+    threads: all_cores
     params:
         hybridize=S["hybridize"],
         seed=S["seed"],
@@ -36,7 +36,7 @@ rule asynchrony:
         "benchmarks/asynchrony.tsv"
     conda:
         ENV
-    threads: workflow.cores
+    threads: all_cores
     params:
         asynchrony=S["asynchrony"],
         seed=S["seed"],
@@ -57,7 +57,7 @@ rule autopar:
         "benchmarks/autopar.tsv"
     conda:
         ENV
-    threads: workflow.cores
+    threads: all_cores
     params:
         autopar=S["autopar"],
         seed=S["seed"],
@@ -79,7 +79,7 @@ rule hardware:
         "benchmarks/hardware.tsv"
     conda:
         ENV
-    threads: workflow.cores
+    threads: all_cores
     params:
         hardware=S["hardware"],
     script:

@@ -1,0 +1,123 @@
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.nn import functional as F
+
+from d2lrepro import parallel
+from d2lrepro.models import LENET_SHAPES, init_normal_, lenet_forward, lenet_params, resnet18
+
+
+def test_allreduce_sums_into_every_tensor():
+    data = [torch.ones(1, 2), torch.ones(1, 2) * 2]
+    parallel.allreduce(data)
+    for tensor in data:
+        assert torch.equal(tensor, torch.tensor([[3.0, 3.0]]))
+
+    data = [torch.randn(3, 4) for _ in range(3)]
+    total = sum(t.clone() for t in data)
+    parallel.allreduce(data)
+    for tensor in data:
+        assert torch.allclose(tensor, total)
+
+
+def test_split_batch():
+    X = torch.arange(20).reshape(4, 5)
+    xs, ys = parallel.split_batch(X, torch.arange(4), 2)
+    assert [x.tolist() for x in xs] == [X[:2].tolist(), X[2:].tolist()]
+    assert [y.tolist() for y in ys] == [[0, 1], [2, 3]]
+
+    xs, ys = parallel.split_batch(torch.zeros(7, 3), torch.arange(7), 3)
+    assert [len(x) for x in xs] == [3, 2, 2]
+    assert torch.equal(torch.cat(ys), torch.arange(7))
+    xs, _ = parallel.split_batch(torch.zeros(2, 3), torch.zeros(2), 4)
+    assert [len(x) for x in xs] == [1, 1, 0, 0]  # always n chunks, unlike torch.chunk
+
+
+def test_split_batch_rejects_mismatched_rows():
+    try:
+        parallel.split_batch(torch.zeros(4, 2), torch.zeros(3), 2)
+    except ValueError as error:
+        assert "4 rows" in str(error)
+    else:
+        raise AssertionError("expected ValueError")
+
+
+def test_dist_allreduce_without_process_group_is_identity():
+    tensor = torch.arange(3.0)
+    assert parallel.dist_allreduce_(tensor) is tensor
+    assert torch.equal(tensor, torch.arange(3.0))
+
+
+def test_lenet_params_and_forward():
+    params = lenet_params(seed=0)
+    assert [tuple(p.shape) for p in params] == list(LENET_SHAPES.values())
+    assert all(p.requires_grad for p in params)
+    assert all(torch.count_nonzero(p) == 0 for p in params[1::2])
+    assert 0.009 < float(params[4].detach().std()) < 0.011
+    state = torch.get_rng_state()
+    again = lenet_params(seed=0)
+    assert torch.equal(state, torch.get_rng_state())
+    assert all(torch.equal(a, b) for a, b in zip(params, again))
+    assert lenet_forward(torch.zeros(2, 1, 28, 28), params).shape == (2, 10)
+
+
+def test_resnet18_shape_and_size():
+    net = resnet18(num_classes=10, in_channels=1)
+    net.eval()
+    assert net(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    count = sum(p.numel() for p in net.parameters())
+    assert count == 11_175_818 and round(count / 1e6, 1) == 11.2
+    assert not any(isinstance(m, nn.MaxPool2d) for m in net.modules())
+
+
+def test_init_normal_touches_only_linear_and_conv_weights():
+    class MyLinear(nn.Linear):
+        pass
+
+    net = nn.Sequential(nn.Conv2d(3, 64, 3), nn.BatchNorm2d(64), nn.Linear(1000, 200), MyLinear(4, 4))
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    init_normal_(net, seed=1)
+    after = net.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed == {"0.weight", "2.weight"}
+    assert 0.009 < float(after["2.weight"].std()) < 0.011 and abs(float(after["2.weight"].mean())) < 1e-3
+    other = init_normal_(nn.Sequential(nn.Conv2d(3, 64, 3)), seed=1)
+    assert torch.equal(other[0].weight, after["0.weight"])
+
+
+def test_applicability():
+    have, kind = parallel.available_devices()
+    assert have >= 1
+    assert parallel.applicability(1) is None
+    reason = parallel.applicability(have + 1)
+    assert reason.startswith(f"needs {have + 1} devices, this machine has {have} {kind}")
+
+
+def _batch(n=24, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+
+def _summed_grads(rank, world, store, out):
+    """One worker of the from-scratch section: its shard's summed loss, then sync_grads."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    X, y = _batch()
+    xs, ys = parallel.split_batch(X, y, world)
+    params = lenet_params(seed=0)
+    F.cross_entropy(lenet_forward(xs[rank], params), ys[rank], reduction="none").sum().backward()
+    parallel.sync_grads(params)
+    torch.save([p.grad for p in params], f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+def test_two_workers_sum_to_the_single_device_gradient(tmp_path):
+    mp.spawn(_summed_grads, args=(2, tmp_path / "store", tmp_path / "grads"), nprocs=2)
+    X, y = _batch()
+    params = lenet_params(seed=0)
+    F.cross_entropy(lenet_forward(X, params), y, reduction="none").sum().backward()
+    for rank in (0, 1):
+        grads = torch.load(tmp_path / f"grads.{rank}", weights_only=True)
+        for grad, param in zip(grads, params):
+            assert torch.allclose(grad, param.grad, rtol=1e-4, atol=1e-7)

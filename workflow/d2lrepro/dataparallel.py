@@ -1,0 +1,117 @@
+"""Training on 1 and 2 devices: the book's small demonstrations, run summaries, the cost model."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import models, parallel, plotting
+from .results import metric, not_applicable
+
+
+def demonstrations() -> list[dict]:
+    """The book's printed examples: fresh parameters, allreduce of [[1, 1]] and [[2, 2]], and
+    the scatter of a 4x5 batch over two devices (here tensors of one process)."""
+    b1 = models.lenet_params()[1]
+    rows = [metric("params.b1_abs_sum", b1.abs().sum().item()),
+            metric("params.b1_requires_grad", float(b1.requires_grad)),
+            metric("params.b1_grad_is_none", float(b1.grad is None))]
+    data = [torch.ones((1, 2)) * (i + 1) for i in range(2)]
+    parallel.allreduce(data)
+    rows += [metric(f"allreduce.shard{i}.{j}", t[0, j].item()) for i, t in enumerate(data) for j in range(2)]
+    shards, _ = parallel.split_batch(torch.arange(20).reshape(4, 5), torch.arange(4), 2)
+    rows += [metric(f"scatter.shard{i}.{end}_row", shard[k, 0].item() // 5)
+             for i, shard in enumerate(shards) for end, k in (("first", 0), ("last", -1))]
+    return rows
+
+
+def run_metrics(name: str, history: pd.DataFrame) -> list[dict]:
+    """Final test accuracy, mean seconds per epoch (the book's timer.avg) and samples/s of a run;
+    not applicable with the reason when the machine lacks its devices."""
+    names = ("test_acc", "sec_per_epoch", "samples_per_s")
+    note = history["note"].dropna().astype(str) if "note" in history else pd.Series(dtype=str)
+    if len(note) and note.iloc[0]:
+        return [not_applicable(f"{name}.{n}", note.iloc[0]) for n in names]
+    device = str(history["devices"].iloc[0])
+    return [metric(f"{name}.test_acc", history["test_acc"].iloc[-1], device=device),
+            metric(f"{name}.sec_per_epoch", history["seconds"].mean(), "s", device),
+            metric(f"{name}.samples_per_s", history["samples_per_s"].median(), "samples/s", device)]
+
+
+def comparison_metrics(values: dict[str, float], model: str) -> list[dict]:
+    """Speed-up and scaling efficiency of 2 devices over 1, and the accuracy difference."""
+    one, two = f"{model}.1", f"{model}.2"
+    needed = [f"{one}.sec_per_epoch", f"{two}.sec_per_epoch", f"{one}.test_acc", f"{two}.test_acc"]
+    if any(math.isnan(values[k]) for k in needed):
+        reason = "needs the 2-device run, which this machine cannot do"
+        return [not_applicable(f"{model}.{n}", reason) for n in ("speedup", "efficiency", "acc_diff")]
+    speedup = values[f"{one}.sec_per_epoch"] / values[f"{two}.sec_per_epoch"]
+    return [metric(f"{model}.speedup", speedup, "x"), metric(f"{model}.efficiency", speedup / 2),
+            metric(f"{model}.acc_diff", abs(values[f"{two}.test_acc"] - values[f"{one}.test_acc"]))]
+
+
+def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
+    """Where computation starts to dominate (smallest per-device batch with t1 > t2), and how
+    the measured step compares with max(t1, t2) and with t1 + t2 at the largest batch."""
+    names = ("crossover_batch", "step_over_max", "step_over_sum")
+    if "note" in cost and cost["note"].notna().any():
+        return [not_applicable(f"cost.{model}.{n}", cost["note"].dropna().iloc[0]) for n in names]
+    dominated = cost[cost["t1"] > cost["t2"]]["batch_per_device"]
+    last = cost.iloc[-1]
+    return [metric(f"cost.{model}.crossover_batch", dominated.min() if len(dominated) else math.nan,
+                   note="" if len(dominated) else "communication dominates at every batch measured"),
+            metric(f"cost.{model}.step_over_max", last.measured_step / last.max_t1_t2),
+            metric(f"cost.{model}.step_over_sum", last.measured_step / (last.t1 + last.t2))]
+
+
+def draw_test_acc(histories: dict[str, pd.DataFrame], path, footer: str) -> None:
+    """Test accuracy per epoch, one line per run that could be made on this machine."""
+    fig, ax = plotting.figure()
+    for name, h in histories.items():
+        if "test_acc" in h and h["test_acc"].notna().any():
+            ax.plot(h["epoch"], h["test_acc"], "-o", markersize=3, label=f"{name.split('.')[-1]} device(s)")
+    ax.set(xlabel="epoch", ylabel="test acc")
+    ax.legend(fontsize=6)
+    ax.grid(True)
+    plotting.save(fig, path, footer=footer)
+
+
+def draw_throughput(values: dict[str, float], runs: list[str], path, footer: str) -> None:
+    """Samples per second of each run."""
+    fig, ax = plotting.figure(figsize=(4.5, 2.5))
+    rates = [values.get(f"{r}.samples_per_s", math.nan) for r in runs]
+    ax.bar(range(len(runs)), np.nan_to_num(rates), color=[f"C{i}" for i in range(len(runs))])
+    ax.set_xticks(range(len(runs)), runs, fontsize=6)
+    ax.set(ylabel="samples / s", title="Training throughput")
+    ax.grid(True, axis="y")
+    plotting.save(fig, path, footer=footer)
+
+
+def draw_topk(topk: pd.DataFrame, path, footer: str) -> None:
+    """The momentum + weight-decay run's running top-1 and top-5 training accuracy."""
+    fig, ax = plotting.figure()
+    if len(topk):
+        step = np.arange(1, len(topk) + 1)
+        ax.plot(step, topk["top1"], label="top-1")
+        ax.plot(step, topk["top5"], "m--", label="top-5")
+        ax.legend(fontsize=6)
+    ax.set(xlabel="logging step (every 50 batches)", ylabel="train accuracy")
+    ax.grid(True)
+    plotting.save(fig, path, footer=footer)
+
+
+def draw_cost(costs: dict[str, pd.DataFrame], path, footer: str) -> None:
+    """t1, t2, max(t1, t2) and the measured step against the per-device batch, per model."""
+    fig, axes = plotting.figure(figsize=(7, 2.8), ncols=len(costs))
+    for ax, (model, cost) in zip(np.atleast_1d(axes), costs.items()):
+        if "t1" in cost and cost["t1"].notna().any():
+            for column, fmt in (("t1", "-o"), ("t2", "-s"), ("max_t1_t2", "k:"), ("measured_step", "r-^")):
+                ax.plot(cost["batch_per_device"], cost[column], fmt, markersize=3, label=column)
+            ax.set(xscale="log", yscale="log")
+            ax.legend(fontsize=6)
+        ax.set(title=model, xlabel="batch per device", ylabel="seconds")
+        ax.grid(True)
+    plotting.save(fig, path, footer=footer)

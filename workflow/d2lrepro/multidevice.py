@@ -1,0 +1,345 @@
+"""Data-parallel training on one or more devices, one process per device (the multi-GPU sections).
+
+Run under torchrun, e.g.::
+
+    torchrun --standalone --nproc-per-node 2 -m d2lrepro.multidevice \
+        --model lenet --data fashion_mnist.pt --out lenet.csv
+
+Without torchrun's environment (``WORLD_SIZE`` unset) the same code runs as one worker and
+no process group is created. Workers use NCCL on GPUs and gloo on CPU cores (see
+:mod:`d2lrepro.parallel` for what a device is).
+
+Every worker walks the same seeded permutation of the training set; each global minibatch of
+``--batch-size`` examples is split row-wise into one contiguous shard per worker, so the
+union of the shards is exactly the single-device minibatch.
+
+- ``lenet``: the from-scratch section. Each worker sums the cross-entropy over its shard, the
+  gradients are summed across workers with :func:`~d2lrepro.parallel.sync_grads` (reduce to
+  rank 0, broadcast) and every worker applies ``p -= lr * grad / global_batch`` (``d2l.sgd``).
+- ``resnet18``: the concise section, with DistributedDataParallel in place of DataParallel and
+  ``torch.optim.SGD``. BatchNorm is per worker, as in DataParallel's replicas: batch statistics
+  come from the worker's shard, and DDP's buffer broadcast makes rank 0's running statistics
+  everyone's, as DataParallel keeps those of device 0.
+
+Test accuracy is measured on rank 0 only (the book evaluates on the first GPU), outside the
+timed part; rank 0 also writes the CSVs and the checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from d2lrepro.data import save
+from d2lrepro.models import init_normal_, lenet_forward, lenet_params, resnet18
+from d2lrepro.parallel import describe_devices, device_for, pin_to_core, sync_grads, world_size
+from d2lrepro.results import write_csv
+from d2lrepro.training import evaluate_accuracy, load_data
+
+MODELS = ("lenet", "resnet18")
+COLUMNS = ["epoch", "train_loss", "train_acc", "test_acc", "seconds", "samples_per_s", "devices",
+           "world_size", "model", "batch_size", "lr"]
+TOPK_COLUMNS = ["epoch", "batch", "train_loss", "top1", "top5"]
+COST_COLUMNS = ["model", "batch_per_device", "t1", "t2", "max_t1_t2", "measured_step", "params",
+                "devices", "world_size"]
+WARMUP = 2  # untimed calls before each cost-model measurement
+
+log = logging.getLogger("d2lrepro.multidevice")
+
+Step = Callable[[torch.Tensor, torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]]
+
+
+class ScratchLeNet(nn.Module):
+    """The from-scratch LeNet's parameter list as a module, so that ``state_dict`` and
+    :func:`~d2lrepro.training.evaluate_accuracy` apply to it."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self.params = nn.ParameterList(lenet_params(seed))
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        return lenet_forward(X, list(self.params))
+
+
+def build(args: argparse.Namespace,
+          device: torch.device) -> tuple[nn.Module, torch.optim.Optimizer | None, Step]:
+    """This worker's replica, its optimizer (None for the from-scratch LeNet) and
+    ``step(x, y, global_batch)``, which trains on this worker's shard ``x, y`` of a global
+    minibatch of ``global_batch`` examples and returns the logits and the shard's summed loss."""
+    if args.model == "lenet":
+        net = ScratchLeNet(args.seed).to(device)
+        params = list(net.parameters())
+
+        def scratch_step(x, y, global_batch):
+            y_hat = net(x)
+            loss = F.cross_entropy(y_hat, y, reduction="none").sum()
+            loss.backward()
+            sync_grads(params)
+            with torch.no_grad():
+                for param in params:
+                    param -= args.lr * param.grad / global_batch
+                    param.grad.zero_()
+            return y_hat.detach(), loss.detach()
+
+        return net, None, scratch_step
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(args.seed)  # PyTorch's default init of biases and BatchNorm
+        net = resnet18()
+    init_normal_(net, args.seed).to(device)
+    model = net
+    if dist.is_initialized():
+        model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum,
+                                weight_decay=args.weight_decay)
+    world = world_size()
+
+    def concise_step(x, y, global_batch):
+        optimizer.zero_grad(set_to_none=True)
+        y_hat = model(x)
+        loss = F.cross_entropy(y_hat, y, reduction="sum")
+        # DDP averages gradients over workers; this scale makes the average the gradient of the
+        # mean loss over the global batch (what DataParallel computes), even for uneven shards.
+        (loss * (world / global_batch)).backward()
+        optimizer.step()
+        return y_hat.detach(), loss.detach()
+
+    return net, optimizer, concise_step
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _reduced(counts: torch.Tensor) -> torch.Tensor:
+    """The sum of ``counts`` over workers (valid on rank 0)."""
+    total = counts.clone()
+    if world_size() > 1:
+        dist.reduce(total, dst=0)
+    return total
+
+
+def _config(args: argparse.Namespace, world: int) -> dict:
+    """What a checkpoint must agree on to be resumed."""
+    keys = ("model", "batch_size", "lr", "momentum", "weight_decay", "seed", "train_subset")
+    return {**{k: getattr(args, k) for k in keys}, "world_size": world}
+
+
+def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[list[dict], list[dict]]:
+    """Train for ``args.epochs`` epochs, resuming from ``args.checkpoint`` if it exists.
+
+    Returns (on rank 0; empty elsewhere) one row per epoch (:data:`COLUMNS`) and, with
+    ``--topk-out``, a row every ``--topk-every`` batches with the running means since the
+    epoch's start of loss, top-1 and top-5 training accuracy (:data:`TOPK_COLUMNS`).
+    """
+    world = world_size()
+    data = load_data(args.data, args.train_subset, args.test_subset, device)
+    net, optimizer, step = build(args, device)
+    generator = torch.Generator().manual_seed(args.seed)
+    config = _config(args, world)
+    history, topk_rows, done = [], [], 0
+    if args.checkpoint is not None and args.checkpoint.exists():
+        state = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
+        if state["config"] != config:
+            raise ValueError(f"{args.checkpoint} was written by a run with {state['config']}, not {config}")
+        if state["epoch"] > args.epochs:
+            raise ValueError(f"{args.checkpoint} is at epoch {state['epoch']}, past --epochs {args.epochs}")
+        net.load_state_dict(state["model"])
+        if optimizer is not None:
+            optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["rng"])
+        history, topk_rows, done = state["history"], state["topk"], state["epoch"]
+        log.info("resuming from %s after epoch %d", args.checkpoint, done)
+    n = len(data.train_y)
+    devices = describe_devices(world)
+    for epoch in range(done + 1, args.epochs + 1):
+        if epoch == args.fail_at_epoch and rank == world - 1:
+            raise RuntimeError(f"rank {rank} fails at epoch {epoch} as asked (--fail-at-epoch)")
+        order = torch.randperm(n, generator=generator).to(device)
+        net.train()
+        counts = torch.zeros(4, dtype=torch.float64, device=device)  # loss sum, top-1, top-5 hits, examples
+        _sync(device)
+        begin = time.perf_counter()
+        for batch, i in enumerate(range(0, n, args.batch_size), start=1):
+            idx = order[i:i + args.batch_size]
+            shard = torch.tensor_split(idx, world)[rank]
+            y = data.train_y[shard]
+            y_hat, loss = step(data.train_x[shard], y, len(idx))
+            hits = y_hat.topk(min(5, y_hat.shape[1]), dim=1).indices == y[:, None]
+            counts[0] += loss
+            counts[1] += hits[:, 0].sum()
+            counts[2] += hits.any(dim=1).sum()
+            counts[3] += len(y)
+            if args.topk_out is not None and batch % args.topk_every == 0:
+                loss_sum, top1, top5, seen = _reduced(counts).tolist()
+                if rank == 0:
+                    topk_rows.append({"epoch": epoch, "batch": batch, "train_loss": loss_sum / seen,
+                                      "top1": top1 / seen, "top5": top5 / seen})
+        loss_sum, top1, _, seen = _reduced(counts).tolist()
+        _sync(device)
+        seconds = time.perf_counter() - begin
+        if rank != 0:
+            continue
+        history.append({
+            "epoch": epoch, "train_loss": loss_sum / seen, "train_acc": top1 / seen,
+            "test_acc": evaluate_accuracy(net, data.test_x, data.test_y, args.batch_size),
+            "seconds": seconds, "samples_per_s": seen / seconds, "devices": devices, "world_size": world,
+            "model": args.model, "batch_size": args.batch_size, "lr": args.lr,
+        })
+        log.info("epoch %d/%d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f examples/s)",
+                 epoch, args.epochs, *(history[-1][k] for k in ("train_loss", "train_acc", "test_acc",
+                                                               "seconds", "samples_per_s")))
+        if args.checkpoint is not None:
+            save({"config": config, "epoch": epoch, "model": net.state_dict(),
+                  "optimizer": None if optimizer is None else optimizer.state_dict(),
+                  "rng": generator.get_state(), "history": history, "topk": topk_rows}, args.checkpoint)
+    if rank != 0:
+        return [], []
+    return history, topk_rows
+
+
+def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
+    """Median wall time of ``fn`` over ``repeats`` calls after :data:`WARMUP` untimed ones; all
+    workers start each call together."""
+    for _ in range(WARMUP):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if world_size() > 1:
+            dist.barrier()
+        _sync(device)
+        begin = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - begin)
+    return statistics.median(times)
+
+
+def cost_model(args: argparse.Namespace, device: torch.device, rank: int) -> list[dict]:
+    """The section's cost model of a data-parallel step, per per-device batch size ``b``.
+
+    ``t1``: forward and backward of ``b`` random examples on one device (every worker at once,
+    as in a real step, rank 0's time reported); ``t2``: one :func:`sync_grads` of all ``m``
+    gradients between the workers (0 work with one worker); ``measured_step``: a full training
+    step of the chosen model on all workers with a global batch of ``b * world_size``. For
+    ResNet-18 that step syncs through DDP's bucketed, overlapped all-reduce rather than
+    :func:`sync_grads`. Rows (:data:`COST_COLUMNS`) on rank 0, empty elsewhere.
+    """
+    world = world_size()
+    net, _, step = build(args, device)
+    params = list(net.parameters())
+    generator = torch.Generator().manual_seed(args.seed)
+    rows = []
+    for b in args.cost_batches:
+        x = torch.rand((b, 1, 28, 28), generator=generator).to(device)
+        y = torch.randint(0, 10, (b,), generator=generator).to(device)
+
+        def forward_backward():
+            net.zero_grad()
+            F.cross_entropy(net(x), y, reduction="sum").backward()
+
+        t1 = _median_seconds(forward_backward, args.repeats, device)
+        t2 = _median_seconds(lambda: sync_grads(params), args.repeats, device)
+        measured = _median_seconds(lambda: step(x, y, b * world), args.repeats, device)
+        rows.append({"model": args.model, "batch_per_device": b, "t1": t1, "t2": t2, "max_t1_t2": max(t1, t2),
+                     "measured_step": measured, "params": sum(p.numel() for p in params),
+                     "devices": describe_devices(world), "world_size": world})
+        log.info("batch %d per device: t1 %.4f s, t2 %.4f s, step %.4f s", b, t1, t2, measured)
+    return rows if rank == 0 else []
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m d2lrepro.multidevice",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=MODELS, default="lenet")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=256,
+                        help="global minibatch, split across the workers")
+    parser.add_argument("--lr", type=float, default=0.2)
+    parser.add_argument("--momentum", type=float, default=0.0, help="resnet18 only")
+    parser.add_argument("--weight-decay", type=float, default=0.0, help="resnet18 only")
+    parser.add_argument("--train-subset", type=int, help="use the first N training examples")
+    parser.add_argument("--test-subset", type=int, help="use the first N test examples")
+    parser.add_argument("--data", type=Path,
+                        help="prepared Fashion-MNIST (.pt); not needed with --cost-model")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="CSV: one row per epoch, or the cost model's rows")
+    parser.add_argument("--topk-out", type=Path, help="CSV of running loss, top-1 and top-5 accuracy")
+    parser.add_argument("--topk-every", type=int, default=50, help="batches between --topk-out rows")
+    parser.add_argument("--checkpoint", type=Path, help="saved every epoch, resumed from if it exists")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=600,
+                        help="seconds a worker waits for its peers before failing; must exceed rank 0's "
+                             "per-epoch evaluation and checkpointing, during which the others wait")
+    parser.add_argument("--cost-model", action="store_true",
+                        help="measure the cost model instead of training")
+    parser.add_argument("--cost-batches", type=int, nargs="+", default=[16, 32, 64, 128, 256],
+                        help="per-device batch sizes for --cost-model")
+    parser.add_argument("--repeats", type=int, default=10, help="timed repeats per --cost-model measurement")
+    parser.add_argument("--fail-at-epoch", type=int, help=argparse.SUPPRESS)  # tests: the last rank dies
+    args = parser.parse_args(argv)
+    if not args.cost_model and args.data is None:
+        parser.error("--data is required for training")
+    if args.model == "lenet" and (args.momentum or args.weight_decay):
+        parser.error("the from-scratch LeNet uses plain SGD: no --momentum or --weight-decay")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    rank = int(os.environ.get("RANK", 0))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s rank {rank} %(levelname)s: %(message)s")
+    pin_to_core(local_rank)
+    device = device_for(local_rank)
+    if "WORLD_SIZE" in os.environ:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+                                timeout=timedelta(seconds=args.timeout))
+    if args.batch_size % world_size():
+        raise ValueError(f"--batch-size {args.batch_size} does not split evenly over {world_size()} workers")
+    if args.cost_model:
+        rows = cost_model(args, device, rank)
+        if rank == 0:
+            write_csv(rows, args.out, COST_COLUMNS)
+    else:
+        history, topk_rows = train(args, device, rank)
+        if rank == 0:
+            write_csv(history, args.out, COLUMNS)
+            if args.topk_out is not None:
+                write_csv(topk_rows, args.topk_out, TOPK_COLUMNS)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
+
+
+def torchrun(devices: int, argv: list[str]) -> list[str]:
+    """The command that runs this module on ``devices`` workers; --standalone picks a free port,
+    so jobs running at once never collide, and --max-restarts 0 ends the group when a worker dies."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={devices}",
+            "--max-restarts=0", "-m", "d2lrepro.multidevice", *argv]
+
+
+def run_argv(run: dict) -> list[str]:
+    """Command-line flags for one training run of the config (model, epochs, batch_size, lr, ...)."""
+    flags = ("model", "epochs", "batch_size", "lr", "momentum", "weight_decay", "train_subset", "test_subset")
+    return [item for key in flags if run.get(key) is not None
+            for item in (f"--{key.replace('_', '-')}", str(run[key]))]

@@ -1,0 +1,75 @@
+# Training on 1 and 2 devices: each run is launched with torchrun by its script, takes all
+# cores (so that its timing is its own) and is not applicable, not failed, where the machine
+# lacks the devices.
+
+
+rule multidevice_train:
+    input:
+        data="results/data/fashion_mnist.pt",
+        code=package("multidevice", "parallel", "models"),
+    output:
+        history="results/multidevice/{run}.csv",
+        topk="results/multidevice/{run}.topk.csv",
+    log:
+        "logs/multidevice_train/{run}.log",
+    benchmark:
+        "benchmarks/multidevice_train/{run}.tsv"
+    wildcard_constraints:
+        run="|".join(re.escape(r) for r in S["multidevice"]["runs"]),
+    conda:
+        ENV
+    threads: all_cores
+    params:
+        run=lambda w: S["multidevice"]["runs"][w.run],
+        timeout=S["multidevice"]["timeout"],
+        seed=S["seed"],
+    script:
+        "../scripts/multidevice_train.py"
+
+
+rule cost_model:
+    input:
+        code=package("multidevice", "parallel", "models"),
+    output:
+        "results/multidevice/cost_{model}.csv",
+    log:
+        "logs/cost_model/{model}.log",
+    benchmark:
+        "benchmarks/cost_model/{model}.tsv"
+    wildcard_constraints:
+        model="lenet|resnet18",
+    conda:
+        ENV
+    threads: all_cores
+    params:
+        cost=lambda w: S["multidevice"]["cost_model"][w.model],
+        timeout=S["multidevice"]["timeout"],
+        seed=S["seed"],
+    script:
+        "../scripts/cost_model.py"
+
+
+rule multidevice_summary:
+    input:
+        runs=expand("results/multidevice/{run}.csv", run=S["multidevice"]["runs"]),
+        topk="results/multidevice/resnet18_momentum.1.topk.csv",
+        costs=expand(
+            "results/multidevice/cost_{model}.csv", model=["lenet", "resnet18"]
+        ),
+        environment="results/environment.json",
+        code=package("dataparallel"),
+    output:
+        metrics="results/multidevice/metrics.csv",
+        lenet=figure("mgpu", "test_acc"),
+        cost=figure("mgpu", "cost_model"),
+        resnet=figure("mgpuc", "test_acc"),
+        throughput=figure("mgpuc", "throughput"),
+        topk=figure("mgpuc", "topk"),
+    log:
+        "logs/multidevice_summary.log",
+    benchmark:
+        "benchmarks/multidevice_summary.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/multidevice_summary.py"

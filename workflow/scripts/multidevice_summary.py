@@ -1,0 +1,32 @@
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from d2lrepro import dataparallel, environment, logs, results
+
+log = logs.setup(snakemake.log[0])
+with open(snakemake.input.environment) as f:
+    footer = environment.summary(json.load(f))
+histories = {Path(p).name.removesuffix(".csv"): pd.read_csv(p) for p in snakemake.input.runs}
+costs = {Path(p).stem.removeprefix("cost_"): pd.read_csv(p) for p in snakemake.input.costs}
+
+rows = dataparallel.demonstrations()
+for name, history in histories.items():
+    rows += dataparallel.run_metrics(name, history)
+values = {r["metric"]: r["value"] for r in rows}
+for model in ("lenet", "resnet18"):
+    rows += dataparallel.comparison_metrics(values, model)
+for model, cost in costs.items():
+    rows += dataparallel.cost_metrics(cost, model)
+for row in rows:
+    log.info("%s = %.6g %s %s", row["metric"], row["value"], row["unit"], row["note"])
+results.write_metrics(rows, snakemake.output.metrics)
+
+dataparallel.draw_test_acc({k: v for k, v in histories.items() if k.startswith("lenet.")},
+                           snakemake.output.lenet, footer)
+dataparallel.draw_test_acc({k: v for k, v in histories.items() if k.startswith("resnet18.")},
+                           snakemake.output.resnet, footer)
+dataparallel.draw_throughput(values, list(histories), snakemake.output.throughput, footer)
+dataparallel.draw_topk(pd.read_csv(snakemake.input.topk), snakemake.output.topk, footer)
+dataparallel.draw_cost(costs, snakemake.output.cost, footer)
