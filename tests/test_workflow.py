@@ -82,6 +82,16 @@ def test_sweep_expands_one_job_per_setting(repo):
     assert int(counts["lr_train"]) == 1 + 4 * 2  # constant once, four schedules under two semantics
 
 
+def test_timing_and_training_rules_run_alone(repo):
+    """They take every core, so the scheduler runs nothing beside them."""
+    exclusive = ["hybridize", "asynchrony", "autopar", "hardware", "multidevice_train", "cost_model"]
+    result = snakemake(repo, "-n", "--forceall", "--cores", "3", "--config", "preset=smoke")
+    jobs = (result.stdout + result.stderr).split("\n\n")
+    for rule in exclusive:
+        blocks = [j for j in jobs if f"rule {rule}:" in j]
+        assert blocks and all("threads: 3" in j for j in blocks), rule
+
+
 def test_bad_config_stops_before_any_job(repo):
     result = snakemake(repo, "-n", "--config", "intro={grid_step: fine}", check=False)
     assert result.returncode != 0
