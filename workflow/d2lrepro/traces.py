@@ -80,20 +80,14 @@ def weight_metrics(cfg: dict) -> list[dict]:
 
 def draw_weights(cfg: dict, figures: dict) -> None:
     h = cfg["horizon"]
-    t = np.arange(h)
-    fig, ax = plotting.figure()
-    for beta in cfg["momentum_betas"]:
-        ax.plot(t, momentum_weights(beta, h), label=f"beta = {beta:.2f}")
-    ax.set_xlabel("time")
-    ax.legend()
-    plotting.save(fig, figures["momentum_weights"])
-
-    fig, ax = plotting.figure()
-    for gamma in cfg["rmsprop_gammas"]:
-        ax.plot(t, rmsprop_weights(gamma, h), label=f"gamma = {gamma:.2f}")
-    ax.set_xlabel("time")
-    ax.legend()
-    plotting.save(fig, figures["rmsprop_weights"])
+    for key, curve, values, name in (("momentum_weights", momentum_weights, cfg["momentum_betas"], "beta"),
+                                     ("rmsprop_weights", rmsprop_weights, cfg["rmsprop_gammas"], "gamma")):
+        fig, ax = plotting.figure()
+        for value in values:
+            ax.plot(np.arange(h), curve(value, h), label=f"{name} = {value:.2f}")
+        ax.set_xlabel("time")
+        ax.legend()
+        plotting.save(fig, figures[key])
 
     T = cfg["scalar_horizon"]
     fig, ax = plotting.figure(figsize=(6, 4))
