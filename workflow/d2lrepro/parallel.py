@@ -46,10 +46,15 @@ def dist_allreduce_(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def sync_grads(params) -> None:
-    """:func:`dist_allreduce_` every parameter's gradient (sum, not mean)."""
-    for param in params:
-        if param.grad is not None:
-            dist_allreduce_(param.grad)
+    """Sum every parameter's gradient over the workers (not the mean) with one
+    :func:`dist_allreduce_` of all of them packed into one flat buffer: a message costs gloo
+    a fixed overhead, so one reduce and one broadcast beat one of each per parameter."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if world_size() == 1 or not grads:
+        return
+    flat = dist_allreduce_(torch.cat([g.reshape(-1) for g in grads]))
+    for grad, part in zip(grads, flat.split([g.numel() for g in grads])):
+        grad.copy_(part.view_as(grad))
 
 
 def pin_to_core(rank: int) -> None:
