@@ -116,3 +116,16 @@ def test_parse_args_rejects_momentum_for_scratch_lenet():
     with pytest.raises(SystemExit):
         multidevice.parse_args(["--out", "y.csv"])  # training needs --data
     assert multidevice.parse_args(["--cost-model", "--out", "y.csv"]).cost_model
+
+
+def test_two_jobs_at_once_do_not_collide(data, tmp_path):
+    """Each torchrun --standalone picks its own free port: two 2-worker jobs run side by side."""
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    jobs = [subprocess.Popen(multidevice.torchrun(2, [*map(str, LENET[:2]), "--epochs", "1", "--batch-size", "64",
+                                                      "--data", str(data), "--out", str(tmp_path / f"{i}.csv")]),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+            for i in range(2)]
+    for job in jobs:
+        _, err = job.communicate(timeout=180)
+        assert job.returncode == 0, err[-3000:]
+    assert all(len(pd.read_csv(tmp_path / f"{i}.csv")) == 1 for i in range(2))

@@ -84,7 +84,7 @@ def test_sweep_expands_one_job_per_setting(repo):
 
 def test_timing_and_training_rules_run_alone(repo):
     """They take every core, so the scheduler runs nothing beside them."""
-    exclusive = ["hybridize", "asynchrony", "autopar", "hardware", "multidevice_train", "cost_model"]
+    exclusive = ["hybridize", "asynchrony", "autopar", "hardware", "multidevice_train", "cost_model", "book_multigpu"]
     result = snakemake(repo, "-n", "--forceall", "--cores", "3", "--config", "preset=smoke")
     jobs = (result.stdout + result.stderr).split("\n\n")
     for rule in exclusive:

@@ -72,7 +72,8 @@ def draw_test_acc(histories: dict[str, pd.DataFrame], path, footer: str) -> None
     fig, ax = plotting.figure()
     for name, h in histories.items():
         if "test_acc" in h and h["test_acc"].notna().any():
-            ax.plot(h["epoch"], h["test_acc"], "-o", markersize=3, label=f"{name.split('.')[-1]} device(s)")
+            how = "one process (book's code)" if name.startswith("book_") else "torch.distributed"
+            ax.plot(h["epoch"], h["test_acc"], "-o", markersize=3, label=f"{name.split('.')[-1]} device(s), {how}")
     ax.set(xlabel="epoch", ylabel="test acc")
     ax.legend(fontsize=6)
     ax.grid(True)

@@ -49,9 +49,36 @@ rule cost_model:
         "../scripts/cost_model.py"
 
 
+# The book's own code path: one process driving 2 GPUs (nn.parallel.scatter, nn.DataParallel),
+# with the settings of the 2-device run of each model.
+rule book_multigpu:
+    input:
+        data="results/data/fashion_mnist.pt",
+        code=package("singleprocess", "models", "parallel"),
+    output:
+        "results/multidevice/book_{model}.2.csv",
+    log:
+        "logs/book_multigpu/{model}.log",
+    benchmark:
+        "benchmarks/book_multigpu/{model}.tsv"
+    wildcard_constraints:
+        model="lenet|resnet18",
+    conda:
+        ENV
+    threads: all_cores
+    params:
+        run=lambda w: S["multidevice"]["runs"][f"{w.model}.2"],
+        seed=S["seed"],
+    script:
+        "../scripts/book_multigpu.py"
+
+
 rule multidevice_summary:
     input:
         runs=expand("results/multidevice/{run}.csv", run=S["multidevice"]["runs"]),
+        book=expand(
+            "results/multidevice/book_{model}.2.csv", model=["lenet", "resnet18"]
+        ),
         topk="results/multidevice/resnet18_momentum.1.topk.csv",
         costs=expand(
             "results/multidevice/cost_{model}.csv", model=["lenet", "resnet18"]

@@ -8,7 +8,8 @@ from d2lrepro import dataparallel, environment, logs, results
 log = logs.setup(snakemake.log[0])
 with open(snakemake.input.environment) as f:
     footer = environment.summary(json.load(f))
-histories = {Path(p).name.removesuffix(".csv"): pd.read_csv(p) for p in snakemake.input.runs}
+histories = {Path(p).name.removesuffix(".csv"): pd.read_csv(p)
+             for p in [*snakemake.input.runs, *snakemake.input.book]}
 costs = {Path(p).stem.removeprefix("cost_"): pd.read_csv(p) for p in snakemake.input.costs}
 
 rows = dataparallel.demonstrations()
@@ -23,10 +24,9 @@ for row in rows:
     log.info("%s = %.6g %s %s", row["metric"], row["value"], row["unit"], row["note"])
 results.write_metrics(rows, snakemake.output.metrics)
 
-dataparallel.draw_test_acc({k: v for k, v in histories.items() if k.startswith("lenet.")},
-                           snakemake.output.lenet, footer)
-dataparallel.draw_test_acc({k: v for k, v in histories.items() if k.startswith("resnet18.")},
-                           snakemake.output.resnet, footer)
+for model, path in (("lenet", snakemake.output.lenet), ("resnet18", snakemake.output.resnet)):
+    runs = {k: v for k, v in histories.items() if k.startswith((f"{model}.", f"book_{model}."))}
+    dataparallel.draw_test_acc(runs, path, footer)
 dataparallel.draw_throughput(values, list(histories), snakemake.output.throughput, footer)
 dataparallel.draw_topk(pd.read_csv(snakemake.input.topk), snakemake.output.topk, footer)
 dataparallel.draw_cost(costs, snakemake.output.cost, footer)

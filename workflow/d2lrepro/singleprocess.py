@@ -1,0 +1,113 @@
+"""The book's own multi-GPU code: one process driving several GPUs.
+
+From scratch, each minibatch is split with ``nn.parallel.scatter``, every device keeps a copy
+of the parameters, the gradients are summed by the book's ``allreduce`` and each copy takes the
+same SGD step. The concise version wraps ResNet-18 in ``nn.DataParallel``. Both need two or
+more CUDA devices; the from-scratch loop also accepts CPU devices, so its logic is testable
+anywhere.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from . import models, parallel
+from .multidevice import COLUMNS
+from .training import Data, evaluate_accuracy
+
+
+def scatter(X: torch.Tensor, devices: list[torch.device]) -> list[torch.Tensor]:
+    """``nn.parallel.scatter`` on CUDA devices; the same split and copies on others."""
+    if all(d.type == "cuda" for d in devices):
+        return list(nn.parallel.scatter(X, devices))
+    return [chunk.to(d) for chunk, d in zip(torch.tensor_split(X, len(devices)), devices)]
+
+
+def _synchronize(devices) -> None:
+    for d in devices:
+        if d.type == "cuda":
+            torch.cuda.synchronize(d)
+
+
+def _epochs(data: Data, devices, epochs: int, batch_size: int, seed: int, step, evaluate, model: str, lr: float):
+    """The book's train loop: timed epochs (evaluation excluded) of ``step(X, y)``."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for epoch in range(1, epochs + 1):
+        order = torch.randperm(len(data.train_y), generator=generator)
+        loss_sum, correct = 0.0, 0
+        _synchronize(devices)
+        start = time.perf_counter()
+        for i in range(0, len(order), batch_size):
+            idx = order[i:i + batch_size]
+            loss, hits = step(data.train_x[idx], data.train_y[idx])
+            loss_sum, correct = loss_sum + loss, correct + hits
+        _synchronize(devices)
+        seconds = time.perf_counter() - start
+        n = len(order)
+        rows.append({"epoch": epoch, "train_loss": loss_sum / n, "train_acc": correct / n, "test_acc": evaluate(),
+                     "seconds": seconds, "samples_per_s": n / seconds, "devices": parallel.describe_devices(len(devices)),
+                     "world_size": 1, "model": model, "batch_size": batch_size, "lr": lr})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def train_scratch(data: Data, devices: list[torch.device], epochs: int, batch_size: int, lr: float,
+                  seed: int = 0) -> pd.DataFrame:
+    """The book's from-scratch multi-GPU LeNet: per-device parameter copies and allreduce."""
+    params = models.lenet_params(seed)
+    copies = [[p.detach().clone().to(d).requires_grad_() for p in params] for d in devices]
+
+    def step(X, y):
+        shards_x, shards_y = scatter(X, devices), scatter(y, devices)
+        y_hats = [models.lenet_forward(x, W) for x, W in zip(shards_x, copies)]
+        losses = [F.cross_entropy(y_hat, t, reduction="none").sum() for y_hat, t in zip(y_hats, shards_y)]
+        for loss in losses:
+            loss.backward()
+        with torch.no_grad():
+            for i in range(len(params)):
+                parallel.allreduce([W[i].grad for W in copies])
+            for W in copies:
+                for p in W:
+                    p -= lr * p.grad / len(X)
+                    p.grad.zero_()
+        hits = sum((y_hat.argmax(1) == t).sum().item() for y_hat, t in zip(y_hats, shards_y))
+        return sum(loss.item() for loss in losses), hits
+
+    class FirstCopy(nn.Module):
+        def forward(self, X):
+            return models.lenet_forward(X, copies[0])
+
+    def evaluate():
+        return evaluate_accuracy(FirstCopy(), data.test_x.to(devices[0]), data.test_y.to(devices[0]), batch_size)
+
+    return _epochs(data, devices, epochs, batch_size, seed, step, evaluate, "lenet", lr)
+
+
+def train_concise(data: Data, devices: list[torch.device], epochs: int, batch_size: int, lr: float,
+                  seed: int = 0) -> pd.DataFrame:
+    """The book's concise multi-GPU ResNet-18: ``nn.DataParallel`` over ``devices`` (CUDA)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = models.resnet18()
+    models.init_normal_(net, seed)
+    net = nn.DataParallel(net.to(devices[0]), device_ids=devices)
+    optimizer = torch.optim.SGD(net.parameters(), lr=lr)
+
+    def step(X, y):
+        X, y = X.to(devices[0]), y.to(devices[0])
+        optimizer.zero_grad()
+        y_hat = net(X)
+        loss = F.cross_entropy(y_hat, y)
+        loss.backward()
+        optimizer.step()
+        return loss.item() * len(y), (y_hat.argmax(1) == y).sum().item()
+
+    def evaluate():
+        return evaluate_accuracy(net, data.test_x.to(devices[0]), data.test_y.to(devices[0]), batch_size)
+
+    return _epochs(data, devices, epochs, batch_size, seed, step, evaluate, "resnet18", lr)
