@@ -2,7 +2,7 @@ import pandas as pd
 
 from d2lrepro import claims, plotting, report, settings
 
-ENV = {"cpu_model": "Test CPU", "logical_cpus": 2, "usable_cores": 2, "torch_threads": 2,
+ENV = {"cpu_model": "Test CPU", "logical_cpus": 2, "usable_cores": 2,
        "torch_version": "2.13.0", "python_version": "3.11", "platform": "linux",
        "cuda_available": False, "cuda_version": None, "cuda_devices": 0, "gpus": []}
 

@@ -34,7 +34,6 @@ def describe() -> dict:
         "cpu_model": cpu_model(),
         "logical_cpus": os.cpu_count(),
         "usable_cores": usable_cores(),
-        "torch_threads": torch.get_num_threads(),
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "platform": platform.platform(),
@@ -45,11 +44,11 @@ def describe() -> dict:
     }
 
 
-def summary(env: dict) -> str:
-    """One line for figure footers and logs."""
+def summary(env: dict, threads: int | None = None) -> str:
+    """One line for figure footers and logs; ``threads``: those the measurements ran with."""
     gpus = ", ".join(env["gpus"]) if env["gpus"] else "no GPU"
-    return (f"{env['cpu_model']} ({env['usable_cores']} cores, {env['torch_threads']} threads), "
-            f"{gpus}, torch {env['torch_version']}")
+    used = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
+    return f"{env['cpu_model']} ({env['usable_cores']} cores{used}), {gpus}, torch {env['torch_version']}"
 
 
 def git_commit(directory: Path) -> str:

@@ -8,8 +8,9 @@ from d2lrepro import environment, logs, results, sweeps
 log = logs.setup(snakemake.log[0])
 p = snakemake.params
 with open(snakemake.input.environment) as f:
-    footer = environment.summary(json.load(f))
+    env = json.load(f)
 runs = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
+footer = environment.summary(env, int(runs["threads"].max()))
 finals = runs.groupby(["setting", "seed"])["elapsed"].max()
 log.info("sweep: %d settings x %d seeds, %.2f s of training in all (evaluation excluded)",
          runs["setting"].nunique(), runs["seed"].nunique(), finals.sum())

@@ -8,7 +8,7 @@ log = logs.setup(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 cfg, seed = snakemake.params.autopar, snakemake.params.seed
 with open(snakemake.input.environment) as f:
-    footer = environment.summary(json.load(f))
+    footer = environment.summary(json.load(f), snakemake.threads)
 cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
 log.info("automatic parallelism with %d threads, %d CUDA devices: %s", torch.get_num_threads(), cuda_devices, cfg)
 size, n, limit = cfg["size"], cfg["matmuls"], cfg["max_run_time"]

@@ -8,7 +8,7 @@ log = logs.setup(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 cfg = snakemake.params.hardware
 with open(snakemake.input.environment) as f:
-    footer = environment.summary(json.load(f))
+    footer = environment.summary(json.load(f), threads=1)  # the sweep sums on one core
 cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
 caches = bench.cache_sizes()
 log.info("caches %s; sweep up to %d MiB; %d CUDA devices", caches, cfg["sweep_max_mib"], cuda_devices)

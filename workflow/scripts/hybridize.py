@@ -10,7 +10,7 @@ log = logs.setup(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 cfg, seed = snakemake.params.hybridize, snakemake.params.seed
 with open(snakemake.input.environment) as f:
-    footer = environment.summary(json.load(f))
+    footer = environment.summary(json.load(f), snakemake.threads)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 log.info("hybridization on %s with %d threads: %s", device, torch.get_num_threads(), cfg)
 

@@ -6,8 +6,9 @@ from d2lrepro import environment, logs, results, scheduling
 
 log = logs.setup(snakemake.log[0])
 with open(snakemake.input.environment) as f:
-    footer = environment.summary(json.load(f))
+    env = json.load(f)
 history = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
+footer = environment.summary(env, int(history["threads"].max()))
 for (run, semantics), h in history.groupby(["run", "semantics"], sort=False):
     log.info("LeNet %s (%s): %.0f samples/s median over %d epochs on %s with %d threads",
              run, semantics, h["samples_per_s"].median(), len(h), h["device"].iloc[0], h["threads"].iloc[0])

@@ -7,10 +7,11 @@ from d2lrepro import dataparallel, environment, logs, results
 
 log = logs.setup(snakemake.log[0])
 with open(snakemake.input.environment) as f:
-    footer = environment.summary(json.load(f))
+    env = json.load(f)
 histories = {Path(p).name.removesuffix(".csv"): pd.read_csv(p)
              for p in [*snakemake.input.runs, *snakemake.input.book]}
 costs = {Path(p).stem.removeprefix("cost_"): pd.read_csv(p) for p in snakemake.input.costs}
+footer = environment.summary(env, threads=1)  # one per device process
 
 rows = dataparallel.demonstrations()
 for name, history in histories.items():
