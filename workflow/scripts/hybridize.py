@@ -1,7 +1,6 @@
 import json
 from pathlib import Path
 
-import pandas as pd
 import torch
 
 from d2lrepro import bench, environment, logs, results
