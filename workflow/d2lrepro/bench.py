@@ -41,7 +41,8 @@ import torch
 from torch import nn
 from torch.utils import benchmark
 
-from . import plotting
+from . import environment, plotting
+from .environment import synchronize
 from .results import metric, not_applicable
 
 KIB, MIB = 1024, 1024**2
@@ -52,13 +53,6 @@ CACHE_ROOT = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
 # Timing ---------------------------------------------------------------------------------------
-
-def wait(device) -> None:
-    """Block until ``device`` has finished its queued work (CPU ops finish before they return)."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
 
 def _drain() -> None:
     # Work queued before a clock starts must not be charged to it.
@@ -75,7 +69,7 @@ def time_fn(fn: Callable, device, min_run_time: float = 0.2, max_run_time: float
     and the thread count is torch's current one (Timer's own default is 1).
     """
     def clock():
-        wait(device)
+        synchronize(device)
         return time.perf_counter()
 
     timer = benchmark.Timer("fn()", globals={"fn": fn}, timer=clock, num_threads=torch.get_num_threads())
@@ -90,7 +84,7 @@ def naive_time(fn: Callable, device, sync: bool) -> float:
     start = time.perf_counter()
     fn()
     if sync:
-        wait(device)
+        synchronize(device)
     return time.perf_counter() - start
 
 
@@ -144,7 +138,7 @@ def applicability(cuda_devices: int) -> dict[str, Applicability]:
 
 
 def _reason(experiment: str, cuda_devices: int | None) -> str:
-    count = torch.cuda.device_count() if cuda_devices is None else cuda_devices
+    count = environment.cuda_devices() if cuda_devices is None else cuda_devices
     return applicability(count)[experiment].reason
 
 
@@ -369,15 +363,15 @@ def queue_memory(size: int = 4096, steps: int = 100, cuda_devices: int | None = 
     device = torch.device("cuda", 0)
     rows = []
     for name, sync_each in zip(names, (False, True)):
-        wait(device)
+        synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         for _ in range(steps):
             x = torch.randn(size, size, device=device)
             out = x @ x
             out.relu()
             if sync_each:
-                wait(device)
-        wait(device)
+                synchronize(device)
+        synchronize(device)
         rows.append(metric(name, torch.cuda.max_memory_allocated(device), "B", str(device)))
     return rows
 
@@ -428,13 +422,13 @@ def autopar_streams(size: int = 4000, n: int = 50, seed: int = 0, cuda_devices: 
     torch.manual_seed(seed)
     xa, xb = torch.rand(size, size, device=device), torch.rand(size, size, device=device)
     streams = torch.cuda.Stream(device), torch.cuda.Stream(device)
-    wait(device)  # the inputs, made on the default stream, are ready before the side streams read them
+    synchronize(device)  # the inputs, made on the default stream, are ready before the side streams read them
 
     def chains(*which):
         for i in which:
             with torch.cuda.stream(streams[i]):
                 run((xa, xb)[i], n)
-        wait(device)
+        synchronize(device)
 
     times = {"a": time_fn(lambda: chains(0), device, min_run_time, max_run_time),
              "b": time_fn(lambda: chains(1), device, min_run_time, max_run_time),
@@ -457,7 +451,7 @@ def autopar_gpus(size: int = 4000, n: int = 50, seed: int = 0, cuda_devices: int
         for i in which:
             run(xs[i], n)
         for i in which:
-            wait(devices[i])
+            synchronize(devices[i])
 
     times = {"a": time_fn(lambda: on(0), devices[0], min_run_time, max_run_time),
              "b": time_fn(lambda: on(1), devices[1], min_run_time, max_run_time),
@@ -490,7 +484,7 @@ def copy_overlap(size: int = 4000, n: int = 50, seed: int = 0, cuda_devices: int
     ys = run(x, n)
     pinned = [torch.empty(size, size, pin_memory=True) for _ in range(n)]
     copier = torch.cuda.Stream(device)
-    wait(device)
+    synchronize(device)
 
     def overlapped():
         for buffer in pinned:
@@ -499,11 +493,11 @@ def copy_overlap(size: int = 4000, n: int = 50, seed: int = 0, cuda_devices: int
             with torch.cuda.stream(copier):
                 buffer.copy_(y, non_blocking=True)
             y.record_stream(copier)  # keeps y's memory from reuse until the copy is done
-        wait(device)
+        synchronize(device)
 
     def book():
         copies = [y.to("cpu", non_blocking=True) for y in run(x, n)]
-        wait(device)
+        synchronize(device)
         return copies
 
     times = {"compute": time_fn(lambda: run(x, n), device, min_run_time, max_run_time),

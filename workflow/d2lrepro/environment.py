@@ -27,9 +27,21 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def cuda_devices() -> int:
+    """How many CUDA devices this process can use (0 without CUDA)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def synchronize(*devices) -> None:
+    """Block until each device has finished its queued work (CPU ops finish before they return)."""
+    for device in map(torch.device, devices):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+
 def describe() -> dict:
-    cuda = torch.cuda.is_available()
-    count = torch.cuda.device_count() if cuda else 0
+    count = cuda_devices()
+    cuda = count > 0
     return {
         "cpu_model": cpu_model(),
         "logical_cpus": os.cpu_count(),

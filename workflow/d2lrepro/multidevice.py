@@ -44,6 +44,7 @@ from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from d2lrepro.data import save
+from d2lrepro.environment import synchronize
 from d2lrepro.models import init_normal_, lenet_forward, lenet_params, resnet18
 from d2lrepro.parallel import describe_devices, device_for, pin_to_core, sync_grads, world_size
 from d2lrepro.results import write_csv
@@ -120,11 +121,6 @@ def build(args: argparse.Namespace,
     return net, optimizer, concise_step
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _reduced(counts: torch.Tensor) -> torch.Tensor:
     """The sum of ``counts`` over workers (valid on rank 0)."""
     total = counts.clone()
@@ -172,7 +168,7 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
         order = torch.randperm(n, generator=generator).to(device)
         net.train()
         counts = torch.zeros(4, dtype=torch.float64, device=device)  # loss sum, top-1, top-5 hits, examples
-        _sync(device)
+        synchronize(device)
         begin = time.perf_counter()
         for batch, i in enumerate(range(0, n, args.batch_size), start=1):
             idx = order[i:i + args.batch_size]
@@ -190,7 +186,7 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
                     topk_rows.append({"epoch": epoch, "batch": batch, "train_loss": loss_sum / seen,
                                       "top1": top1 / seen, "top5": top5 / seen})
         loss_sum, top1, _, seen = _reduced(counts).tolist()
-        _sync(device)
+        synchronize(device)
         seconds = time.perf_counter() - begin
         if rank != 0:
             continue
@@ -221,10 +217,10 @@ def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device
     for _ in range(repeats):
         if world_size() > 1:
             dist.barrier()
-        _sync(device)
+        synchronize(device)
         begin = time.perf_counter()
         fn()
-        _sync(device)
+        synchronize(device)
         times.append(time.perf_counter() - begin)
     return statistics.median(times)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
 import pandas as pd
 
 METRIC_COLUMNS = ["metric", "value", "unit", "device", "note"]
+log = logging.getLogger("d2lrepro")
 
 
 def metric(name: str, value: float, unit: str = "", device: str = "cpu", note: str = "") -> dict:
@@ -28,4 +30,7 @@ def write_csv(rows: list[dict] | pd.DataFrame, path: Path, columns: list[str] | 
 
 
 def write_metrics(rows: list[dict], path: Path) -> pd.DataFrame:
+    """Write the rows, and log each one: the job's log shows every number it measured."""
+    for row in rows:
+        log.info("%s = %.6g %s %s", row["metric"], row["value"], row["unit"], row["note"])
     return write_csv(rows, path, METRIC_COLUMNS)

@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import models, parallel
+from .environment import synchronize
 from .multidevice import COLUMNS
 from .training import Data, evaluate_accuracy
 
@@ -28,12 +29,6 @@ def scatter(X: torch.Tensor, devices: list[torch.device]) -> list[torch.Tensor]:
     return [chunk.to(d) for chunk, d in zip(torch.tensor_split(X, len(devices)), devices)]
 
 
-def _synchronize(devices) -> None:
-    for d in devices:
-        if d.type == "cuda":
-            torch.cuda.synchronize(d)
-
-
 def _epochs(data: Data, devices, epochs: int, batch_size: int, seed: int, step, evaluate, model: str, lr: float):
     """The book's train loop: timed epochs (evaluation excluded) of ``step(X, y)``."""
     generator = torch.Generator().manual_seed(seed)
@@ -41,13 +36,13 @@ def _epochs(data: Data, devices, epochs: int, batch_size: int, seed: int, step, 
     for epoch in range(1, epochs + 1):
         order = torch.randperm(len(data.train_y), generator=generator)
         loss_sum, correct = 0.0, 0
-        _synchronize(devices)
+        synchronize(*devices)
         start = time.perf_counter()
         for i in range(0, len(order), batch_size):
             idx = order[i:i + batch_size]
             loss, hits = step(data.train_x[idx], data.train_y[idx])
             loss_sum, correct = loss_sum + loss, correct + hits
-        _synchronize(devices)
+        synchronize(*devices)
         seconds = time.perf_counter() - start
         n = len(order)
         rows.append({"epoch": epoch, "train_loss": loss_sum / n, "train_acc": correct / n, "test_acc": evaluate(),

@@ -18,6 +18,8 @@ import pandas as pd
 import torch
 from torch import nn
 
+from .environment import synchronize
+
 COLUMNS = ["epoch", "lr", "train_loss", "train_acc", "test_acc", "seconds", "samples_per_s", "diverged"]
 EVAL_BATCH = 4096
 DIVERGENCE_CHECK_EVERY = 20  # batches between (synchronizing) checks for a non-finite loss
@@ -101,11 +103,6 @@ def load_data(path, train_subset: int | None = None, test_subset: int | None = N
     return prepare_data(torch.load(path, weights_only=True), train_subset, test_subset, device)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 @torch.no_grad()
 def evaluate_accuracy(net: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = EVAL_BATCH) -> float:
     """Fraction of ``x`` classified as ``y``, in eval mode; the net's mode is restored."""
@@ -155,7 +152,7 @@ def train(net: nn.Module, data: Data | Mapping[str, torch.Tensor], epochs: int, 
         for group in optimizer.param_groups:
             group["lr"] = lr
         net.train()
-        _sync(device)
+        synchronize(device)
         start = time.perf_counter()
         order = torch.randperm(n, generator=generator).to(device)
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
@@ -176,7 +173,7 @@ def train(net: nn.Module, data: Data | Mapping[str, torch.Tensor], epochs: int, 
             if (b + 1) % DIVERGENCE_CHECK_EVERY == 0 and not torch.isfinite(loss_sum).item():
                 diverged = True
                 break
-        _sync(device)
+        synchronize(device)
         seconds = time.perf_counter() - start
         train_loss = loss_sum.item() / seen
         diverged = diverged or not math.isfinite(train_loss)

@@ -17,8 +17,6 @@ log.info("sweep: %d settings x %d seeds, %.2f s of training in all (evaluation e
 rows = sweeps.summarize(runs)
 rows += sweeps.compare_implementations(torch.load(snakemake.input.data), p.settings, p.compare_epochs,
                                        p.batch_size, p.eval_every, p.seed)
-for row in rows:
-    log.info("%s = %.6g", row["metric"], row["value"])
 results.write_csv(runs, snakemake.output.runs)
 results.write_metrics(rows, snakemake.output.metrics)
 for name, group in runs.groupby("setting"):

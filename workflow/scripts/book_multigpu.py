@@ -1,11 +1,11 @@
 import pandas as pd
 import torch
 
-from d2lrepro import logs, results, singleprocess, training
+from d2lrepro import environment, logs, results, singleprocess, training
 
 log = logs.setup(snakemake.log[0])
 run, model = snakemake.params.run, snakemake.wildcards.model
-gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+gpus = environment.cuda_devices()
 if gpus < 2:
     reason = f"the book's one-process path needs 2 CUDA devices, this machine has {gpus}"
     log.info("%s: not applicable here: %s", model, reason)

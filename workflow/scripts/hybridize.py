@@ -21,7 +21,5 @@ model = Path(snakemake.output.model)
 rows += bench.serialize(model.parent, seed)
 assert model.exists(), f"{model} was not written"
 rows.append(results.metric("threads", torch.get_num_threads()))
-for row in rows:
-    log.info("%s = %.6g %s %s", row["metric"], row["value"], row["unit"], row["note"])
 metrics = results.write_metrics(rows, snakemake.output.metrics)
 bench.plot_hybridization(metrics, snakemake.output.figure, footer)

@@ -13,8 +13,6 @@ for (run, semantics), h in history.groupby(["run", "semantics"], sort=False):
     log.info("LeNet %s (%s): %.0f samples/s median over %d epochs on %s with %d threads",
              run, semantics, h["samples_per_s"].median(), len(h), h["device"].iloc[0], h["threads"].iloc[0])
 rows = scheduling.training_metrics(history)
-for row in rows:
-    log.info("%s = %.6g", row["metric"], row["value"])
 results.write_csv(history, snakemake.output.history)
 results.write_metrics(rows, snakemake.output.metrics)
 scheduling.draw_lrs(history, snakemake.output.lrs)

@@ -5,7 +5,7 @@ import pandas as pd
 
 from d2lrepro import dataparallel, environment, logs, results
 
-log = logs.setup(snakemake.log[0])
+logs.setup(snakemake.log[0])
 with open(snakemake.input.environment) as f:
     env = json.load(f)
 histories = {Path(p).name.removesuffix(".csv"): pd.read_csv(p)
@@ -21,8 +21,6 @@ for model in ("lenet", "resnet18"):
     rows += dataparallel.comparison_metrics(values, model)
 for model, cost in costs.items():
     rows += dataparallel.cost_metrics(cost, model)
-for row in rows:
-    log.info("%s = %.6g %s %s", row["metric"], row["value"], row["unit"], row["note"])
 results.write_metrics(rows, snakemake.output.metrics)
 
 for model, path in (("lenet", snakemake.output.lenet), ("resnet18", snakemake.output.resnet)):

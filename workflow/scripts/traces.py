@@ -1,10 +1,8 @@
 from d2lrepro import logs, results, traces
 
-log = logs.setup(snakemake.log[0])
+logs.setup(snakemake.log[0])
 steps = traces.run_traces(snakemake.params.runs, snakemake.params.steps, snakemake.params.start)
 rows = traces.trace_metrics(steps)
-for row in rows:
-    log.info("%s = %f", row["metric"], row["value"])
 results.write_csv(steps, snakemake.output.steps)
 results.write_metrics(rows, snakemake.output.metrics)
 for run, points in steps.groupby("run"):
