@@ -22,6 +22,7 @@ rule multidevice_train:
     params:
         run=lambda w: S["multidevice"]["runs"][w.run],
         timeout=S["multidevice"]["timeout"],
+        topk_every=S["multidevice"]["topk_every"],
         seed=S["seed"],
     script:
         "../scripts/multidevice_train.py"

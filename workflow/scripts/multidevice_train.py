@@ -20,7 +20,8 @@ else:
     key = hashlib.sha256(json.dumps([run, snakemake.params.seed], sort_keys=True).encode()).hexdigest()[:12]
     checkpoint = Path("results/multidevice/checkpoints") / f"{snakemake.wildcards.run}-{key}.pt"
     argv = multidevice.run_argv(run) + [
-        "--data", snakemake.input.data, "--out", out.history, "--topk-out", out.topk,
+        "--data", snakemake.input.data, "--out", out.history,
+        "--topk-out", out.topk, "--topk-every", str(snakemake.params.topk_every),
         "--checkpoint", str(checkpoint), "--seed", str(snakemake.params.seed),
         "--timeout", str(snakemake.params.timeout)]
     command = multidevice.torchrun(run["devices"], argv)
