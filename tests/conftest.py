@@ -18,3 +18,14 @@ def mirror() -> Path:
     if not (path / "fashion-mnist").is_dir():
         pytest.skip(f"no data mirror at {path} (set D2L_DATA_MIRROR)")
     return path
+
+
+@pytest.fixture
+def cuda_count(monkeypatch):
+    """Pretend this machine has ``n`` CUDA devices: ``cuda_count(n)``."""
+    from d2lrepro import devices
+
+    def fake(n):
+        monkeypatch.setattr(devices, "cuda_count", lambda: n)
+
+    return fake

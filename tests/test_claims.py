@@ -7,15 +7,26 @@ import pytest
 from d2lrepro import claims
 from d2lrepro.results import metric, not_applicable
 
-METRICS = pd.DataFrame([
-    metric("a", 2.0), metric("b", 1.0), metric("c", 0.5), metric("t", 0.0013409),
-    not_applicable("gpu_time", "no CUDA device"),
-])
+METRICS = pd.DataFrame(
+    [
+        metric("a", 2.0),
+        metric("b", 1.0),
+        metric("c", 0.5),
+        metric("t", 0.0013409),
+        not_applicable("gpu_time", "no CUDA device"),
+    ]
+)
 CPU_ONLY = {"cuda_devices": 0}
 
 
 def verdict(*checks, requires=None, env=CPU_ONLY):
-    claim = {"id": "x.y", "statement": "s", "book": "b", "evidence": "m.csv", "checks": list(checks)}
+    claim = {
+        "id": "x.y",
+        "statement": "s",
+        "book": "b",
+        "evidence": "m.csv",
+        "checks": list(checks),
+    }
     if requires:
         claim["requires"] = requires
     return claims.evaluate_claim(claim, METRICS, env)
@@ -53,7 +64,9 @@ def test_each_check_kind_passes_and_fails(check, passes):
 
 
 def test_all_checks_must_pass():
-    row = verdict({"kind": "above", "metric": "a", "bound": 0}, {"kind": "below", "metric": "a", "bound": 0})
+    row = verdict(
+        {"kind": "above", "metric": "a", "bound": 0}, {"kind": "below", "metric": "a", "bound": 0}
+    )
     assert row["verdict"] == claims.NOT_REPRODUCED
     assert row["reason"].startswith("failed: a = 2")
 
@@ -68,8 +81,14 @@ def test_missing_devices_are_not_applicable():
     row = verdict({"kind": "above", "metric": "a", "bound": 0}, requires={"cuda_devices": 2})
     assert row["verdict"] == claims.NOT_APPLICABLE
     assert row["reason"] == "needs 2 CUDA devices, this machine has 0"
-    assert verdict({"kind": "above", "metric": "a", "bound": 0}, requires={"cuda_devices": 2},
-                   env={"cuda_devices": 2})["verdict"] == claims.REPRODUCED
+    assert (
+        verdict(
+            {"kind": "above", "metric": "a", "bound": 0},
+            requires={"cuda_devices": 2},
+            env={"cuda_devices": 2},
+        )["verdict"]
+        == claims.REPRODUCED
+    )
 
 
 def test_unknown_metric_is_an_error_not_a_verdict():
@@ -80,23 +99,42 @@ def test_unknown_metric_is_an_error_not_a_verdict():
 def test_shipped_ledger_is_valid_and_points_at_results():
     ledger = claims.load()
     assert [s["id"] for s in ledger["sections"]][0] == "intro"
-    assert all(f.startswith("results/") for f in claims.evidence_files(ledger) + claims.figure_files(ledger))
+    assert all(
+        f.startswith("results/")
+        for f in claims.evidence_files(ledger) + claims.figure_files(ledger)
+    )
 
 
 def test_ledger_schema_rejects_unknown_check(tmp_path):
     path = tmp_path / "claims.yaml"
     path.write_text(
         "sections:\n- id: s\n  title: t\n  source: x\n  claims:\n"
-        "  - {id: s.c, statement: s, book: b, evidence: e.csv, checks: [{kind: roughly, metric: a}]}\n"
+        "  - {id: s.c, statement: s, book: b, evidence: e.csv,\n"
+        "     checks: [{kind: roughly, metric: a}]}\n"
     )
     with pytest.raises(jsonschema.ValidationError):
         claims.load(path)
 
 
 def test_evaluate_writes_every_column(tmp_path):
-    ledger = {"sections": [{"id": "s", "title": "t", "source": "x", "claims": [
-        {"id": "s.c", "statement": "s", "book": "b", "evidence": "m.csv",
-         "checks": [{"kind": "above", "metric": "a", "bound": 1}]}]}]}
+    ledger = {
+        "sections": [
+            {
+                "id": "s",
+                "title": "t",
+                "source": "x",
+                "claims": [
+                    {
+                        "id": "s.c",
+                        "statement": "s",
+                        "book": "b",
+                        "evidence": "m.csv",
+                        "checks": [{"kind": "above", "metric": "a", "bound": 1}],
+                    }
+                ],
+            }
+        ]
+    }
     table = claims.evaluate(ledger, lambda path: METRICS, CPU_ONLY)
     assert list(table.columns) == claims.COLUMNS
     assert table.loc[0, "verdict"] == claims.REPRODUCED and table.loc[0, "device"] == "cpu"

@@ -6,13 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from d2lrepro import data
+from d2lrepro import data, fetch
 
 PAYLOAD = b"some dataset bytes\n" * 100
 
 
 def spec_for(payload=PAYLOAD, urls=()):
-    return data.DataFile("file.bin", "set/file.bin", len(payload), hashlib.sha256(payload).hexdigest(), urls)
+    return fetch.DataFile(
+        "file.bin", "set/file.bin", len(payload), hashlib.sha256(payload).hexdigest(), urls
+    )
 
 
 def make_mirror(root, payload):
@@ -24,7 +26,7 @@ def make_mirror(root, payload):
 def test_fetch_from_mirror(tmp_path):
     mirror = make_mirror(tmp_path / "mirror", PAYLOAD)
     dest = tmp_path / "out" / "file.bin"
-    assert data.fetch(spec_for(), dest, [mirror]) == str(mirror / "set" / "file.bin")
+    assert fetch.fetch(spec_for(), dest, [mirror]) == str(mirror / "set" / "file.bin")
     assert dest.read_bytes() == PAYLOAD
 
 
@@ -33,8 +35,8 @@ def test_corrupted_file_names_file_and_checksums(tmp_path):
     mirror = make_mirror(tmp_path / "mirror", bad)
     spec = spec_for()
     dest = tmp_path / "out" / "file.bin"
-    with pytest.raises(data.FetchError) as error:
-        data.fetch(spec, dest, [mirror])
+    with pytest.raises(fetch.FetchError) as error:
+        fetch.fetch(spec, dest, [mirror])
     message = str(error.value)
     assert "file.bin" in message and "checksum mismatch" in message
     assert spec.sha256 in message and hashlib.sha256(bad).hexdigest() in message
@@ -43,22 +45,24 @@ def test_corrupted_file_names_file_and_checksums(tmp_path):
 
 def test_truncated_file_is_reported_as_truncated(tmp_path):
     mirror = make_mirror(tmp_path / "mirror", PAYLOAD[:100])
-    with pytest.raises(data.FetchError, match=f"truncated file: got 100 bytes.*expected {len(PAYLOAD)} bytes"):
-        data.fetch(spec_for(), tmp_path / "out" / "file.bin", [mirror])
+    with pytest.raises(
+        fetch.FetchError, match=f"truncated file: got 100 bytes.*expected {len(PAYLOAD)} bytes"
+    ):
+        fetch.fetch(spec_for(), tmp_path / "out" / "file.bin", [mirror])
 
 
 def test_missing_mirror_falls_back_to_urls(tmp_path):
     origin = make_mirror(tmp_path / "origin", PAYLOAD)
     spec = spec_for(urls=((origin / "set" / "file.bin").as_uri(),))
     dest = tmp_path / "out" / "file.bin"
-    assert data.fetch(spec, dest, [tmp_path / "no-such-mirror"]).startswith("file://")
+    assert fetch.fetch(spec, dest, [tmp_path / "no-such-mirror"]).startswith("file://")
     assert dest.read_bytes() == PAYLOAD
 
 
 def test_every_source_failing_lists_what_was_tried(tmp_path):
     spec = spec_for(urls=((tmp_path / "gone").as_uri(),))
-    with pytest.raises(data.FetchError) as error:
-        data.fetch(spec, tmp_path / "out" / "file.bin", [tmp_path / "no-such-mirror"])
+    with pytest.raises(fetch.FetchError) as error:
+        fetch.fetch(spec, tmp_path / "out" / "file.bin", [tmp_path / "no-such-mirror"])
     message = str(error.value)
     assert str(tmp_path / "no-such-mirror" / "set" / "file.bin") in message
     assert (tmp_path / "gone").as_uri() in message
@@ -66,9 +70,9 @@ def test_every_source_failing_lists_what_was_tried(tmp_path):
 
 def test_mirrors_reads_config_then_environment(monkeypatch):
     monkeypatch.setenv("D2L_DATA_MIRROR", "/env/mirror")
-    assert data.mirrors("/config/mirror") == ["/config/mirror", "/env/mirror"]
+    assert fetch.mirrors("/config/mirror") == ["/config/mirror", "/env/mirror"]
     monkeypatch.delenv("D2L_DATA_MIRROR")
-    assert data.mirrors(None) == []
+    assert fetch.mirrors(None) == []
 
 
 def idx_bytes(array: np.ndarray, code: int) -> bytes:
@@ -123,14 +127,24 @@ def test_prepare_airfoil_standardizes_all_rows_before_slicing(tmp_path):
 
 
 def test_registry_matches_the_mirror(mirror, tmp_path):
-    for spec in data.FILES.values():
-        assert data.fetch(spec, tmp_path / spec.mirror_path, [mirror]) == str(mirror / spec.mirror_path)
+    for spec in fetch.FILES.values():
+        assert fetch.fetch(spec, tmp_path / spec.mirror_path, [mirror]) == str(
+            mirror / spec.mirror_path
+        )
 
 
 def test_real_datasets_parse(mirror):
-    fmnist = data.prepare_fashion_mnist(*(mirror / data.FILES[n].mirror_path for n in (
-        "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")))
+    fmnist = data.prepare_fashion_mnist(
+        *(
+            mirror / fetch.FILES[n].mirror_path
+            for n in (
+                "train-images-idx3-ubyte.gz",
+                "train-labels-idx1-ubyte.gz",
+                "t10k-images-idx3-ubyte.gz",
+                "t10k-labels-idx1-ubyte.gz",
+            )
+        )
+    )
     assert fmnist["train_images"].shape == (60000, 28, 28)
     assert fmnist["test_labels"].shape == (10000,)
     assert set(fmnist["train_labels"].unique().tolist()) == set(range(10))

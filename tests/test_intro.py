@@ -27,7 +27,10 @@ def test_tanh_gradient_at_4(measured):
 
 
 def test_saddle_hessian(measured):
-    assert (measured["saddle_x2y2.hessian_min_eig"], measured["saddle_x2y2.hessian_max_eig"]) == (-2.0, 2.0)
+    assert (measured["saddle_x2y2.hessian_min_eig"], measured["saddle_x2y2.hessian_max_eig"]) == (
+        -2.0,
+        2.0,
+    )
 
 
 def test_draw_writes_every_figure(tmp_path):

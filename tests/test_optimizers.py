@@ -49,7 +49,9 @@ def test_sgd_momentum_closed_form():
     g0 = A * P0
     p1 = P0 - lr * g0
     p2 = p1 - lr * (m * g0 + A * p1)
-    assert run_quadratic("sgd_momentum", {"lr": lr, "momentum": m}, 2) == pytest.approx(p2, rel=1e-14)
+    assert run_quadratic("sgd_momentum", {"lr": lr, "momentum": m}, 2) == pytest.approx(
+        p2, rel=1e-14
+    )
 
 
 def test_adagrad_closed_form():
@@ -85,9 +87,12 @@ def test_adadelta_closed_form():
 
 @pytest.mark.parametrize("name, eps", [("adam", 1e-6), ("yogi", 1e-3)])
 def test_adam_and_yogi_first_step_is_bias_corrected(name, eps):
-    # At t = 1 the bias correction undoes the (1 - beta) factors: a step of lr * sign(g), softened by eps.
+    # At t = 1 the bias correction undoes the (1 - beta) factors: a step of lr * sign(g),
+    # softened by eps.
     lr, g0 = 0.1, A * P0
-    assert run_quadratic(name, {"lr": lr}, 1) == pytest.approx(P0 - lr * g0 / (abs(g0) + eps), rel=1e-14)
+    assert run_quadratic(name, {"lr": lr}, 1) == pytest.approx(
+        P0 - lr * g0 / (abs(g0) + eps), rel=1e-14
+    )
 
 
 @pytest.mark.parametrize("name, eps", [("adam", 1e-6), ("yogi", 1e-3)])
@@ -150,7 +155,11 @@ def quadratic_trajectory(name, hyper, a, trainer=None, steps=50):
 @pytest.mark.parametrize(
     "name, hyper, torch_with_book_eps",
     [
-        ("sgd_momentum", {"lr": 0.1, "momentum": 0.9}, lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
+        (
+            "sgd_momentum",
+            {"lr": 0.1, "momentum": 0.9},
+            lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+        ),
         ("adam", {"lr": 0.1}, lambda ps: torch.optim.Adam(ps, lr=0.1, eps=1e-6)),
         ("adadelta", {"rho": 0.9}, lambda ps: torch.optim.Adadelta(ps, rho=0.9, eps=1e-5)),
     ],
@@ -199,7 +208,12 @@ def test_yogi_has_no_torch_counterpart(data):
 def test_same_seed_gives_identical_losses(implementation, data):
     runs = [
         opt.train_airfoil(
-            "sgd_momentum", {"lr": 0.01, "momentum": 0.5}, *data, 1, seed=s, implementation=implementation
+            "sgd_momentum",
+            {"lr": 0.01, "momentum": 0.5},
+            *data,
+            1,
+            seed=s,
+            implementation=implementation,
         )
         for s in (7, 7, 8)
     ]
@@ -209,7 +223,9 @@ def test_same_seed_gives_identical_losses(implementation, data):
 
 @pytest.mark.parametrize("implementation", ["scratch", "torch"])
 def test_divergence_is_recorded_not_raised(implementation, data):
-    df = opt.train_airfoil("sgd_momentum", {"lr": 1e3, "momentum": 0.9}, *data, 2, implementation=implementation)
+    df = opt.train_airfoil(
+        "sgd_momentum", {"lr": 1e3, "momentum": 0.9}, *data, 2, implementation=implementation
+    )
     assert df["diverged"].all()
     assert not math.isfinite(df["loss"].iloc[-1])
     assert df["examples"].iloc[-1] < 3000  # stopped early

@@ -2,9 +2,18 @@ import pandas as pd
 
 from d2lrepro import claims, plotting, report, settings
 
-ENV = {"cpu_model": "Test CPU", "logical_cpus": 2, "usable_cores": 2,
-       "torch_version": "2.13.0", "python_version": "3.11", "platform": "linux",
-       "cuda_available": False, "cuda_version": None, "cuda_devices": 0, "gpus": []}
+ENV = {
+    "cpu_model": "Test CPU",
+    "logical_cpus": 2,
+    "usable_cores": 2,
+    "torch_version": "2.13.0",
+    "python_version": "3.11",
+    "platform": "linux",
+    "cuda_available": False,
+    "cuda_version": None,
+    "cuda_devices": 0,
+    "gpus": [],
+}
 
 
 def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path):
@@ -12,15 +21,46 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path):
     ax.plot([0, 1], [0, 1])
     png = tmp_path / "fig.png"
     plotting.save(fig, png, footer="Test CPU")
-    ledger = {"sections": [{"id": "s", "title": "Section <one>", "source": "seed", "figures": [
-        {"file": str(png), "caption": "A line"}], "claims": []}]}
-    table = pd.DataFrame([{"id": "s.c", "section": "s", "statement": "It holds", "book": "0.84",
-                           "measured": "acc = 0.85", "verdict": claims.NOT_REPRODUCED,
-                           "reason": "failed: acc", "device": "cpu", "evidence": "m.csv"}])
+    ledger = {
+        "sections": [
+            {
+                "id": "s",
+                "title": "Section <one>",
+                "source": "seed",
+                "figures": [{"file": str(png), "caption": "A line"}],
+                "claims": [],
+            }
+        ]
+    }
+    table = pd.DataFrame(
+        [
+            {
+                "id": "s.c",
+                "section": "s",
+                "statement": "It holds",
+                "book": "0.84",
+                "measured": "acc = 0.85",
+                "verdict": claims.NOT_REPRODUCED,
+                "reason": "failed: acc",
+                "device": "cpu",
+                "evidence": "m.csv",
+            }
+        ]
+    )
     run = settings.Settings("auto", "smoke", {}, [settings.Deviation("train.epochs", 10, 1)])
     html = report.render(ledger, table, ENV, run, commit="abc123")
     assert "Section &lt;one&gt;" in html  # escaped
     assert "data:image/png;base64," in html and 'src="/' not in html
-    for text in ("It holds", "0.84", "acc = 0.85", "not reproduced", "failed: acc", "smoke",
-                 "train.epochs", "Test CPU", "abc123", "1 not reproduced"):
+    for text in (
+        "It holds",
+        "0.84",
+        "acc = 0.85",
+        "not reproduced",
+        "failed: acc",
+        "smoke",
+        "train.epochs",
+        "Test CPU",
+        "abc123",
+        "1 not reproduced",
+    ):
         assert text in html, text

@@ -61,7 +61,9 @@ def test_bad_config_names_the_key(config, edit, key):
 def test_bad_value_inside_a_preset_is_caught(config):
     config["preset"] = "smoke"
     config["presets"]["smoke"] = {"airfoil": {"exampels": 100}}
-    with pytest.raises(settings.ConfigError, match="config key 'airfoil'.*'exampels' was unexpected"):
+    with pytest.raises(
+        settings.ConfigError, match="config key 'airfoil'.*'exampels' was unexpected"
+    ):
         settings.resolve(config)
 
 

@@ -1,26 +1,29 @@
 import torch
 
-from d2lrepro import speed, training
+from d2lrepro import data, speed
 
 
 def raw(n=64):
     g = torch.Generator().manual_seed(0)
-    return {"train_images": torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=g),
-            "train_labels": torch.randint(0, 10, (n,), generator=g),
-            "test_images": torch.zeros((8, 28, 28), dtype=torch.uint8), "test_labels": torch.zeros(8, dtype=torch.long)}
+    return {
+        "train_images": torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=g),
+        "train_labels": torch.randint(0, 10, (n,), generator=g),
+        "test_images": torch.zeros((8, 28, 28), dtype=torch.uint8),
+        "test_labels": torch.zeros(8, dtype=torch.long),
+    }
 
 
 def test_book_dataset_gives_the_same_pixels_as_our_tensors():
     r = raw()
-    ours = training.prepare_data(r)
+    ours = data.prepare_data(r)
     x, y = speed.BookFashionMNIST(r["train_images"], r["train_labels"])[5]
     assert torch.equal(x, ours.train_x[5]) and y == int(ours.train_y[5])
 
 
 def test_memory_batches_cover_every_example_once():
-    data = training.prepare_data(raw(70))
-    ys = torch.cat([y for _, y in speed.memory_batches(data, 16, seed=0)])
-    assert sorted(ys.tolist()) == sorted(data.train_y.tolist())
+    fashion = data.prepare_data(raw(70))
+    ys = torch.cat([y for _, y in speed.memory_batches(fashion, 16, seed=0)])
+    assert sorted(ys.tolist()) == sorted(fashion.train_y.tolist())
 
 
 def test_timed_epoch_reports_data_time():

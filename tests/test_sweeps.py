@@ -11,31 +11,49 @@ from d2lrepro import sweeps
 def data():
     g = torch.Generator().manual_seed(0)
     features = torch.randn(300, 5, generator=g)
-    labels = features @ torch.tensor([0.5, -1.0, 0.2, 0.0, 0.3]) + 0.1 * torch.randn(300, generator=g)
+    labels = features @ torch.tensor([0.5, -1.0, 0.2, 0.0, 0.3]) + 0.1 * torch.randn(
+        300, generator=g
+    )
     return {"features": features, "labels": labels}
 
 
 SETTINGS = {
-    "momentum.lr0.02_m0.5": {"implementation": "scratch", "optimizer": "sgd_momentum", "lr": 0.02, "momentum": 0.5},
-    "momentum.concise": {"implementation": "torch", "optimizer": "sgd_momentum", "lr": 0.005, "momentum": 0.9},
+    "momentum.lr0.02_m0.5": {
+        "implementation": "scratch",
+        "optimizer": "sgd_momentum",
+        "lr": 0.02,
+        "momentum": 0.5,
+    },
+    "momentum.concise": {
+        "implementation": "torch",
+        "optimizer": "sgd_momentum",
+        "lr": 0.005,
+        "momentum": 0.9,
+    },
     "adam.concise": {"implementation": "torch", "optimizer": "adam", "lr": 0.01},
 }
 
 
 def run(name, data, seeds=(0, 1)):
-    return sweeps.run_setting(name, SETTINGS[name], data, seeds, {"scratch": 2, "torch": 1}, 10, 100)
+    return sweeps.run_setting(
+        name, SETTINGS[name], data, seeds, {"scratch": 2, "torch": 1}, 10, 100
+    )
 
 
 def test_one_setting_over_seeds(data):
     runs = run("momentum.lr0.02_m0.5", data)
     assert set(runs["seed"]) == {0, 1}
     assert runs.groupby("seed")["examples"].max().tolist() == [600, 600]
-    assert {"setting", "implementation", "optimizer", "lr", "momentum", "loss", "elapsed"} <= set(runs.columns)
+    assert {"setting", "implementation", "optimizer", "lr", "momentum", "loss", "elapsed"} <= set(
+        runs.columns
+    )
     assert runs.loc[runs.seed == 0, "loss"].tolist() != runs.loc[runs.seed == 1, "loss"].tolist()
 
 
 def test_summary_takes_the_median_final_loss(data):
-    runs = pd.concat([run("momentum.lr0.02_m0.5", data, seeds=(0, 1, 2)), run("momentum.concise", data)])
+    runs = pd.concat(
+        [run("momentum.lr0.02_m0.5", data, seeds=(0, 1, 2)), run("momentum.concise", data)]
+    )
     summary = {m["metric"]: m["value"] for m in sweeps.summarize(runs)}
     finals = runs[runs.setting == "momentum.lr0.02_m0.5"].groupby("seed")["loss"].last()
     assert summary["momentum.lr0.02_m0.5.final_loss"] == pytest.approx(finals.median())
@@ -43,7 +61,12 @@ def test_summary_takes_the_median_final_loss(data):
 
 
 def test_divergent_setting_is_recorded_not_raised(data):
-    setting = {"implementation": "scratch", "optimizer": "sgd_momentum", "lr": 50.0, "momentum": 0.9}
+    setting = {
+        "implementation": "scratch",
+        "optimizer": "sgd_momentum",
+        "lr": 50.0,
+        "momentum": 0.9,
+    }
     runs = sweeps.run_setting("momentum.huge", setting, data, [0], {"scratch": 2}, 10, 100)
     summary = {m["metric"]: m["value"] for m in sweeps.summarize(runs)}
     assert summary["momentum.huge.diverged_seeds"] == 1
@@ -51,15 +74,27 @@ def test_divergent_setting_is_recorded_not_raised(data):
 
 
 def test_scratch_and_torch_sgd_momentum_agree_but_adam_does_not_exactly(data):
-    gaps = {m["metric"]: m["value"] for m in sweeps.compare_implementations(data, SETTINGS, 2, 10, 100, seed=0)}
-    assert set(gaps) == {"momentum.concise.scratch_vs_torch_gap", "adam.concise.scratch_vs_torch_gap"}
+    gaps = {
+        m["metric"]: m["value"]
+        for m in sweeps.compare_implementations(data, SETTINGS, 2, 10, 100, seed=0)
+    }
+    assert set(gaps) == {
+        "momentum.concise.scratch_vs_torch_gap",
+        "adam.concise.scratch_vs_torch_gap",
+    }
     assert gaps["momentum.concise.scratch_vs_torch_gap"] < 1e-6
     assert gaps["adam.concise.scratch_vs_torch_gap"] > 0
 
 
 def test_concise_runs_train_on_the_books_mse(data):
-    """train_concise_ch11 trains on MSELoss: the scratch optimizer at twice the lr is the same run."""
+    """train_concise_ch11 trains on MSELoss: the scratch optimizer at twice the lr is the same
+    run."""
     concise = run("momentum.concise", data, seeds=(0,))
-    setting = {"implementation": "scratch", "optimizer": "sgd_momentum", "lr": 0.01, "momentum": 0.9}
+    setting = {
+        "implementation": "scratch",
+        "optimizer": "sgd_momentum",
+        "lr": 0.01,
+        "momentum": 0.9,
+    }
     doubled = sweeps.run_setting("x.y", setting, data, [0], {"scratch": 1}, 10, 100)
     assert concise["loss"].to_numpy() == pytest.approx(doubled["loss"].to_numpy(), rel=1e-5)

@@ -3,7 +3,8 @@ import yaml
 
 from d2lrepro import traces
 
-# The book's printed `epoch 20, x1: %f, x2: %f` for each run of config.yaml (identical in EN, ZH, CL).
+# The book's printed `epoch 20, x1: %f, x2: %f` for each run of config.yaml (identical in EN, ZH,
+# CL).
 BOOK = {
     "momentum.gd_eta0.4": ("-0.943467", "-0.000073"),
     "momentum.gd_eta0.6": ("-0.387814", "-1673.365109"),
@@ -40,7 +41,9 @@ def test_weight_curves_match_closed_forms(config):
 
 
 def test_figures_are_written(tmp_path, config):
-    steps = traces.run_traces({"momentum.gd_eta0.4": {"optimizer": "gd", "lr": 0.4}}, 5, (-5.0, -2.0))
+    steps = traces.run_traces(
+        {"momentum.gd_eta0.4": {"optimizer": "gd", "lr": 0.4}}, 5, (-5.0, -2.0)
+    )
     traces.draw_trace(steps, tmp_path / "trace.png")
     figures = {k: tmp_path / f"{k}.png" for k in ("momentum_weights", "rmsprop_weights", "scalar")}
     traces.draw_weights(config["weights"], figures)

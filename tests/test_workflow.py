@@ -1,5 +1,7 @@
 """The whole DAG on the smoke preset, in a temporary copy of the repository."""
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -8,17 +10,33 @@ import pandas as pd
 import pytest
 import yaml
 
-from d2lrepro import claims
+from d2lrepro import claims, imports
 
-OUTPUTS = {".git", ".venv", ".snakemake", "results", "resources", "logs", "benchmarks",
-           "__pycache__", ".pytest_cache"}
+OUTPUTS = {
+    ".git",
+    ".venv",
+    ".snakemake",
+    "results",
+    "resources",
+    "logs",
+    "benchmarks",
+    "__pycache__",
+    ".pytest_cache",
+}
 
 
 def snakemake(workdir, *args, check=True):
-    result = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir,
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if check and result.returncode:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
@@ -36,7 +54,11 @@ def test_smoke_run_writes_report_and_ledger(smoke_run):
     assert list(table.columns) == claims.COLUMNS
     ledger = claims.load(smoke_run / "workflow" / "claims.yaml")
     assert set(table["id"]) == {c["id"] for s in ledger["sections"] for c in s["claims"]}
-    assert set(table["verdict"]) <= {claims.REPRODUCED, claims.NOT_REPRODUCED, claims.NOT_APPLICABLE}
+    assert set(table["verdict"]) <= {
+        claims.REPRODUCED,
+        claims.NOT_REPRODUCED,
+        claims.NOT_APPLICABLE,
+    }
     assert (table.loc[table["verdict"] == claims.NOT_APPLICABLE, "reason"] != "").all()
     html = (smoke_run / "results" / "report.html").read_text()
     assert "<b>smoke</b>" in html
@@ -54,14 +76,25 @@ def test_every_rule_logged_and_computing_rules_benchmarked(smoke_run):
 
 @pytest.mark.e2e
 def test_dry_run_after_full_run_plans_nothing(smoke_run, mirror):
-    result = snakemake(smoke_run, "-n", "--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}")
+    result = snakemake(
+        smoke_run, "-n", "--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}"
+    )
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
 @pytest.mark.e2e
 def test_rerunning_one_rule_touches_only_its_dependants(smoke_run, mirror):
-    result = snakemake(smoke_run, "-n", "-R", "intro", "--cores", "2", "--config", "preset=smoke",
-                       f"data_mirror={mirror}")
+    result = snakemake(
+        smoke_run,
+        "-n",
+        "-R",
+        "intro",
+        "--cores",
+        "2",
+        "--config",
+        "preset=smoke",
+        f"data_mirror={mirror}",
+    )
     planned = result.stdout + result.stderr
     assert "rule intro:" in planned and "rule report:" in planned
     assert "rule fetch_data:" not in planned and "prepare_fashion_mnist" not in planned
@@ -69,22 +102,40 @@ def test_rerunning_one_rule_touches_only_its_dependants(smoke_run, mirror):
 
 @pytest.mark.e2e
 def test_snakemake_report(smoke_run, mirror, tmp_path):
-    snakemake(smoke_run, "--report", str(tmp_path / "report.html"), "--config", "preset=smoke",
-              f"data_mirror={mirror}")
+    snakemake(
+        smoke_run,
+        "--report",
+        str(tmp_path / "report.html"),
+        "--config",
+        "preset=smoke",
+        f"data_mirror={mirror}",
+    )
     assert (tmp_path / "report.html").stat().st_size > 100_000
 
 
 def test_sweep_expands_one_job_per_setting(repo):
     settings = yaml.safe_load((repo / "config.yaml").read_text())["airfoil"]["settings"]
     result = snakemake(repo, "-n", "--forceall", "--quiet", "rules", "--config", "preset=smoke")
-    counts = dict(line.split()[:2] for line in result.stdout.splitlines() if line.strip() and line.split()[-1].isdigit())
+    counts = dict(
+        line.split()[:2]
+        for line in result.stdout.splitlines()
+        if line.strip() and line.split()[-1].isdigit()
+    )
     assert int(counts["airfoil_run"]) == len(settings)
     assert int(counts["lr_train"]) == 1 + 4 * 2  # constant once, four schedules under two semantics
 
 
 def test_timing_and_training_rules_run_alone(repo):
     """They take every core, so the scheduler runs nothing beside them."""
-    exclusive = ["hybridize", "asynchrony", "autopar", "hardware", "multidevice_train", "cost_model", "book_multigpu"]
+    exclusive = [
+        "hybridize",
+        "asynchrony",
+        "autopar",
+        "hardware",
+        "multidevice_train",
+        "cost_model",
+        "book_multigpu",
+    ]
     result = snakemake(repo, "-n", "--forceall", "--cores", "3", "--config", "preset=smoke")
     jobs = (result.stdout + result.stderr).split("\n\n")
     for rule in exclusive:
@@ -104,6 +155,74 @@ def test_lint(repo):
 
 
 def test_snakefmt(repo):
-    result = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "."], cwd=repo,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "snakefmt", "--check", "."], cwd=repo, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def planned_jobs(output):
+    """{rule: [its jobs' inputs]} of a dry run's output."""
+    jobs = {}
+    for block in re.split(r"\n(?=\[|rule |localrule )", output):
+        match = re.search(r"^(?:local)?rule (\w+):\n(?:    input: (.*)\n)?", block, re.M)
+        if match:
+            jobs.setdefault(match[1], []).append((match[2] or "").split(", "))
+    return jobs
+
+
+def rule_scripts(repo):
+    """{rule: its script's path} from the rule files."""
+    text = "".join(p.read_text() for p in (repo / "workflow" / "rules").glob("*.smk"))
+    blocks = re.split(r"^(?=rule )", text, flags=re.M)
+    found = {}
+    for block in blocks:
+        name = re.match(r"rule (\w+):", block)
+        script = re.search(r'script:\n\s+"\.\./scripts/(\w+\.py)"', block)
+        if name and script:
+            found[name[1]] = repo / "workflow" / "scripts" / script[1]
+    return found
+
+
+def test_code_inputs_are_the_import_closure_of_each_script(repo):
+    result = snakemake(repo, "-n", "--forceall", "--cores", "2", "--config", "preset=smoke")
+    jobs = planned_jobs(result.stdout + result.stderr)
+    scripts = rule_scripts(repo)
+    assert set(scripts) == set(jobs) - {"all"}
+    for rule, inputs in jobs.items():
+        for job_inputs in inputs:
+            declared = sorted(f for f in job_inputs if f.startswith("workflow/d2lrepro/"))
+            expected = imports.closure(scripts[rule], repo) if rule in scripts else []
+            assert declared == expected, rule
+
+
+@pytest.mark.e2e
+def test_editing_a_module_reruns_exactly_the_rules_that_import_it(smoke_run, mirror):
+    config = ["--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}"]
+    module = smoke_run / "workflow" / "d2lrepro" / "lr_schedulers.py"
+    users = [
+        rule
+        for rule, script in rule_scripts(smoke_run).items()
+        if "workflow/d2lrepro/lr_schedulers.py" in imports.closure(script, smoke_run)
+    ]
+    assert {"lr_schedule_plots", "lr_train", "lr_summary"} <= set(users)
+    forced = planned_jobs(snakemake(smoke_run, "-n", "-R", *users, *config).stdout)
+    stat = module.stat()
+    try:
+        os.utime(module)  # an edit, as far as Snakemake can tell
+        edited = planned_jobs(snakemake(smoke_run, "-n", *config).stdout)
+    finally:
+        os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert {r: len(j) for r, j in edited.items()} == {r: len(j) for r, j in forced.items()}
+    assert "hybridize" not in edited and "multidevice_train" not in edited
+
+
+def test_python_style(repo):
+    for check in (["check"], ["format", "--check"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *check, "workflow", "tests"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr

@@ -1,1 +1,2 @@
-"""Reproduction of the optimization and computational-performance chapters of Dive into Deep Learning."""
+"""Reproduction of the optimization and computational-performance chapters of Dive into Deep
+Learning."""

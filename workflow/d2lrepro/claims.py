@@ -19,7 +19,17 @@ LEDGER = Path(__file__).resolve().parents[1] / "claims.yaml"
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
 NOT_APPLICABLE = "not applicable here"
-COLUMNS = ["id", "section", "statement", "book", "measured", "verdict", "reason", "device", "evidence"]
+COLUMNS = [
+    "id",
+    "section",
+    "statement",
+    "book",
+    "measured",
+    "verdict",
+    "reason",
+    "device",
+    "evidence",
+]
 
 
 def load(path: Path = LEDGER) -> dict:
@@ -62,32 +72,46 @@ def _check(check: dict, value, name=lambda m: m) -> Outcome:
         v, target, tol = value(check["metric"]), check["target"], check["tol"]
         scale = abs(target) if check.get("relative") else 1.0
         what = f"{tol:.0%} of" if check.get("relative") else f"± {_fmt(tol)} of"
-        return Outcome(f"{name(check['metric'])} = {_fmt(v)} (needs {what} {_fmt(target)})",
-                       abs(v - target) <= tol * scale)
+        return Outcome(
+            f"{name(check['metric'])} = {_fmt(v)} (needs {what} {_fmt(target)})",
+            abs(v - target) <= tol * scale,
+        )
     if kind in ("ratio_above", "ratio_below"):
         n, d, bound = value(check["numerator"]), value(check["denominator"]), check["bound"]
         ratio = n / d if d else math.inf
         passed = ratio > bound if kind == "ratio_above" else ratio < bound
         sign = ">" if kind == "ratio_above" else "<"
-        return Outcome(f"{name(check['numerator'])} / {name(check['denominator'])} = {_fmt(n)} / {_fmt(d)}"
-                       f" = {ratio:.3g} (needs {sign} {_fmt(bound)})", passed)
+        return Outcome(
+            f"{name(check['numerator'])} / {name(check['denominator'])} = {_fmt(n)} / {_fmt(d)}"
+            f" = {ratio:.3g} (needs {sign} {_fmt(bound)})",
+            passed,
+        )
     if kind == "sum_of_parts":
         whole, parts = value(check["whole"]), [value(p) for p in check["parts"]]
-        return Outcome(f"{name(check['whole'])} = {_fmt(whole)} (needs < sum of parts "
-                       f"{' + '.join(_fmt(p) for p in parts)} = {_fmt(sum(parts))})", whole < sum(parts))
+        return Outcome(
+            f"{name(check['whole'])} = {_fmt(whole)} (needs < sum of parts "
+            f"{' + '.join(_fmt(p) for p in parts)} = {_fmt(sum(parts))})",
+            whole < sum(parts),
+        )
     if kind == "exact":
         v, decimals = value(check["metric"]), check.get("decimals", 6)
         shown, expected = f"{v:.{decimals}f}", f"{check['expected']:.{decimals}f}"
         rounded = "" if float(shown) == v else f" → {shown}"
-        return Outcome(f"{name(check['metric'])} = {_fmt(v)}{rounded} (needs {expected} to {decimals} decimals)",
-                       shown == expected)
+        return Outcome(
+            f"{name(check['metric'])} = {_fmt(v)}{rounded}"
+            f" (needs {expected} to {decimals} decimals)",
+            shown == expected,
+        )
     if kind == "ordering":
         vs = [value(m) for m in check["metrics"]]
         increasing = check["order"] == "increasing"
         passed = all(a < b if increasing else a > b for a, b in zip(vs, vs[1:]))
         sign = " < " if increasing else " > "
-        return Outcome(sign.join(f"{name(m)} = {_fmt(v)}" for m, v in zip(check["metrics"], vs))
-                       + " (needs this order)", passed)
+        return Outcome(
+            sign.join(f"{name(m)} = {_fmt(v)}" for m, v in zip(check["metrics"], vs))
+            + " (needs this order)",
+            passed,
+        )
     raise ValueError(f"unknown check kind {kind!r}")
 
 
@@ -96,12 +120,15 @@ def _metrics_of(check: dict) -> list[str]:
     return [n for n in names if n] + check.get("parts", []) + check.get("metrics", [])
 
 
-def _unmet(requires: dict, environment: dict) -> str | None:
-    need = requires.get("cuda_devices")
-    have = environment.get("cuda_devices", 0)
-    if need and have < need:
-        return f"needs {need} CUDA device{'s' if need > 1 else ''}, this machine has {have}"
-    return None
+def _unmet(requires: dict, environment: dict) -> str:
+    """Why the machine that ``environment`` describes lacks what a claim ``requires``."""
+    from .devices import unavailable  # imports torch: only when evaluating, not when parsing
+
+    return unavailable(
+        cuda=requires.get("cuda_devices", 0),
+        have_cuda=environment.get("cuda_devices", 0),
+        cores=environment.get("usable_cores", 1),
+    )
 
 
 def evaluate_claim(claim: dict, metrics: pd.DataFrame, environment: dict) -> dict:
@@ -119,7 +146,9 @@ def evaluate_claim(claim: dict, metrics: pd.DataFrame, environment: dict) -> dic
     unmet = _unmet(claim.get("requires", {}), environment)
     unmeasured = used[used["value"].isna()]
     if unmet or len(unmeasured):
-        reason = unmet or "; ".join(sorted(set(unmeasured["note"].fillna("not measured").astype(str))))
+        reason = unmet or "; ".join(
+            sorted(set(unmeasured["note"].fillna("not measured").astype(str)))
+        )
         return row | {"measured": "", "verdict": NOT_APPLICABLE, "reason": reason}
 
     values = dict(zip(used["metric"], used["value"].astype(float)))
@@ -147,5 +176,7 @@ def evaluate(ledger: dict, read_metrics, environment: dict) -> pd.DataFrame:
             path = claim["evidence"]
             if path not in cache:
                 cache[path] = read_metrics(path)
-            rows.append({"section": section["id"]} | evaluate_claim(claim, cache[path], environment))
+            rows.append(
+                {"section": section["id"]} | evaluate_claim(claim, cache[path], environment)
+            )
     return pd.DataFrame(rows, columns=COLUMNS)

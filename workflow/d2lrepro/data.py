@@ -1,123 +1,19 @@
-"""Datasets: fetching with checksums, IDX parsing and the book's preparation steps."""
+"""Datasets as the experiments use them: IDX parsing, the book's preparation steps, in-memory
+tensors for training, and accuracy."""
 
 from __future__ import annotations
 
 import gzip
-import hashlib
-import logging
+import math
 import os
 import struct
-import tempfile
-import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-
-log = logging.getLogger(__name__)
-
-FASHION_MNIST_URLS = (
-    "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/{}",
-    "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/{}",
-)
-
-
-@dataclass(frozen=True)
-class DataFile:
-    """One file of a dataset: where a mirror keeps it, its size, its SHA-256 and its URLs."""
-
-    name: str
-    mirror_path: str
-    size: int
-    sha256: str
-    urls: tuple[str, ...]
-
-
-def _fashion(name: str, size: int, sha256: str) -> DataFile:
-    urls = tuple(u.format(name) for u in FASHION_MNIST_URLS)
-    return DataFile(name, f"fashion-mnist/{name}", size, sha256, urls)
-
-
-FILES = {
-    f.name: f
-    for f in (
-        _fashion("train-images-idx3-ubyte.gz", 26421880,
-                 "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84"),
-        _fashion("train-labels-idx1-ubyte.gz", 29515,
-                 "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845"),
-        _fashion("t10k-images-idx3-ubyte.gz", 4422102,
-                 "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073"),
-        _fashion("t10k-labels-idx1-ubyte.gz", 5148,
-                 "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"),
-        DataFile(
-            "airfoil_self_noise.dat", "airfoil/airfoil_self_noise.dat", 59984,
-            "74c75fd71783f1e6b71f8a622b993dc592897a97cd689c5090a07147a1b097b3",
-            ("http://d2l-data.s3-accelerate.amazonaws.com/airfoil_self_noise.dat",
-             "https://archive.ics.uci.edu/ml/machine-learning-databases/00291/airfoil_self_noise.dat"),
-        ),
-    )
-}
-
-
-class FetchError(RuntimeError):
-    """No source delivered the file with the expected checksum."""
-
-
-def _copy_verified(stream, dest: Path, spec: DataFile) -> None:
-    """Stream into a temporary file beside ``dest``, check size and SHA-256, then rename."""
-    digest = hashlib.sha256()
-    size = 0
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            while chunk := stream.read(1 << 20):
-                digest.update(chunk)
-                size += len(chunk)
-                out.write(chunk)
-        actual = digest.hexdigest()
-        if size != spec.size or actual != spec.sha256:
-            kind = "truncated file" if size < spec.size else "checksum mismatch"
-            raise ValueError(
-                f"{kind}: got {size} bytes with sha256 {actual}, "
-                f"expected {spec.size} bytes with sha256 {spec.sha256}"
-            )
-        os.replace(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def sources(spec: DataFile, mirrors: list[str | os.PathLike | None]) -> list[str]:
-    """Where to look, in order: each mirror directory, then the canonical URLs."""
-    return [str(Path(m) / spec.mirror_path) for m in mirrors if m] + list(spec.urls)
-
-
-def fetch(spec: DataFile, dest: Path, mirrors: list[str | os.PathLike | None], timeout: float = 60) -> str:
-    """Put ``spec`` at ``dest`` from the first source that delivers it intact; return that source."""
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tried = []
-    for source in sources(spec, mirrors):
-        log.info("fetching %s from %s", spec.name, source)
-        try:
-            if "://" in source:
-                with urllib.request.urlopen(source, timeout=timeout) as stream:
-                    _copy_verified(stream, dest, spec)
-            else:
-                with open(source, "rb") as stream:
-                    _copy_verified(stream, dest, spec)
-        except (OSError, ValueError) as error:
-            log.warning("  failed: %s", error)
-            tried.append(f"{source}: {error}")
-            continue
-        log.info("  ok: %s bytes, sha256 %s", spec.size, spec.sha256)
-        return source
-    raise FetchError(
-        f"could not fetch {spec.name} (expected {spec.size} bytes, sha256 {spec.sha256}); tried:\n  - "
-        + "\n  - ".join(tried)
-    )
-
+from torch import nn
 
 # IDX type codes (http://yann.lecun.com/exdb/mnist/): all multi-byte values are big-endian.
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
@@ -164,7 +60,9 @@ def prepare_fashion_mnist(train_images, train_labels, test_images, test_labels) 
     for split in ("train", "test"):
         images, labels = data[f"{split}_images"], data[f"{split}_labels"]
         if images.shape[0] != labels.shape[0] or images.shape[1:] != (28, 28):
-            raise IdxError(f"{split}: images {tuple(images.shape)} do not fit labels {tuple(labels.shape)}")
+            raise IdxError(
+                f"{split}: images {tuple(images.shape)} do not fit labels {tuple(labels.shape)}"
+            )
     return data
 
 
@@ -174,7 +72,10 @@ def prepare_airfoil(path: Path, n: int = 1500) -> dict:
     if table.ndim != 2 or table.shape[1] != 6 or np.isnan(table).any():
         raise ValueError(f"{path}: expected a tab-separated table of 6 numeric columns")
     table = (table - table.mean(axis=0)) / table.std(axis=0)
-    return {"features": torch.from_numpy(table[:n, :-1].copy()), "labels": torch.from_numpy(table[:n, -1].copy())}
+    return {
+        "features": torch.from_numpy(table[:n, :-1].copy()),
+        "labels": torch.from_numpy(table[:n, -1].copy()),
+    }
 
 
 def save(obj, path: Path) -> None:
@@ -186,8 +87,77 @@ def save(obj, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def mirrors(config_mirror: str | None) -> list[str]:
-    """The config's mirror, then $D2L_DATA_MIRROR, skipping unset ones."""
-    return [m for m in (config_mirror, os.environ.get("D2L_DATA_MIRROR")) if m]
+EVAL_BATCH = 4096
 
 
+@dataclass
+class Data:
+    """Images as float32 ``(N, 1, 28, 28)`` in [0, 1] (the book's ``ToTensor``), labels as int64."""
+
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+
+    def to(self, device) -> Data:
+        device = torch.device(device)
+        if self.train_x.device == device and self.test_x.device == device:
+            return self
+        return Data(*(t.to(device) for t in (self.train_x, self.train_y, self.test_x, self.test_y)))
+
+    def subset(self, train: int | None = None, test: int | None = None) -> Data:
+        """The first ``train`` training and ``test`` test examples (``None``: all)."""
+        return Data(
+            self.train_x[:train], self.train_y[:train], self.test_x[:test], self.test_y[:test]
+        )
+
+
+def _images(images: torch.Tensor) -> torch.Tensor:
+    if images.dim() == 3:
+        images = images.unsqueeze(1)
+    if images.dtype == torch.uint8:
+        return images.to(torch.float32).div_(255)
+    return images.to(torch.float32)
+
+
+def prepare_data(
+    raw: Mapping[str, torch.Tensor] | Data,
+    train_subset: int | None = None,
+    test_subset: int | None = None,
+    device="cpu",
+) -> Data:
+    """Turn the prepared dict (``train_images``, ``train_labels``, ``test_images``, ``test_labels``;
+    uint8 images ``(N, 28, 28)``) into :class:`Data` on ``device``, keeping the first
+    ``train_subset``/``test_subset`` examples. Conversion happens once, after subsetting."""
+    if isinstance(raw, Data):
+        return raw.subset(train_subset, test_subset).to(device)
+    data = Data(
+        _images(raw["train_images"][:train_subset]),
+        raw["train_labels"][:train_subset].to(torch.int64),
+        _images(raw["test_images"][:test_subset]),
+        raw["test_labels"][:test_subset].to(torch.int64),
+    )
+    return data.to(device)
+
+
+def load_data(
+    path, train_subset: int | None = None, test_subset: int | None = None, device="cpu"
+) -> Data:
+    """:func:`prepare_data` of a ``torch.save``'d dict such as ``results/data/fashion_mnist.pt``."""
+    return prepare_data(torch.load(path, weights_only=True), train_subset, test_subset, device)
+
+
+@torch.no_grad()
+def evaluate_accuracy(
+    net: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = EVAL_BATCH
+) -> float:
+    """Fraction of ``x`` classified as ``y``, in eval mode; the net's mode is restored."""
+    if len(y) == 0:
+        return math.nan
+    was_training = net.training
+    net.eval()
+    correct = torch.zeros((), dtype=torch.int64, device=x.device)
+    for i in range(0, len(y), batch_size):
+        correct += (net(x[i : i + batch_size]).argmax(dim=1) == y[i : i + batch_size]).sum()
+    net.train(was_training)
+    return correct.item() / len(y)

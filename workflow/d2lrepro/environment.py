@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
 from pathlib import Path
 
 import torch
+
+from .devices import cuda_count, usable_cores
 
 
 def cpu_model() -> str:
@@ -20,27 +23,8 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def cuda_devices() -> int:
-    """How many CUDA devices this process can use (0 without CUDA)."""
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def synchronize(*devices) -> None:
-    """Block until each device has finished its queued work (CPU ops finish before they return)."""
-    for device in map(torch.device, devices):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-
 def describe() -> dict:
-    count = cuda_devices()
+    count = cuda_count()
     cuda = count > 0
     return {
         "cpu_model": cpu_model(),
@@ -60,13 +44,22 @@ def summary(env: dict, threads: int | None = None) -> str:
     """One line for figure footers and logs; ``threads``: those the measurements ran with."""
     gpus = ", ".join(env["gpus"]) if env["gpus"] else "no GPU"
     used = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
-    return f"{env['cpu_model']} ({env['usable_cores']} cores{used}), {gpus}, torch {env['torch_version']}"
+    cores = f"{env['usable_cores']} cores{used}"
+    return f"{env['cpu_model']} ({cores}), {gpus}, torch {env['torch_version']}"
+
+
+def footer(path: Path, threads: int | None = None) -> str:
+    """:func:`summary` of the ``environment.json`` at ``path``."""
+    return summary(json.loads(Path(path).read_text()), threads)
 
 
 def git_commit(directory: Path) -> str:
     """The commit of the workflow, with '+changes' if the tree differs from it."""
+
     def git(*args):
-        return subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True, timeout=10)
+        return subprocess.run(
+            ["git", "-C", str(directory), *args], capture_output=True, text=True, timeout=10
+        )
 
     try:
         head = git("rev-parse", "--short=12", "HEAD")

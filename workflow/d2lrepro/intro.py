@@ -112,9 +112,11 @@ def draw(figures: dict[str, Path], step: float) -> None:
     plotting.annotate(ax, "saddle point", (0, -0.2), (-0.52, -5.0))
     plotting.save(fig, figures["saddle_x3"])
 
-    fig = plotting.plt.figure(figsize=plotting.BOOK_FIGSIZE)
+    fig = plotting.pyplot().figure(figsize=plotting.BOOK_FIGSIZE)
     ax = fig.add_subplot(111, projection="3d")
-    xs, ys = torch.meshgrid(torch.linspace(-1.0, 1.0, 101), torch.linspace(-1.0, 1.0, 101), indexing="ij")
+    xs, ys = torch.meshgrid(
+        torch.linspace(-1.0, 1.0, 101), torch.linspace(-1.0, 1.0, 101), indexing="ij"
+    )
     ax.plot_wireframe(xs, ys, xs**2 - ys**2, rstride=10, cstride=10)
     ax.plot([0], [0], [0], "rx")
     for set_ticks in (ax.set_xticks, ax.set_yticks, ax.set_zticks):

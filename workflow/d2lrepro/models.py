@@ -1,4 +1,5 @@
-"""Models of the multi-GPU sections: the from-scratch LeNet and the modified ResNet-18."""
+"""Every network of the package: the lr-scheduling LeNet, the compilers MLP, the from-scratch
+LeNet of the multi-GPU section and the modified ResNet-18 of its concise version."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ from torch.nn import functional as F
 
 # name -> shape of the from-scratch LeNet's parameters, in the order lenet_forward takes them
 LENET_SHAPES = {
-    "W1": (20, 1, 3, 3), "b1": (20,),
-    "W2": (50, 20, 5, 5), "b2": (50,),
-    "W3": (800, 128), "b3": (128,),
-    "W4": (128, 10), "b4": (10,),
+    "W1": (20, 1, 3, 3),
+    "b1": (20,),
+    "W2": (50, 20, 5, 5),
+    "b2": (50,),
+    "W3": (800, 128),
+    "b3": (128,),
+    "W4": (128, 10),
+    "b4": (10,),
 }
 
 
@@ -38,15 +43,71 @@ def lenet_forward(X: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:
     return h3 @ W4 + b4
 
 
+def lenet(seed: int | None = 0) -> nn.Sequential:
+    """The lr-scheduling section's LeNet (ReLU, max pooling), PyTorch default init drawn
+    under ``seed``.
+
+    The global RNG is left as it was; ``seed=None`` draws from it instead.
+    """
+
+    def build() -> nn.Sequential:
+        return nn.Sequential(
+            nn.Conv2d(1, 6, kernel_size=5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(kernel_size=2, stride=2),
+            nn.Conv2d(6, 16, kernel_size=5),
+            nn.ReLU(),
+            nn.MaxPool2d(kernel_size=2, stride=2),
+            nn.Flatten(),
+            nn.Linear(16 * 5 * 5, 120),
+            nn.ReLU(),
+            nn.Linear(120, 84),
+            nn.ReLU(),
+            nn.Linear(84, 10),
+        )
+
+    if seed is None:
+        return build()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build()
+
+
+def mlp(seed: int = 0) -> nn.Sequential:
+    """The compilers section's MLP (512-256-128-2, 164,482 parameters), initialized from
+    ``seed``."""
+    torch.manual_seed(seed)
+    return nn.Sequential(
+        nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 2)
+    )
+
+
+class ScratchLeNet(nn.Module):
+    """The from-scratch LeNet's parameter list as a module, so that ``state_dict`` and
+    :func:`~d2lrepro.data.evaluate_accuracy` apply to it."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self.params = nn.ParameterList(lenet_params(seed))
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        return lenet_forward(X, list(self.params))
+
+
 class Residual(nn.Module):
     """The book's residual block: two 3x3 conv/BN layers, optionally a strided 1x1 conv shortcut."""
 
-    def __init__(self, in_channels: int, out_channels: int, use_1x1conv: bool = False, stride: int = 1):
+    def __init__(
+        self, in_channels: int, out_channels: int, use_1x1conv: bool = False, stride: int = 1
+    ):
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1, stride=stride)
         self.conv2 = nn.Conv2d(out_channels, out_channels, kernel_size=3, padding=1)
-        self.conv3 = (nn.Conv2d(in_channels, out_channels, kernel_size=1, stride=stride)
-                      if use_1x1conv else None)
+        self.conv3 = (
+            nn.Conv2d(in_channels, out_channels, kernel_size=1, stride=stride)
+            if use_1x1conv
+            else None
+        )
         self.bn1 = nn.BatchNorm2d(out_channels)
         self.bn2 = nn.BatchNorm2d(out_channels)
 
@@ -60,9 +121,13 @@ class Residual(nn.Module):
 
 def _stage(in_channels: int, out_channels: int, first: bool) -> nn.Sequential:
     if first:
-        return nn.Sequential(Residual(in_channels, out_channels), Residual(out_channels, out_channels))
-    return nn.Sequential(Residual(in_channels, out_channels, use_1x1conv=True, stride=2),
-                         Residual(out_channels, out_channels))
+        return nn.Sequential(
+            Residual(in_channels, out_channels), Residual(out_channels, out_channels)
+        )
+    return nn.Sequential(
+        Residual(in_channels, out_channels, use_1x1conv=True, stride=2),
+        Residual(out_channels, out_channels),
+    )
 
 
 def resnet18(num_classes: int = 10, in_channels: int = 1) -> nn.Sequential:
@@ -93,4 +158,14 @@ def init_normal_(module: nn.Module, seed: int = 0, std: float = 0.01) -> nn.Modu
     return module
 
 
-__all__ = ["LENET_SHAPES", "lenet_params", "lenet_forward", "Residual", "resnet18", "init_normal_"]
+__all__ = [
+    "lenet",
+    "mlp",
+    "ScratchLeNet",
+    "LENET_SHAPES",
+    "lenet_params",
+    "lenet_forward",
+    "Residual",
+    "resnet18",
+    "init_normal_",
+]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 import pandas as pd
 import torch
@@ -39,7 +39,9 @@ def _rmsprop(p, g, state, hyper, eps=1e-6):
 def _adadelta(p, g, state, hyper, eps=1e-5):
     rho, s, delta = hyper["rho"], state["s"], state["delta"]
     s.copy_(rho * s + (1 - rho) * g**2)
-    g = torch.sqrt(delta + eps) / torch.sqrt(s + eps) * g  # the rescaled gradient is the step itself
+    g = (
+        torch.sqrt(delta + eps) / torch.sqrt(s + eps) * g
+    )  # the rescaled gradient is the step itself
     p.sub_(g)
     delta.copy_(rho * delta + (1 - rho) * g**2)
 
@@ -58,7 +60,8 @@ def _adam(p, g, state, hyper, eps=1e-6, yogi=False):
 
 @dataclass(frozen=True)
 class Optimizer:
-    """An update rule, the state it keeps per parameter, and its torch.optim counterpart (if any)."""
+    """An update rule, the state it keeps per parameter, and its torch.optim counterpart (if
+    any)."""
 
     rule: Callable
     state: tuple[str, ...]
@@ -70,8 +73,12 @@ OPTIMIZERS = {
         _sgd_momentum, ("v",), lambda ps, h: torch.optim.SGD(ps, lr=h["lr"], momentum=h["momentum"])
     ),
     "adagrad": Optimizer(_adagrad, ("s",), lambda ps, h: torch.optim.Adagrad(ps, lr=h["lr"])),
-    "rmsprop": Optimizer(_rmsprop, ("s",), lambda ps, h: torch.optim.RMSprop(ps, lr=h["lr"], alpha=h["gamma"])),
-    "adadelta": Optimizer(_adadelta, ("s", "delta"), lambda ps, h: torch.optim.Adadelta(ps, rho=h["rho"])),
+    "rmsprop": Optimizer(
+        _rmsprop, ("s",), lambda ps, h: torch.optim.RMSprop(ps, lr=h["lr"], alpha=h["gamma"])
+    ),
+    "adadelta": Optimizer(
+        _adadelta, ("s", "delta"), lambda ps, h: torch.optim.Adadelta(ps, rho=h["rho"])
+    ),
     "adam": Optimizer(_adam, ("v", "s", "t"), lambda ps, h: torch.optim.Adam(ps, lr=h["lr"])),
     "yogi": Optimizer(partial(_adam, eps=1e-3, yogi=True), ("v", "s", "t"), None),
 }
@@ -79,7 +86,10 @@ OPTIMIZERS = {
 
 def init_states(optimizer: str, params: list[torch.Tensor]) -> list[dict]:
     """The book's init_*_states: zeros shaped like each parameter; the step count t starts at 1."""
-    return [{k: 1 if k == "t" else torch.zeros_like(p) for k in OPTIMIZERS[optimizer].state} for p in params]
+    return [
+        {k: 1 if k == "t" else torch.zeros_like(p) for k in OPTIMIZERS[optimizer].state}
+        for p in params
+    ]
 
 
 def step(optimizer: str, params: list[torch.Tensor], states: list[dict], hyper: dict) -> None:
@@ -91,15 +101,20 @@ def step(optimizer: str, params: list[torch.Tensor], states: list[dict], hyper: 
             p.grad.zero_()
 
 
-def torch_optimizer(optimizer: str, params: list[torch.Tensor], hyper: dict) -> torch.optim.Optimizer:
-    """The book's concise counterpart, with torch's own defaults for everything hyper does not set."""
+def torch_optimizer(
+    optimizer: str, params: list[torch.Tensor], hyper: dict
+) -> torch.optim.Optimizer:
+    """The book's concise counterpart, with torch's own defaults for everything hyper does
+    not set."""
     concise = OPTIMIZERS[optimizer].concise
     if concise is None:
         raise ValueError(f"{optimizer}: torch.optim has no counterpart")
     return concise(params, hyper)
 
 
-def trace_2d(optimizer: str, steps: int = 20, start=(-5.0, -2.0), **hyper) -> list[tuple[float, float]]:
+def trace_2d(
+    optimizer: str, steps: int = 20, start=(-5.0, -2.0), **hyper
+) -> list[tuple[float, float]]:
     """The book's train_2d on f(x) = 0.1 x1^2 + 2 x2^2: the start and the point after each step.
 
     'gd' is sgd_momentum with momentum 0. Hyper-parameters take the registry's names: the book's
@@ -146,7 +161,8 @@ def train_airfoil(
     squared error ('squared': the MSELoss of train_concise_ch11, twice the gradient); the
     recorded loss is always the half squared error, as the book plots it. Deviation from the
     book's concise version: it starts from the same w, b as the scratch one (not nn.Linear's
-    default bias), so that the two implementations can be compared from one start. The seed drives both the initialisation and the shuffles, so a run is repeatable bit for bit.
+    default bias), so that the two implementations can be compared from one start. The seed
+    drives both the initialisation and the shuffles, so a run is repeatable bit for bit.
     """
     generator = torch.Generator().manual_seed(seed)
     w = torch.normal(0.0, 0.01, size=(features.shape[1], 1), generator=generator).requires_grad_()
@@ -175,7 +191,9 @@ def train_airfoil(
     num_examples = len(labels)
     # Lazy, so each epoch's shuffle is drawn when that epoch begins.
     batches = (
-        batch for _ in range(epochs) for batch in torch.randperm(num_examples, generator=generator).split(batch_size)
+        batch
+        for _ in range(epochs)
+        for batch in torch.randperm(num_examples, generator=generator).split(batch_size)
     )
     rows, n, elapsed, diverged = [], 0, 0.0, False
     start = time.perf_counter()
@@ -187,7 +205,9 @@ def train_airfoil(
             elapsed += time.perf_counter() - start
             with torch.no_grad():
                 value = loss(features, labels).item()
-            rows.append({"epoch": n / num_examples, "examples": n, "loss": value, "elapsed": elapsed})
+            rows.append(
+                {"epoch": n / num_examples, "examples": n, "loss": value, "elapsed": elapsed}
+            )
             if not math.isfinite(value):
                 diverged = True
                 break

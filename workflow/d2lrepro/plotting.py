@@ -2,24 +2,43 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import seaborn as sns  # noqa: E402
+import numpy as np
+import pandas as pd
 
 BOOK_FIGSIZE = (3.5, 2.5)
 BOOK_FORMATS = ("-", "m--", "g-.", "r:")
 DPI = 150
 
-# matplotlib's tab10 colours, as in the book; color_codes off so 'm--' stays magenta.
-sns.set_theme(context="paper", style="ticks", palette="tab10", font_scale=0.9, color_codes=False)
+
+@functools.cache
+def seaborn():
+    """seaborn, with matplotlib drawing to files and the book's look set; imported on first
+    use, so that jobs that draw nothing start half a second sooner."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import seaborn as sns
+
+    # matplotlib's tab10 colours, as in the book; color_codes off so 'm--' stays magenta.
+    sns.set_theme(
+        context="paper", style="ticks", palette="tab10", font_scale=0.9, color_codes=False
+    )
+    return sns
+
+
+def pyplot():
+    """matplotlib.pyplot in the book's style (see :func:`seaborn`)."""
+    seaborn()
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def figure(figsize=BOOK_FIGSIZE, **kwargs):
-    return plt.subplots(figsize=figsize, **kwargs)
+    return pyplot().subplots(figsize=figsize, **kwargs)
 
 
 def plot_lines(ax, x, ys, xlabel=None, ylabel=None, legend=None, fmts=BOOK_FORMATS):
@@ -40,6 +59,35 @@ def annotate(ax, text, xy, xytext):
     ax.annotate(text, xy=xy, xytext=xytext, arrowprops=dict(arrowstyle="->", color="black"))
 
 
+def metric_table(metrics: pd.DataFrame, pattern: str) -> pd.DataFrame:
+    """The metrics whose names match ``pattern``, its groups as columns beside ``value``."""
+    parts = metrics["metric"].str.extract(pattern)
+    keep = parts.notna().all(axis=1)
+    return parts[keep].assign(value=metrics.loc[keep, "value"].astype(float))
+
+
+def grouped_bars(ax, table: pd.DataFrame, groups: list, bars: list) -> None:
+    """Bars of ``table``'s median_s per (group, bar), grouped along x, with error bars spanning
+    iqr_s and, where the table has naive_s, hollow markers for it."""
+    width = 0.8 / len(bars)
+    for j, bar in enumerate(bars):
+        x = np.arange(len(groups)) + (j - (len(bars) - 1) / 2) * width
+        rows = table.reindex([(g, bar) for g in groups])
+        ax.bar(
+            x,
+            rows["median_s"],
+            width,
+            yerr=rows["iqr_s"].fillna(0) / 2,
+            color=f"C{j}",
+            label=bar,
+            capsize=2,
+            error_kw={"elinewidth": 0.8},
+        )
+        if "naive_s" in rows:
+            ax.scatter(x, rows["naive_s"], facecolors="none", edgecolors=f"C{j}", s=18, zorder=3)
+    ax.set_xticks(np.arange(len(groups)))
+
+
 def save(fig, path: Path, footer: str | None = None) -> None:
     """Save as PNG; ``footer`` (e.g. the hardware description) goes under the axes."""
     path = Path(path)
@@ -48,4 +96,4 @@ def save(fig, path: Path, footer: str | None = None) -> None:
         fig.text(0.01, 0.005, footer, fontsize=5.5, color="0.35", ha="left", va="bottom")
     fig.tight_layout(rect=(0, 0.04 if footer else 0, 1, 1))
     fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    pyplot().close(fig)

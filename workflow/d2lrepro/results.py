@@ -9,6 +9,20 @@ from pathlib import Path
 import pandas as pd
 
 METRIC_COLUMNS = ["metric", "value", "unit", "device", "note"]
+# One row per epoch of a multi-device training run, whichever code path ran it.
+HISTORY_COLUMNS = [
+    "epoch",
+    "train_loss",
+    "train_acc",
+    "test_acc",
+    "seconds",
+    "samples_per_s",
+    "devices",
+    "world_size",
+    "model",
+    "batch_size",
+    "lr",
+]
 log = logging.getLogger("d2lrepro")
 
 
@@ -21,12 +35,31 @@ def not_applicable(name: str, reason: str, unit: str = "", device: str = "") -> 
     return metric(name, math.nan, unit, device, reason)
 
 
-def write_csv(rows: list[dict] | pd.DataFrame, path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+def unmeasured(rows: list[dict], reason: str) -> list[dict]:
+    """The same metrics as ``rows``, not measured, for ``reason``."""
+    return [not_applicable(row["metric"], reason, row["unit"]) for row in rows]
+
+
+def one_line(error: Exception) -> str:
+    """An exception as one line, for a note: its type and the first line of its message."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def write_csv(
+    rows: list[dict] | pd.DataFrame, path: Path, columns: list[str] | None = None
+) -> pd.DataFrame:
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows, columns=columns)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False)
     return frame
+
+
+def write_not_applicable(path: Path, reason: str) -> pd.DataFrame:
+    """A run that cannot happen here: one ``note`` row with the reason, in place of its rows."""
+    log.info("not applicable here: %s", reason)
+    return write_csv(pd.DataFrame({"note": [reason]}), path)
 
 
 def write_metrics(rows: list[dict], path: Path) -> pd.DataFrame:

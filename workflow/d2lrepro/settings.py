@@ -15,7 +15,6 @@ import jsonschema
 import yaml
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
-PRESETS = ("book", "cpu", "smoke")
 
 
 class ConfigError(ValueError):
@@ -35,9 +34,6 @@ class Settings:
     preset: str
     values: dict
     deviations: list[Deviation] = field(default_factory=list)
-
-    def section(self, name: str) -> dict:
-        return self.values[name]
 
 
 def _with_defaults(validator_class):
@@ -104,7 +100,9 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def resolve(config: dict, cuda_available: bool | None = None, schema: dict | None = None) -> Settings:
+def resolve(
+    config: dict, cuda_available: bool | None = None, schema: dict | None = None
+) -> Settings:
     """Validate ``config``, pick the preset (``auto``: book with CUDA, else cpu) and apply it."""
     schema = schema if schema is not None else load_schema()
     config = validate(copy.deepcopy(config), schema)

@@ -25,7 +25,9 @@ from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from . import multidevice, training
+from . import multigpu_run
+from .data import Data, prepare_data
+from .models import lenet
 
 
 class BookFashionMNIST(Dataset):
@@ -45,20 +47,25 @@ class BookFashionMNIST(Dataset):
 
 def book_batches(raw: dict, batch_size: int, workers: int, seed: int):
     dataset = BookFashionMNIST(raw["train_images"], raw["train_labels"])
-    return DataLoader(dataset, batch_size, shuffle=True, num_workers=workers,
-                      generator=torch.Generator().manual_seed(seed))
+    return DataLoader(
+        dataset,
+        batch_size,
+        shuffle=True,
+        num_workers=workers,
+        generator=torch.Generator().manual_seed(seed),
+    )
 
 
-def memory_batches(data: training.Data, batch_size: int, seed: int):
+def memory_batches(data: Data, batch_size: int, seed: int):
     order = torch.randperm(len(data.train_y), generator=torch.Generator().manual_seed(seed))
     for i in range(0, len(order), batch_size):
-        idx = order[i:i + batch_size]
+        idx = order[i : i + batch_size]
         yield data.train_x[idx], data.train_y[idx]
 
 
 def timed_epoch(batches, lr: float, seed: int) -> dict:
     """One epoch of SGD on a fresh LeNet; seconds in all and seconds spent waiting for data."""
-    net = training.lenet(seed)
+    net = lenet(seed)
     optimizer = torch.optim.SGD(net.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
     waiting, samples = 0.0, 0
@@ -79,13 +86,31 @@ def timed_epoch(batches, lr: float, seed: int) -> dict:
     return {"seconds": total, "data_seconds": waiting, "samples_per_s": samples / total}
 
 
-def processes_samples_per_s(data_path: Path, devices: int, subset: int, batch_size: int, lr: float) -> float:
+def processes_samples_per_s(
+    data_path: Path, devices: int, subset: int, batch_size: int, lr: float
+) -> float:
     """Samples/s of one epoch of the multi-device section's LeNet on ``devices`` processes."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "history.csv"
-        argv = ["--model", "lenet", "--epochs", "1", "--batch-size", str(batch_size), "--lr", str(lr),
-                "--train-subset", str(subset), "--test-subset", "256", "--data", str(data_path), "--out", str(out)]
-        subprocess.run(multidevice.torchrun(devices, argv), check=True, capture_output=True)
+        argv = [
+            "--model",
+            "lenet",
+            "--epochs",
+            "1",
+            "--batch-size",
+            str(batch_size),
+            "--lr",
+            str(lr),
+            "--train-subset",
+            str(subset),
+            "--test-subset",
+            "256",
+            "--data",
+            str(data_path),
+            "--out",
+            str(out),
+        ]
+        subprocess.run(multigpu_run.command(devices, argv), check=True, capture_output=True)
         return float(pd.read_csv(out)["samples_per_s"].iloc[0])
 
 
@@ -101,19 +126,40 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    raw = {k: v[:args.train_subset] if k.startswith("train") else v for k, v in torch.load(args.data).items()}
-    ours = timed_epoch(memory_batches(training.prepare_data(raw), args.batch_size, args.seed), args.lr, args.seed)
-    book = timed_epoch(book_batches(raw, args.batch_size, args.workers, args.seed), args.lr, args.seed)
-    one, two = (processes_samples_per_s(args.data, n, args.train_subset, args.batch_size, args.lr) for n in (1, 2))
+    raw = {
+        k: v[: args.train_subset] if k.startswith("train") else v
+        for k, v in torch.load(args.data).items()
+    }
+    ours = timed_epoch(
+        memory_batches(prepare_data(raw), args.batch_size, args.seed), args.lr, args.seed
+    )
+    book = timed_epoch(
+        book_batches(raw, args.batch_size, args.workers, args.seed), args.lr, args.seed
+    )
+    one, two = (
+        processes_samples_per_s(args.data, n, args.train_subset, args.batch_size, args.lr)
+        for n in (1, 2)
+    )
 
-    print(f"LeNet, {args.train_subset} training images, batch {args.batch_size}, {args.threads} threads")
+    print(
+        f"LeNet, {args.train_subset} training images, batch {args.batch_size},"
+        f" {args.threads} threads"
+    )
     for name, r in (("in-memory tensors", ours), (f"book loop ({args.workers} workers)", book)):
-        print(f"  {name:28s} {r['seconds']:7.2f} s/epoch  {r['samples_per_s']:8.0f} samples/s  "
-              f"data {r['data_seconds'] / r['seconds']:6.1%} of the epoch")
-    print(f"  epoch speed-up over the book's loop: {book['seconds'] / ours['seconds']:.2f}x (target >= 1.3x)")
+        print(
+            f"  {name:28s} {r['seconds']:7.2f} s/epoch  {r['samples_per_s']:8.0f} samples/s  "
+            f"data {r['data_seconds'] / r['seconds']:6.1%} of the epoch"
+        )
+    print(
+        f"  epoch speed-up over the book's loop: {book['seconds'] / ours['seconds']:.2f}x"
+        " (target >= 1.3x)"
+    )
     print(f"  data share of our epoch: {ours['data_seconds'] / ours['seconds']:.1%} (target < 5%)")
-    print(f"  data-parallel from scratch: 1 process {one:.0f} samples/s, 2 processes {two:.0f} samples/s, "
-          f"{two / one:.2f}x (target >= 1.8x)")
+    print(
+        f"  data-parallel from scratch: 1 process {one:.0f} samples/s,"
+        f" 2 processes {two:.0f} samples/s, "
+        f"{two / one:.2f}x (target >= 1.8x)"
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from . import optimizers, plotting
 from .results import metric
@@ -22,23 +21,44 @@ def hyper_of(setting: dict) -> dict:
     return {k: setting[k] for k in HYPER if k in setting and setting[k] is not None}
 
 
-def run_setting(name: str, setting: dict, data: dict, seeds, epochs: dict, batch_size: int,
-                eval_every: int) -> pd.DataFrame:
+def run_setting(
+    name: str, setting: dict, data: dict, seeds, epochs: dict, batch_size: int, eval_every: int
+) -> pd.DataFrame:
     """One setting over every seed: one row per evaluation point."""
     implementation = setting["implementation"]
     frames = []
     for seed in seeds:
         frame = optimizers.train_airfoil(
-            setting["optimizer"], hyper_of(setting), data["features"], data["labels"],
-            epochs=epochs[implementation], batch_size=batch_size, seed=seed,
-            implementation=implementation, eval_every=eval_every, objective=OBJECTIVE[implementation],
+            setting["optimizer"],
+            hyper_of(setting),
+            data["features"],
+            data["labels"],
+            epochs=epochs[implementation],
+            batch_size=batch_size,
+            seed=seed,
+            implementation=implementation,
+            eval_every=eval_every,
+            objective=OBJECTIVE[implementation],
         )
         last = frame.iloc[-1] if len(frame) else None
-        log.info("%s seed %d: final loss %s after %s examples, %.3f s training%s", name, seed,
-                 f"{last.loss:.4f}" if last is not None else "-", last.examples if last is not None else 0,
-                 last.elapsed if last is not None else 0.0, " (diverged)" if frame["diverged"].any() else "")
-        frames.append(frame.assign(setting=name, implementation=implementation,
-                                   optimizer=setting["optimizer"], seed=seed, **hyper_of(setting)))
+        log.info(
+            "%s seed %d: final loss %s after %s examples, %.3f s training%s",
+            name,
+            seed,
+            f"{last.loss:.4f}" if last is not None else "-",
+            last.examples if last is not None else 0,
+            last.elapsed if last is not None else 0.0,
+            " (diverged)" if frame["diverged"].any() else "",
+        )
+        frames.append(
+            frame.assign(
+                setting=name,
+                implementation=implementation,
+                optimizer=setting["optimizer"],
+                seed=seed,
+                **hyper_of(setting),
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -52,15 +72,19 @@ def summarize(runs: pd.DataFrame) -> list[dict]:
         rows += [
             metric(f"{name}.final_loss", finals["loss"].median()),
             # inf - inf is no range: a diverged seed leaves the spread undefined (NaN), quietly.
-            metric(f"{name}.final_loss_range", np.ptp(losses) if np.isfinite(losses).all() else math.nan),
+            metric(
+                f"{name}.final_loss_range",
+                np.ptp(losses) if np.isfinite(losses).all() else math.nan,
+            ),
             metric(f"{name}.sec_per_epoch", (finals["elapsed"] / epochs).median(), "s"),
             metric(f"{name}.diverged_seeds", float(group.groupby("seed")["diverged"].any().sum())),
         ]
     return rows
 
 
-def compare_implementations(data: dict, settings: dict, epochs: int, batch_size: int,
-                            eval_every: int, seed: int) -> list[dict]:
+def compare_implementations(
+    data: dict, settings: dict, epochs: int, batch_size: int, eval_every: int, seed: int
+) -> list[dict]:
     """Scratch vs torch.optim on one problem (same loss, init and data order): largest loss gap.
 
     One comparison per optimizer that has both, with the hyper-parameters of its torch setting.
@@ -70,9 +94,17 @@ def compare_implementations(data: dict, settings: dict, epochs: int, batch_size:
         if setting["implementation"] != "torch":
             continue
         curves = [
-            optimizers.train_airfoil(setting["optimizer"], hyper_of(setting), data["features"], data["labels"],
-                                     epochs=epochs, batch_size=batch_size, seed=seed,
-                                     implementation=impl, eval_every=eval_every)["loss"].to_numpy()
+            optimizers.train_airfoil(
+                setting["optimizer"],
+                hyper_of(setting),
+                data["features"],
+                data["labels"],
+                epochs=epochs,
+                batch_size=batch_size,
+                seed=seed,
+                implementation=impl,
+                eval_every=eval_every,
+            )["loss"].to_numpy()
             for impl in ("scratch", "torch")
         ]
         gap = float(np.max(np.abs(curves[0] - curves[1]))) if len(curves[0]) else math.nan
@@ -83,7 +115,9 @@ def compare_implementations(data: dict, settings: dict, epochs: int, batch_size:
 def draw_setting(group: pd.DataFrame, path, footer: str) -> None:
     """train_ch11's plot (loss vs epoch, ylim [0.22, 0.35]): median over seeds, band = range."""
     fig, ax = plotting.figure()
-    sns.lineplot(group, x="epoch", y="loss", estimator="median", errorbar=("pi", 100), ax=ax)
+    plotting.seaborn().lineplot(
+        group, x="epoch", y="loss", estimator="median", errorbar=("pi", 100), ax=ax
+    )
     epochs = math.ceil(group["epoch"].max())
     ax.set(xlim=(0, epochs), ylim=(0.22, 0.35), xlabel="epoch", ylabel="loss")
     ax.grid(True)

@@ -21,15 +21,20 @@ def run_traces(runs: dict, steps: int, start) -> pd.DataFrame:
     for name, run in runs.items():
         hyper = {k: v for k, v in run.items() if k != "optimizer"}
         points = optimizers.trace_2d(run["optimizer"], steps=steps, start=tuple(start), **hyper)
-        rows += [{"run": name, "optimizer": run["optimizer"], "step": t, "x1": x1, "x2": x2}
-                 for t, (x1, x2) in enumerate(points)]
+        rows += [
+            {"run": name, "optimizer": run["optimizer"], "step": t, "x1": x1, "x2": x2}
+            for t, (x1, x2) in enumerate(points)
+        ]
     return pd.DataFrame(rows, columns=TRACE_COLUMNS)
 
 
 def trace_metrics(trace: pd.DataFrame) -> list[dict]:
     final = trace.loc[trace.groupby("run")["step"].idxmax()]
-    return [m for row in final.itertuples() for m in (
-        metric(f"{row.run}.x1_final", row.x1), metric(f"{row.run}.x2_final", row.x2))]
+    return [
+        m
+        for row in final.itertuples()
+        for m in (metric(f"{row.run}.x1_final", row.x1), metric(f"{row.run}.x2_final", row.x2))
+    ]
 
 
 def draw_trace(points: pd.DataFrame, path) -> None:
@@ -67,11 +72,16 @@ def weight_metrics(cfg: dict) -> list[dict]:
         rows.append(metric(f"rmsprop_weight.gamma{gamma:g}.t0", w[0]))
         # Summed to a horizon long enough that the remainder gamma^T is below 1e-12.
         long = int(np.ceil(np.log(1e-12) / np.log(gamma)))
-        rows.append(metric(f"rmsprop_weight.gamma{gamma:g}.sum", rmsprop_weights(gamma, long).sum()))
+        rows.append(
+            metric(f"rmsprop_weight.gamma{gamma:g}.sum", rmsprop_weights(gamma, long).sum())
+        )
     eta, T = cfg["scalar_eta"], cfg["scalar_horizon"]
     for lam in cfg["scalar_lambdas"]:
         values = scalar_convergence(eta, lam, T)
-        rows += [metric(f"scalar.lambda{lam:g}.t1", values[1]), metric(f"scalar.lambda{lam:g}.t{T - 1}", values[-1])]
+        rows += [
+            metric(f"scalar.lambda{lam:g}.t1", values[1]),
+            metric(f"scalar.lambda{lam:g}.t{T - 1}", values[-1]),
+        ]
     # The text's divergence claim, eta lambda > 2: one lambda past the edge.
     beyond = 2.1 / eta
     rows.append(metric("scalar.beyond_edge.abs_final", abs(scalar_convergence(eta, beyond, T)[-1])))
@@ -80,8 +90,10 @@ def weight_metrics(cfg: dict) -> list[dict]:
 
 def draw_weights(cfg: dict, figures: dict) -> None:
     h = cfg["horizon"]
-    for key, curve, values, name in (("momentum_weights", momentum_weights, cfg["momentum_betas"], "beta"),
-                                     ("rmsprop_weights", rmsprop_weights, cfg["rmsprop_gammas"], "gamma")):
+    for key, curve, values, name in (
+        ("momentum_weights", momentum_weights, cfg["momentum_betas"], "beta"),
+        ("rmsprop_weights", rmsprop_weights, cfg["rmsprop_gammas"], "gamma"),
+    ):
         fig, ax = plotting.figure()
         for value in values:
             ax.plot(np.arange(h), curve(value, h), label=f"{name} = {value:.2f}")
@@ -92,7 +104,9 @@ def draw_weights(cfg: dict, figures: dict) -> None:
     T = cfg["scalar_horizon"]
     fig, ax = plotting.figure(figsize=(6, 4))
     for lam in cfg["scalar_lambdas"]:
-        ax.plot(np.arange(T), scalar_convergence(cfg["scalar_eta"], lam, T), label=f"lambda = {lam:.2f}")
+        ax.plot(
+            np.arange(T), scalar_convergence(cfg["scalar_eta"], lam, T), label=f"lambda = {lam:.2f}"
+        )
     ax.set_xlabel("time")
     ax.legend()
     plotting.save(fig, figures["scalar"])

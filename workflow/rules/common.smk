@@ -17,7 +17,7 @@ import pandas as pd
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import Paramspace
 
-from d2lrepro import claims, data, settings
+from d2lrepro import claims, fetch, imports, lr_schedulers, settings
 
 ENV = "../../envs/d2lrepro.yaml"
 
@@ -27,9 +27,11 @@ S = SETTINGS.values
 LEDGER = claims.load(Path(workflow.basedir) / "workflow" / "claims.yaml")
 
 
-def package(*modules):
-    """Source files of package modules, as inputs: editing one reruns the rules that use it."""
-    return [f"workflow/d2lrepro/{m}.py" for m in modules]
+def code(script):
+    """The package modules that workflow/scripts/<script>.py imports, directly or not, as
+    inputs: editing one reruns exactly the rules that run it."""
+    path = Path(workflow.basedir) / "workflow" / "scripts" / f"{script}.py"
+    return imports.closure(path, workflow.basedir)
 
 
 SECTION_TITLES = {
@@ -66,7 +68,8 @@ def plain(value):
     return value.item() if hasattr(value, "item") else value
 
 
-LR_RUNS = ["constant", "sqrt", "multistep", "cosine", "warmup"]
+LR_RUNS = list(lr_schedulers.EXPERIMENTS)
+MULTIGPU_MODELS = sorted({run["model"] for run in S["multidevice"]["runs"].values()})
 
 
 def lr_runs():

@@ -1,9 +1,11 @@
-DATA_FILES = {spec.mirror_path: spec for spec in data.FILES.values()}
+DATA_FILES = {spec.mirror_path: spec for spec in fetch.FILES.values()}
 
 
 # The mirror is read from the config inside the script, not through params: where a
 # checksum-verified file came from must not make everything downstream rerun.
 rule fetch_data:
+    input:
+        code=code("fetch_data"),
     output:
         "resources/{path}",
     log:
@@ -23,7 +25,7 @@ rule prepare_fashion_mnist:
         train_labels="resources/fashion-mnist/train-labels-idx1-ubyte.gz",
         test_images="resources/fashion-mnist/t10k-images-idx3-ubyte.gz",
         test_labels="resources/fashion-mnist/t10k-labels-idx1-ubyte.gz",
-        code=package("data"),
+        code=code("prepare_fashion_mnist"),
     output:
         "results/data/fashion_mnist.pt",
     log:
@@ -39,7 +41,7 @@ rule prepare_fashion_mnist:
 rule prepare_airfoil:
     input:
         table="resources/airfoil/airfoil_self_noise.dat",
-        code=package("data"),
+        code=code("prepare_airfoil"),
     output:
         "results/data/airfoil.pt",
     log:

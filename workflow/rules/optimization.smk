@@ -8,7 +8,7 @@ AIRFOIL = Paramspace(
 
 rule intro:
     input:
-        code=package("intro", "plotting"),
+        code=code("intro"),
     output:
         metrics="results/intro/metrics.csv",
         risk=figure("intro", "risk"),
@@ -30,7 +30,7 @@ rule intro:
 
 rule traces:
     input:
-        code=package("traces", "optimizers"),
+        code=code("traces"),
     output:
         **run_figures(S["traces"]["runs"]),
         steps="results/optimization/traces.csv",
@@ -51,7 +51,7 @@ rule traces:
 
 rule weights:
     input:
-        code=package("traces"),
+        code=code("weights"),
     output:
         metrics="results/optimization/weights_metrics.csv",
         momentum_weights=figure("momentum", "eff_weight"),
@@ -72,7 +72,7 @@ rule weights:
 rule airfoil_run:
     input:
         data="results/data/airfoil.pt",
-        code=package("sweeps", "optimizers"),
+        code=code("airfoil_run"),
     output:
         f"results/optimization/airfoil/{AIRFOIL.wildcard_pattern}.csv",
     log:
@@ -103,7 +103,7 @@ rule airfoil_summary:
         ),
         data="results/data/airfoil.pt",
         environment="results/environment.json",
-        code=package("sweeps", "optimizers"),
+        code=code("airfoil_summary"),
     output:
         **run_figures(S["airfoil"]["settings"]),
         runs="results/optimization/airfoil.csv",
@@ -126,7 +126,7 @@ rule airfoil_summary:
 
 rule lr_schedule_plots:
     input:
-        code=package("scheduling", "schedules"),
+        code=code("lr_schedule_plots"),
     output:
         metrics="results/optimization/lr_schedule_metrics.csv",
         sqrt=figure("lrs", "sqrt_plot"),
@@ -147,7 +147,7 @@ rule lr_schedule_plots:
 rule lr_train:
     input:
         data="results/data/fashion_mnist.pt",
-        code=package("scheduling", "schedules", "training"),
+        code=code("lr_train"),
     output:
         "results/optimization/lr_schedules/{run}.{semantics}.csv",
     log:
@@ -156,7 +156,7 @@ rule lr_train:
         "benchmarks/lr_train/{run}.{semantics}.tsv"
     wildcard_constraints:
         run="|".join(LR_RUNS),
-        semantics="book|intended",
+        semantics="|".join(lr_schedulers.SEMANTICS),
     conda:
         ENV
     threads: 1
@@ -174,7 +174,7 @@ rule lr_summary:
     input:
         runs=lr_runs(),
         environment="results/environment.json",
-        code=package("scheduling"),
+        code=code("lr_summary"),
     output:
         history="results/optimization/lr_schedules.csv",
         metrics="results/optimization/lr_training_metrics.csv",

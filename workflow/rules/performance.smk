@@ -6,7 +6,7 @@
 rule hybridize:
     input:
         environment="results/environment.json",
-        code=package("bench"),
+        code=code("hybridize"),
     output:
         metrics="results/performance/hybridize_metrics.csv",
         model="results/performance/my_mlp",
@@ -27,7 +27,7 @@ rule hybridize:
 
 rule asynchrony:
     input:
-        code=package("bench"),
+        code=code("asynchrony"),
     output:
         metrics="results/performance/async_metrics.csv",
     log:
@@ -47,7 +47,7 @@ rule asynchrony:
 rule autopar:
     input:
         environment="results/environment.json",
-        code=package("bench"),
+        code=code("autopar"),
     output:
         metrics="results/performance/autopar_metrics.csv",
         figure=figure("autopar", "both"),
@@ -68,7 +68,7 @@ rule autopar:
 rule hardware:
     input:
         environment="results/environment.json",
-        code=package("bench"),
+        code=code("hardware"),
     output:
         sweep="results/performance/memory_sweep.csv",
         metrics="results/performance/hardware_metrics.csv",

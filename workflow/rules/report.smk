@@ -1,4 +1,6 @@
 rule describe_environment:
+    input:
+        code=code("describe_environment"),
     output:
         "results/environment.json",
     log:
@@ -15,7 +17,7 @@ rule evaluate_claims:
         ledger="workflow/claims.yaml",
         environment="results/environment.json",
         evidence=claims.evidence_files(LEDGER),
-        code=package("claims"),
+        code=code("evaluate_claims"),
     output:
         report(
             "results/claims.csv",
@@ -37,7 +39,7 @@ rule report:
         claims="results/claims.csv",
         environment="results/environment.json",
         template="report/report.html.j2",
-        code=package("report"),
+        code=code("report"),
         figures=claims.figure_files(LEDGER),
     output:
         report(

@@ -6,7 +6,7 @@
 rule multidevice_train:
     input:
         data="results/data/fashion_mnist.pt",
-        code=package("multidevice", "parallel", "models"),
+        code=code("multidevice_train"),
     output:
         history="results/multidevice/{run}.csv",
         topk="results/multidevice/{run}.topk.csv",
@@ -30,20 +30,18 @@ rule multidevice_train:
 
 rule cost_model:
     input:
-        code=package("multidevice", "parallel", "models"),
+        code=code("cost_model"),
     output:
-        "results/multidevice/cost_{model}.csv",
+        **{m: f"results/multidevice/cost_{m}.csv" for m in MULTIGPU_MODELS},
     log:
-        "logs/cost_model/{model}.log",
+        "logs/cost_model.log",
     benchmark:
-        "benchmarks/cost_model/{model}.tsv"
-    wildcard_constraints:
-        model="lenet|resnet18",
+        "benchmarks/cost_model.tsv"
     conda:
         ENV
     threads: all_cores
     params:
-        cost=lambda w: S["multidevice"]["cost_model"][w.model],
+        costs={m: S["multidevice"]["cost_model"][m] for m in MULTIGPU_MODELS},
         timeout=S["multidevice"]["timeout"],
         seed=S["seed"],
     script:
@@ -55,7 +53,7 @@ rule cost_model:
 rule book_multigpu:
     input:
         data="results/data/fashion_mnist.pt",
-        code=package("singleprocess", "models", "parallel"),
+        code=code("book_multigpu"),
     output:
         "results/multidevice/book_{model}.2.csv",
     log:
@@ -63,7 +61,7 @@ rule book_multigpu:
     benchmark:
         "benchmarks/book_multigpu/{model}.tsv"
     wildcard_constraints:
-        model="lenet|resnet18",
+        model="|".join(MULTIGPU_MODELS),
     conda:
         ENV
     threads: all_cores
@@ -77,15 +75,11 @@ rule book_multigpu:
 rule multidevice_summary:
     input:
         runs=expand("results/multidevice/{run}.csv", run=S["multidevice"]["runs"]),
-        book=expand(
-            "results/multidevice/book_{model}.2.csv", model=["lenet", "resnet18"]
-        ),
+        book=expand("results/multidevice/book_{model}.2.csv", model=MULTIGPU_MODELS),
         topk="results/multidevice/resnet18_momentum.1.topk.csv",
-        costs=expand(
-            "results/multidevice/cost_{model}.csv", model=["lenet", "resnet18"]
-        ),
+        costs=expand("results/multidevice/cost_{model}.csv", model=MULTIGPU_MODELS),
         environment="results/environment.json",
-        code=package("dataparallel"),
+        code=code("multidevice_summary"),
     output:
         metrics="results/multidevice/metrics.csv",
         lenet=figure("mgpu", "test_acc"),

@@ -6,6 +6,13 @@ log = logs.setup(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 log.info("%s: %s, seeds %s", p.name, p.setting, p.seeds)
-runs = sweeps.run_setting(p.name, p.setting, torch.load(snakemake.input.data), p.seeds, p.epochs,
-                          p.batch_size, p.eval_every)
+runs = sweeps.run_setting(
+    p.name,
+    p.setting,
+    torch.load(snakemake.input.data),
+    p.seeds,
+    p.epochs,
+    p.batch_size,
+    p.eval_every,
+)
 results.write_csv(runs.assign(threads=snakemake.threads), snakemake.output[0])

@@ -1,5 +1,3 @@
-import json
-
 import pandas as pd
 import torch
 
@@ -7,16 +5,24 @@ from d2lrepro import environment, logs, results, sweeps
 
 log = logs.setup(snakemake.log[0])
 p = snakemake.params
-with open(snakemake.input.environment) as f:
-    env = json.load(f)
 runs = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
-footer = environment.summary(env, int(runs["threads"].max()))
+footer = environment.footer(snakemake.input.environment, int(runs["threads"].max()))
 finals = runs.groupby(["setting", "seed"])["elapsed"].max()
-log.info("sweep: %d settings x %d seeds, %.2f s of training in all (evaluation excluded)",
-         runs["setting"].nunique(), runs["seed"].nunique(), finals.sum())
+log.info(
+    "sweep: %d settings x %d seeds, %.2f s of training in all (evaluation excluded)",
+    runs["setting"].nunique(),
+    runs["seed"].nunique(),
+    finals.sum(),
+)
 rows = sweeps.summarize(runs)
-rows += sweeps.compare_implementations(torch.load(snakemake.input.data), p.settings, p.compare_epochs,
-                                       p.batch_size, p.eval_every, p.seed)
+rows += sweeps.compare_implementations(
+    torch.load(snakemake.input.data),
+    p.settings,
+    p.compare_epochs,
+    p.batch_size,
+    p.eval_every,
+    p.seed,
+)
 results.write_csv(runs, snakemake.output.runs)
 results.write_metrics(rows, snakemake.output.metrics)
 for name, group in runs.groupby("setting"):

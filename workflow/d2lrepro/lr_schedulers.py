@@ -29,10 +29,8 @@ two semantics:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
-
-import torch
 
 SEMANTICS = ("book", "intended")
 
@@ -48,7 +46,8 @@ class SquareRootScheduler:
 
 
 class FactorScheduler:
-    """Stateful: every call does ``base_lr = max(stop_factor_lr, base_lr * factor)`` and returns it."""
+    """Stateful: every call does ``base_lr = max(stop_factor_lr, base_lr * factor)`` and
+    returns it."""
 
     def __init__(self, factor: float = 1, stop_factor_lr: float = 1e-7, base_lr: float = 0.1):
         self.factor = factor
@@ -61,7 +60,8 @@ class FactorScheduler:
 
 
 class CosineScheduler:
-    """Cosine decay from ``base_lr`` to ``final_lr`` at ``max_update``, after an optional linear warm-up.
+    """Cosine decay from ``base_lr`` to ``final_lr`` at ``max_update``, after an optional
+    linear warm-up.
 
     As in the book, for ``t > max_update`` it returns the last value it stored (``final_lr``
     once ``t == max_update`` has been seen). Unlike the book it does not fail when the first
@@ -69,8 +69,14 @@ class CosineScheduler:
     object holds after any call sequence that passes ``max_update``.
     """
 
-    def __init__(self, max_update: int, base_lr: float = 0.01, final_lr: float = 0,
-                 warmup_steps: int = 0, warmup_begin_lr: float = 0):
+    def __init__(
+        self,
+        max_update: int,
+        base_lr: float = 0.01,
+        final_lr: float = 0,
+        warmup_steps: int = 0,
+        warmup_begin_lr: float = 0,
+    ):
         self.base_lr_orig = base_lr
         self.max_update = max_update
         self.final_lr = final_lr
@@ -79,15 +85,21 @@ class CosineScheduler:
         self.max_steps = self.max_update - self.warmup_steps
 
     def get_warmup_lr(self, epoch: int) -> float:
-        increase = (self.base_lr_orig - self.warmup_begin_lr) * float(epoch) / float(self.warmup_steps)
+        increase = (
+            (self.base_lr_orig - self.warmup_begin_lr) * float(epoch) / float(self.warmup_steps)
+        )
         return self.warmup_begin_lr + increase
 
     def __call__(self, epoch: int) -> float:
         if epoch < self.warmup_steps:
             return self.get_warmup_lr(epoch)
         if epoch <= self.max_update:
-            self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr) * (
-                1 + math.cos(math.pi * (epoch - self.warmup_steps) / self.max_steps)) / 2
+            self.base_lr = (
+                self.final_lr
+                + (self.base_lr_orig - self.final_lr)
+                * (1 + math.cos(math.pi * (epoch - self.warmup_steps) / self.max_steps))
+                / 2
+            )
         elif not hasattr(self, "base_lr"):
             self.base_lr = self.final_lr
         return self.base_lr
@@ -99,30 +111,39 @@ def values(scheduler: Callable[[int], float], n: int) -> list[float]:
 
 
 def _multistep(lr: float, milestones: Sequence[int], gamma: float):
+    # torch only here: the workflow reads EXPERIMENTS when it parses, where torch costs a second
+    import torch
+
     param = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([param], lr=lr)
-    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=list(milestones), gamma=gamma)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(
+        optimizer, milestones=list(milestones), gamma=gamma
+    )
     return optimizer, scheduler
 
 
 def _book_get_lr(optimizer, scheduler) -> float:
     """The book's ``get_lr``: read the lr, then ``trainer.step(); scheduler.step()``."""
     lr = scheduler.get_last_lr()[0]
-    optimizer.step()  # no gradients: a no-op, as in the book, but keeps the step order PyTorch expects
+    # no gradients: a no-op, as in the book, but keeps the step order PyTorch expects
+    optimizer.step()
     scheduler.step()
     return float(lr)
 
 
-def multistep_plot_values(n: int = 30, lr: float = 0.5, milestones: Sequence[int] = (15, 30),
-                          gamma: float = 0.5) -> list[float]:
+def multistep_plot_values(
+    n: int = 30, lr: float = 0.5, milestones: Sequence[int] = (15, 30), gamma: float = 0.5
+) -> list[float]:
     """The book's multi-step plot: a real ``MultiStepLR`` read and stepped ``n`` times."""
     optimizer, scheduler = _multistep(lr, milestones, gamma)
     return [_book_get_lr(optimizer, scheduler) for _ in range(n)]
 
 
-def _multistep_epoch_lrs(num_epochs: int, lr: float, milestones: Sequence[int], gamma: float,
-                         pre_steps: int) -> list[float]:
-    """Lr of each epoch of the book's ``train()`` with a built-in scheduler stepped ``pre_steps`` times first."""
+def _multistep_epoch_lrs(
+    num_epochs: int, lr: float, milestones: Sequence[int], gamma: float, pre_steps: int
+) -> list[float]:
+    """Lr of each epoch of the book's ``train()`` with a built-in scheduler stepped
+    ``pre_steps`` times first."""
     optimizer, scheduler = _multistep(lr, milestones, gamma)
     for _ in range(pre_steps):
         _book_get_lr(optimizer, scheduler)
@@ -160,25 +181,51 @@ EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
     for e in (
         Experiment("constant", "constant", 0.3, description="SGD, lr 0.3, no scheduler"),
-        Experiment("sqrt", "custom", 0.1, make=lambda: SquareRootScheduler(lr=0.1),
-                   description="SquareRootScheduler(lr=0.1)"),
-        Experiment("multistep", "multistep", 0.5, milestones=(15, 30), gamma=0.5,
-                   description="MultiStepLR(SGD lr=0.5, milestones=[15, 30], gamma=0.5)"),
-        Experiment("cosine", "custom", 0.3, make=lambda: CosineScheduler(max_update=20, base_lr=0.3, final_lr=0.01),
-                   description="CosineScheduler(max_update=20, base_lr=0.3, final_lr=0.01)"),
-        Experiment("warmup", "custom", 0.3,
-                   make=lambda: CosineScheduler(20, warmup_steps=5, base_lr=0.3, final_lr=0.01),
-                   description="CosineScheduler(20, warmup_steps=5, base_lr=0.3, final_lr=0.01)"),
+        Experiment(
+            "sqrt",
+            "custom",
+            0.1,
+            make=lambda: SquareRootScheduler(lr=0.1),
+            description="SquareRootScheduler(lr=0.1)",
+        ),
+        Experiment(
+            "multistep",
+            "multistep",
+            0.5,
+            milestones=(15, 30),
+            gamma=0.5,
+            description="MultiStepLR(SGD lr=0.5, milestones=[15, 30], gamma=0.5)",
+        ),
+        Experiment(
+            "cosine",
+            "custom",
+            0.3,
+            make=lambda: CosineScheduler(max_update=20, base_lr=0.3, final_lr=0.01),
+            description="CosineScheduler(max_update=20, base_lr=0.3, final_lr=0.01)",
+        ),
+        Experiment(
+            "warmup",
+            "custom",
+            0.3,
+            make=lambda: CosineScheduler(20, warmup_steps=5, base_lr=0.3, final_lr=0.01),
+            description="CosineScheduler(20, warmup_steps=5, base_lr=0.3, final_lr=0.01)",
+        ),
     )
 }
 
 
-def custom_epoch_lrs(make: Callable[[], Callable[[int], float]], num_epochs: int, semantics: str,
-                     initial_lr: float | None = None, plot_calls: int = 0) -> list[float]:
+def custom_epoch_lrs(
+    make: Callable[[], Callable[[int], float]],
+    num_epochs: int,
+    semantics: str,
+    initial_lr: float | None = None,
+    plot_calls: int = 0,
+) -> list[float]:
     """Per-epoch lr for a custom (callable) scheduler built by ``make()``.
 
     ``"book"``: ``[initial_lr, s(0), s(1), ..., s(num_epochs - 2)]`` where ``s`` has first been
-    called ``plot_calls`` times (the book's plot). ``"intended"``: ``[s(0), ..., s(num_epochs - 1)]``
+    called ``plot_calls`` times (the book's plot). ``"intended"``:
+    ``[s(0), ..., s(num_epochs - 1)]``
     from a fresh ``s``.
     """
     _check(semantics)
@@ -195,7 +242,9 @@ def custom_epoch_lrs(make: Callable[[], Callable[[int], float]], num_epochs: int
     return out[:num_epochs]
 
 
-def epoch_lrs(experiment: str | Experiment, num_epochs: int = 30, semantics: str = "book") -> list[float]:
+def epoch_lrs(
+    experiment: str | Experiment, num_epochs: int = 30, semantics: str = "book"
+) -> list[float]:
     """Learning rate of each training epoch (0-based list) of one of the section's runs."""
     _check(semantics)
     exp = EXPERIMENTS[experiment] if isinstance(experiment, str) else experiment
@@ -215,6 +264,14 @@ def _check(semantics: str) -> None:
 
 
 __all__ = [
-    "SEMANTICS", "SquareRootScheduler", "FactorScheduler", "CosineScheduler", "values",
-    "multistep_plot_values", "Experiment", "EXPERIMENTS", "custom_epoch_lrs", "epoch_lrs",
+    "SEMANTICS",
+    "SquareRootScheduler",
+    "FactorScheduler",
+    "CosineScheduler",
+    "values",
+    "multistep_plot_values",
+    "Experiment",
+    "EXPERIMENTS",
+    "custom_epoch_lrs",
+    "epoch_lrs",
 ]

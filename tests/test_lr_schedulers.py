@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from d2lrepro import schedules as s
+from d2lrepro import lr_schedulers as s
 
 
 def test_square_root():
@@ -17,7 +17,7 @@ def test_factor_is_stateful():
     sched = s.FactorScheduler(factor=0.9, stop_factor_lr=1e-2, base_lr=2.0)
     v = s.values(sched, 50)
     assert v[0] == pytest.approx(1.8)
-    assert v[49] == pytest.approx(2.0 * 0.9 ** 50)
+    assert v[49] == pytest.approx(2.0 * 0.9**50)
     assert v[49] == pytest.approx(0.0103, abs=1e-4)
     # a further call keeps shrinking until the floor
     assert s.values(sched, 100)[-1] == pytest.approx(1e-2)
@@ -87,5 +87,7 @@ def test_custom_epoch_lrs_replays_plot_for_stateful_schedulers():
     make = lambda: s.FactorScheduler(factor=0.9, stop_factor_lr=1e-2, base_lr=2.0)  # noqa: E731
     assert s.custom_epoch_lrs(make, 3, "intended") == pytest.approx([1.8, 1.62, 1.458])
     # after the book's 50-call plot the object already sits at its floor
-    assert s.custom_epoch_lrs(make, 3, "book", initial_lr=2.0, plot_calls=50) == pytest.approx([2.0, 0.01, 0.01])
+    assert s.custom_epoch_lrs(make, 3, "book", initial_lr=2.0, plot_calls=50) == pytest.approx(
+        [2.0, 0.01, 0.01]
+    )
     assert s.custom_epoch_lrs(make, 3, "book", initial_lr=2.0) == pytest.approx([2.0, 1.8, 1.62])

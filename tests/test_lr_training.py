@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from d2lrepro import training as tr
+from d2lrepro import data, lr_training, models
 
 
 def synthetic(n_train=512, n_test=256, seed=0):
@@ -16,7 +16,7 @@ def synthetic(n_train=512, n_test=256, seed=0):
         images = torch.randint(0, 60, (n, 28, 28), generator=g, dtype=torch.uint8)
         for c in range(10):
             r, k = divmod(c, 5)
-            images[labels == c, 4 + 10 * r:8 + 10 * r, 2 + 5 * k:6 + 5 * k] = 255
+            images[labels == c, 4 + 10 * r : 8 + 10 * r, 2 + 5 * k : 6 + 5 * k] = 255
         return images, labels
 
     tri, trl = make(n_train)
@@ -30,16 +30,18 @@ def raw():
 
 
 def test_lenet_shape_and_parameters():
-    net = tr.lenet(seed=0)
+    net = models.lenet(seed=0)
     assert net(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
-    expected = (6 * 25 + 6) + (16 * 6 * 25 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10)
+    expected = (
+        (6 * 25 + 6) + (16 * 6 * 25 + 16) + (400 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10)
+    )
     assert sum(p.numel() for p in net.parameters()) == expected == 61706
 
 
 def test_lenet_seeded():
-    a, b, c = tr.lenet(seed=1), tr.lenet(seed=1), tr.lenet(seed=2)
+    a, b, c = models.lenet(seed=1), models.lenet(seed=1), models.lenet(seed=2)
     state = torch.get_rng_state()
-    tr.lenet(seed=3)
+    models.lenet(seed=3)
     assert torch.equal(state, torch.get_rng_state())  # global RNG untouched
     for pa, pb, pc in zip(a.parameters(), b.parameters(), c.parameters()):
         assert torch.equal(pa, pb)
@@ -47,21 +49,29 @@ def test_lenet_seeded():
 
 
 def test_prepare_data(raw):
-    data = tr.prepare_data(raw, train_subset=100, test_subset=50)
-    assert data.train_x.shape == (100, 1, 28, 28) and data.train_x.dtype == torch.float32
-    assert data.test_x.shape == (50, 1, 28, 28)
-    assert data.train_y.dtype == torch.int64
-    assert float(data.train_x.max()) == 1.0 and float(data.train_x.min()) >= 0.0
-    assert torch.equal(data.train_x[3, 0], raw["train_images"][3].float() / 255)
+    fashion = data.prepare_data(raw, train_subset=100, test_subset=50)
+    assert fashion.train_x.shape == (100, 1, 28, 28) and fashion.train_x.dtype == torch.float32
+    assert fashion.test_x.shape == (50, 1, 28, 28)
+    assert fashion.train_y.dtype == torch.int64
+    assert float(fashion.train_x.max()) == 1.0 and float(fashion.train_x.min()) >= 0.0
+    assert torch.equal(fashion.train_x[3, 0], raw["train_images"][3].float() / 255)
 
 
 def test_train_rows_columns_and_learning(raw, caplog):
     lrs = [0.5, 0.5, 0.5]
     seen = []
     with caplog.at_level(logging.INFO, logger="t"):
-        df = tr.train(tr.lenet(seed=0), raw, 3, lrs, batch_size=32, seed=0,
-                      log=logging.getLogger("t"), on_epoch=seen.append)
-    assert list(df.columns) == tr.COLUMNS
+        df = lr_training.train(
+            models.lenet(seed=0),
+            raw,
+            3,
+            lrs,
+            batch_size=32,
+            seed=0,
+            log=logging.getLogger("t"),
+            on_epoch=seen.append,
+        )
+    assert list(df.columns) == lr_training.COLUMNS
     assert list(df["epoch"]) == [1, 2, 3]
     assert list(df["lr"]) == lrs
     assert df["test_acc"].between(0, 1).all() and df["train_acc"].between(0, 1).all()
@@ -74,22 +84,26 @@ def test_train_rows_columns_and_learning(raw, caplog):
 
 
 def test_lr_set_per_epoch_and_partial_batch(raw):
-    net = tr.lenet(seed=0)
-    df = tr.train(net, raw, 2, [0.0, 0.0, 5.0], batch_size=100, train_subset=250, test_subset=30)
+    net = models.lenet(seed=0)
+    df = lr_training.train(
+        net, raw, 2, [0.0, 0.0, 5.0], batch_size=100, train_subset=250, test_subset=30
+    )
     assert list(df["lr"]) == [0.0, 0.0]
     # lr 0: weights unchanged
-    for p, q in zip(net.parameters(), tr.lenet(seed=0).parameters()):
+    for p, q in zip(net.parameters(), models.lenet(seed=0).parameters()):
         assert torch.equal(p, q)
     assert df["samples_per_s"].iloc[0] * df["seconds"].iloc[0] == pytest.approx(250)
 
 
 def test_too_few_learning_rates(raw):
     with pytest.raises(ValueError):
-        tr.train(tr.lenet(), raw, 3, [0.1, 0.1])
+        lr_training.train(models.lenet(), raw, 3, [0.1, 0.1])
 
 
 def test_divergence_is_recorded(raw):
-    df = tr.train(tr.lenet(seed=0), raw, 3, [1e6] * 3, batch_size=32, train_subset=256, test_subset=32)
+    df = lr_training.train(
+        models.lenet(seed=0), raw, 3, [1e6] * 3, batch_size=32, train_subset=256, test_subset=32
+    )
     assert df.attrs["diverged"] is True
     assert bool(df["diverged"].iloc[-1])
     assert len(df) == 1
@@ -98,9 +112,15 @@ def test_divergence_is_recorded(raw):
 
 
 def test_deterministic_on_cpu(raw):
-    runs = [tr.train(tr.lenet(seed=5), raw, 2, [0.5, 0.5], batch_size=64, seed=7, train_subset=256)
-            for _ in range(2)]
+    runs = [
+        lr_training.train(
+            models.lenet(seed=5), raw, 2, [0.5, 0.5], batch_size=64, seed=7, train_subset=256
+        )
+        for _ in range(2)
+    ]
     assert list(runs[0]["train_loss"]) == list(runs[1]["train_loss"])
     assert list(runs[0]["test_acc"]) == list(runs[1]["test_acc"])
-    other = tr.train(tr.lenet(seed=5), raw, 2, [0.5, 0.5], batch_size=64, seed=8, train_subset=256)
+    other = lr_training.train(
+        models.lenet(seed=5), raw, 2, [0.5, 0.5], batch_size=64, seed=8, train_subset=256
+    )
     assert list(other["train_loss"]) != list(runs[0]["train_loss"])

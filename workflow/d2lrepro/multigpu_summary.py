@@ -1,31 +1,16 @@
-"""Training on 1 and 2 devices: the book's small demonstrations, run summaries, the cost model."""
+"""What the multi-GPU runs measured: per-run and 1-vs-2-device metrics, the cost model's
+crossover, and the sections' figures (test accuracy, throughput, top-k, cost model)."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-from . import models, parallel, plotting
-from .results import metric, not_applicable
-
-
-def demonstrations() -> list[dict]:
-    """The book's printed examples: fresh parameters, allreduce of [[1, 1]] and [[2, 2]], and
-    the scatter of a 4x5 batch over two devices (here tensors of one process)."""
-    b1 = models.lenet_params()[1]
-    rows = [metric("params.b1_abs_sum", b1.abs().sum().item()),
-            metric("params.b1_requires_grad", float(b1.requires_grad)),
-            metric("params.b1_grad_is_none", float(b1.grad is None))]
-    data = [torch.ones((1, 2)) * (i + 1) for i in range(2)]
-    parallel.allreduce(data)
-    rows += [metric(f"allreduce.shard{i}.{j}", t[0, j].item()) for i, t in enumerate(data) for j in range(2)]
-    shards, _ = parallel.split_batch(torch.arange(20).reshape(4, 5), torch.arange(4), 2)
-    rows += [metric(f"scatter.shard{i}.{end}_row", shard[k, 0].item() // 5)
-             for i, shard in enumerate(shards) for end, k in (("first", 0), ("last", -1))]
-    return rows
+from . import plotting
+from .results import metric, not_applicable, write_metrics
 
 
 def run_metrics(name: str, history: pd.DataFrame) -> list[dict]:
@@ -36,9 +21,11 @@ def run_metrics(name: str, history: pd.DataFrame) -> list[dict]:
     if len(note) and note.iloc[0]:
         return [not_applicable(f"{name}.{n}", note.iloc[0]) for n in names]
     device = str(history["devices"].iloc[0])
-    return [metric(f"{name}.test_acc", history["test_acc"].iloc[-1], device=device),
-            metric(f"{name}.sec_per_epoch", history["seconds"].mean(), "s", device),
-            metric(f"{name}.samples_per_s", history["samples_per_s"].median(), "samples/s", device)]
+    return [
+        metric(f"{name}.test_acc", history["test_acc"].iloc[-1], device=device),
+        metric(f"{name}.sec_per_epoch", history["seconds"].mean(), "s", device),
+        metric(f"{name}.samples_per_s", history["samples_per_s"].median(), "samples/s", device),
+    ]
 
 
 def comparison_metrics(values: dict[str, float], model: str) -> list[dict]:
@@ -47,10 +34,15 @@ def comparison_metrics(values: dict[str, float], model: str) -> list[dict]:
     needed = [f"{one}.sec_per_epoch", f"{two}.sec_per_epoch", f"{one}.test_acc", f"{two}.test_acc"]
     if any(math.isnan(values[k]) for k in needed):
         reason = "needs the 2-device run, which this machine cannot do"
-        return [not_applicable(f"{model}.{n}", reason) for n in ("speedup", "efficiency", "acc_diff")]
+        return [
+            not_applicable(f"{model}.{n}", reason) for n in ("speedup", "efficiency", "acc_diff")
+        ]
     speedup = values[f"{one}.sec_per_epoch"] / values[f"{two}.sec_per_epoch"]
-    return [metric(f"{model}.speedup", speedup, "x"), metric(f"{model}.efficiency", speedup / 2),
-            metric(f"{model}.acc_diff", abs(values[f"{two}.test_acc"] - values[f"{one}.test_acc"]))]
+    return [
+        metric(f"{model}.speedup", speedup, "x"),
+        metric(f"{model}.efficiency", speedup / 2),
+        metric(f"{model}.acc_diff", abs(values[f"{two}.test_acc"] - values[f"{one}.test_acc"])),
+    ]
 
 
 def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
@@ -61,10 +53,15 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
         return [not_applicable(f"cost.{model}.{n}", cost["note"].dropna().iloc[0]) for n in names]
     dominated = cost[cost["t1"] > cost["t2"]]["batch_per_device"]
     last = cost.iloc[-1]
-    return [metric(f"cost.{model}.crossover_batch", dominated.min() if len(dominated) else math.nan,
-                   note="" if len(dominated) else "communication dominates at every batch measured"),
-            metric(f"cost.{model}.step_over_max", last.measured_step / last.max_t1_t2),
-            metric(f"cost.{model}.step_over_sum", last.measured_step / (last.t1 + last.t2))]
+    return [
+        metric(
+            f"cost.{model}.crossover_batch",
+            dominated.min() if len(dominated) else math.nan,
+            note="" if len(dominated) else "communication dominates at every batch measured",
+        ),
+        metric(f"cost.{model}.step_over_max", last.measured_step / last.max_t1_t2),
+        metric(f"cost.{model}.step_over_sum", last.measured_step / (last.t1 + last.t2)),
+    ]
 
 
 def draw_test_acc(histories: dict[str, pd.DataFrame], path, footer: str) -> None:
@@ -73,7 +70,13 @@ def draw_test_acc(histories: dict[str, pd.DataFrame], path, footer: str) -> None
     for name, h in histories.items():
         if "test_acc" in h and h["test_acc"].notna().any():
             how = "one process (book's code)" if name.startswith("book_") else "torch.distributed"
-            ax.plot(h["epoch"], h["test_acc"], "-o", markersize=3, label=f"{name.split('.')[-1]} device(s), {how}")
+            ax.plot(
+                h["epoch"],
+                h["test_acc"],
+                "-o",
+                markersize=3,
+                label=f"{name.split('.')[-1]} device(s), {how}",
+            )
     ax.set(xlabel="epoch", ylabel="test acc")
     ax.legend(fontsize=6)
     ax.grid(True)
@@ -110,10 +113,47 @@ def draw_cost(costs: dict[str, pd.DataFrame], path, footer: str) -> None:
     fig, axes = plotting.figure(figsize=(7, 2.8), ncols=len(costs))
     for ax, (model, cost) in zip(np.atleast_1d(axes), costs.items()):
         if "t1" in cost and cost["t1"].notna().any():
-            for column, fmt in (("t1", "-o"), ("t2", "-s"), ("max_t1_t2", "k:"), ("measured_step", "r-^")):
+            for column, fmt in (
+                ("t1", "-o"),
+                ("t2", "-s"),
+                ("max_t1_t2", "k:"),
+                ("measured_step", "r-^"),
+            ):
                 ax.plot(cost["batch_per_device"], cost[column], fmt, markersize=3, label=column)
             ax.set(xscale="log", yscale="log")
             ax.legend(fontsize=6)
         ax.set(title=model, xlabel="batch per device", ylabel="seconds")
         ax.grid(True)
     plotting.save(fig, path, footer=footer)
+
+
+def summarize(
+    runs: list,
+    costs: list,
+    topk,
+    demonstrations: list[dict],
+    footer: str,
+    metrics_out,
+    figures: dict,
+) -> None:
+    """Metrics and figures of every training run (``runs``: history CSVs named after the run,
+    the book's code as ``book_<model>.2.csv``) and cost model (``cost_<model>.csv``)."""
+    histories = {Path(p).name.removesuffix(".csv"): pd.read_csv(p) for p in runs}
+    cost_tables = {Path(p).stem.removeprefix("cost_"): pd.read_csv(p) for p in costs}
+    rows = list(demonstrations)
+    for name, history in histories.items():
+        rows += run_metrics(name, history)
+    values = {r["metric"]: r["value"] for r in rows}
+    for model in ("lenet", "resnet18"):
+        rows += comparison_metrics(values, model)
+    for model, cost in cost_tables.items():
+        rows += cost_metrics(cost, model)
+    write_metrics(rows, metrics_out)
+    for model, path in (("lenet", figures["lenet"]), ("resnet18", figures["resnet"])):
+        of_model = {
+            k: v for k, v in histories.items() if k.startswith((f"{model}.", f"book_{model}."))
+        }
+        draw_test_acc(of_model, path, footer)
+    draw_throughput(values, list(histories), figures["throughput"], footer)
+    draw_topk(pd.read_csv(topk), figures["topk"], footer)
+    draw_cost(cost_tables, figures["cost"], footer)

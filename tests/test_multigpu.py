@@ -4,39 +4,39 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn import functional as F
 
-from d2lrepro import parallel
+from d2lrepro import multigpu_book, multigpu_scratch
 from d2lrepro.models import LENET_SHAPES, init_normal_, lenet_forward, lenet_params, resnet18
 
 
 def test_allreduce_sums_into_every_tensor():
     data = [torch.ones(1, 2), torch.ones(1, 2) * 2]
-    parallel.allreduce(data)
+    multigpu_book.allreduce(data)
     for tensor in data:
         assert torch.equal(tensor, torch.tensor([[3.0, 3.0]]))
 
     data = [torch.randn(3, 4) for _ in range(3)]
     total = sum(t.clone() for t in data)
-    parallel.allreduce(data)
+    multigpu_book.allreduce(data)
     for tensor in data:
         assert torch.allclose(tensor, total)
 
 
 def test_split_batch():
     X = torch.arange(20).reshape(4, 5)
-    xs, ys = parallel.split_batch(X, torch.arange(4), 2)
+    xs, ys = multigpu_book.split_batch(X, torch.arange(4), 2)
     assert [x.tolist() for x in xs] == [X[:2].tolist(), X[2:].tolist()]
     assert [y.tolist() for y in ys] == [[0, 1], [2, 3]]
 
-    xs, ys = parallel.split_batch(torch.zeros(7, 3), torch.arange(7), 3)
+    xs, ys = multigpu_book.split_batch(torch.zeros(7, 3), torch.arange(7), 3)
     assert [len(x) for x in xs] == [3, 2, 2]
     assert torch.equal(torch.cat(ys), torch.arange(7))
-    xs, _ = parallel.split_batch(torch.zeros(2, 3), torch.zeros(2), 4)
+    xs, _ = multigpu_book.split_batch(torch.zeros(2, 3), torch.zeros(2), 4)
     assert [len(x) for x in xs] == [1, 1, 0, 0]  # always n chunks, unlike torch.chunk
 
 
 def test_split_batch_rejects_mismatched_rows():
     try:
-        parallel.split_batch(torch.zeros(4, 2), torch.zeros(3), 2)
+        multigpu_book.split_batch(torch.zeros(4, 2), torch.zeros(3), 2)
     except ValueError as error:
         assert "4 rows" in str(error)
     else:
@@ -45,7 +45,7 @@ def test_split_batch_rejects_mismatched_rows():
 
 def test_dist_allreduce_without_process_group_is_identity():
     tensor = torch.arange(3.0)
-    assert parallel.dist_allreduce_(tensor) is tensor
+    assert multigpu_scratch.dist_allreduce_(tensor) is tensor
     assert torch.equal(tensor, torch.arange(3.0))
 
 
@@ -75,23 +75,20 @@ def test_init_normal_touches_only_linear_and_conv_weights():
     class MyLinear(nn.Linear):
         pass
 
-    net = nn.Sequential(nn.Conv2d(3, 64, 3), nn.BatchNorm2d(64), nn.Linear(1000, 200), MyLinear(4, 4))
+    net = nn.Sequential(
+        nn.Conv2d(3, 64, 3), nn.BatchNorm2d(64), nn.Linear(1000, 200), MyLinear(4, 4)
+    )
     before = {k: v.clone() for k, v in net.state_dict().items()}
     init_normal_(net, seed=1)
     after = net.state_dict()
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed == {"0.weight", "2.weight"}
-    assert 0.009 < float(after["2.weight"].std()) < 0.011 and abs(float(after["2.weight"].mean())) < 1e-3
+    assert (
+        0.009 < float(after["2.weight"].std()) < 0.011
+        and abs(float(after["2.weight"].mean())) < 1e-3
+    )
     other = init_normal_(nn.Sequential(nn.Conv2d(3, 64, 3)), seed=1)
     assert torch.equal(other[0].weight, after["0.weight"])
-
-
-def test_applicability():
-    have, kind = parallel.available_devices()
-    assert have >= 1
-    assert parallel.applicability(1) is None
-    reason = parallel.applicability(have + 1)
-    assert reason.startswith(f"needs {have + 1} devices, this machine has {have} {kind}")
 
 
 def _batch(n=24, seed=0):
@@ -104,10 +101,10 @@ def _summed_grads(rank, world, store, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     X, y = _batch()
-    xs, ys = parallel.split_batch(X, y, world)
+    xs, ys = multigpu_book.split_batch(X, y, world)
     params = lenet_params(seed=0)
     F.cross_entropy(lenet_forward(xs[rank], params), ys[rank], reduction="none").sum().backward()
-    parallel.sync_grads(params)
+    multigpu_scratch.sync_grads(params)
     torch.save([p.grad for p in params], f"{out}.{rank}")
     dist.destroy_process_group()
 

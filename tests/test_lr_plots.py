@@ -1,0 +1,68 @@
+import pandas as pd
+import pytest
+
+from d2lrepro import lr_schedulers, lr_training
+
+
+def test_plot_values_are_the_books():
+    v = lr_training.plot_values()
+    assert v["sqrt"][29] == pytest.approx(0.0183, abs=5e-5)
+    assert (v["factor"][0], round(v["factor"][49], 4)) == (pytest.approx(1.8), 0.0103)
+    assert v["multistep"][:15] == [0.5] * 15 and v["multistep"][15:] == [0.25] * 15
+    assert [round(x, 6) for x in v["warmup"][:6]] == [0.0, 0.06, 0.12, 0.18, 0.24, 0.3]
+    assert v["cosine"][20:] == [pytest.approx(0.01)] * 10
+
+
+def test_book_semantics_apply_the_schedule_one_epoch_late():
+    book = lr_schedulers.epoch_lrs("warmup", 30, "book")
+    intended = lr_schedulers.epoch_lrs("warmup", 30, "intended")
+    assert book[0] == 0.3 and book[1] == 0.0 and book[1:] == intended[:-1]
+    assert lr_schedulers.epoch_lrs("multistep", 30, "book") == [pytest.approx(0.125)] * 30
+
+
+def history(run, semantics, accs, diverged=False):
+    n = len(accs)
+    return pd.DataFrame(
+        {
+            "run": run,
+            "semantics": semantics,
+            "epoch": range(1, n + 1),
+            "lr": 0.1,
+            "train_loss": 0.5,
+            "train_acc": [a + 0.05 for a in accs],
+            "test_acc": accs,
+            "seconds": 1.0,
+            "samples_per_s": 100.0,
+            "diverged": diverged,
+            "device": "cpu",
+        }
+    )
+
+
+def test_training_metrics():
+    h = pd.concat(
+        [
+            history("cosine", "book", [0.1, 0.2, 0.3, 0.4, 0.5, 0.9]),
+            history("warmup", "book", [0.5] * 6, diverged=True),
+        ]
+    )
+    m = {r["metric"]: r for r in lr_training.training_metrics(h)}
+    assert m["cosine.book.early_test_acc"]["value"] == pytest.approx(0.3)
+    assert m["cosine.book.gap"]["value"] == pytest.approx(0.05)
+    assert m["cosine.book.test_acc"]["value"] == pytest.approx(0.9)
+    assert m["warmup.book.test_acc"]["note"] == "the run diverged"
+
+
+def test_figures(tmp_path):
+    h = pd.concat(
+        [history(r, s, [0.1, 0.2, 0.3]) for r in ("cosine", "warmup") for s in ("book", "intended")]
+    )
+    lr_training.draw_lrs(h, tmp_path / "lrs.png")
+    lr_training.draw_early(h, tmp_path / "early.png", "footer")
+    lr_training.draw_run(
+        h[(h.run == "cosine") & (h.semantics == "book")], tmp_path / "run.png", "footer"
+    )
+    lr_training.draw_plots(
+        lr_training.plot_values(), {k: tmp_path / f"{k}.png" for k in lr_training.plot_values()}
+    )
+    assert len(list(tmp_path.glob("*.png"))) == 8

@@ -1,0 +1,36 @@
+import torch
+
+from d2lrepro import data as datasets
+from d2lrepro import models, multigpu_book, results
+
+
+def data(n=96):
+    g = torch.Generator().manual_seed(0)
+    raw = {
+        "train_images": torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=g),
+        "train_labels": torch.randint(0, 10, (n,), generator=g),
+        "test_images": torch.randint(0, 256, (32, 28, 28), dtype=torch.uint8, generator=g),
+        "test_labels": torch.randint(0, 10, (32,), generator=g),
+    }
+    return datasets.prepare_data(raw)
+
+
+def test_scatter_splits_rows_like_the_book():
+    shards = multigpu_book.scatter(torch.arange(20).reshape(4, 5), [torch.device("cpu")] * 2)
+    assert [s[:, 0].tolist() for s in shards] == [[0, 5], [10, 15]]
+
+
+def test_two_copies_take_the_step_of_one_device():
+    """The book's one-process path on two (CPU) devices trains like one device: same losses."""
+    d = data()
+    one = multigpu_book.train_scratch(d, [torch.device("cpu")], 2, 32, 0.2)
+    two = multigpu_book.train_scratch(d, [torch.device("cpu")] * 2, 2, 32, 0.2)
+    assert list(one.columns) == results.HISTORY_COLUMNS
+    assert torch.allclose(
+        torch.tensor(one["train_loss"].values), torch.tensor(two["train_loss"].values), rtol=1e-5
+    )
+    assert one["test_acc"].tolist() == two["test_acc"].tolist()
+
+
+def test_copies_start_from_the_books_parameters():
+    assert models.lenet_params(0)[1].abs().sum() == 0

@@ -1,0 +1,236 @@
+"""The torchrun entry point, run as subprocesses (it pins its process to a core)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import torch
+
+from d2lrepro import multigpu_run, results
+from d2lrepro.models import LENET_SHAPES
+
+
+def fake_fashion_mnist(path, n_train=512, n_test=128, seed=0):
+    """Uint8 28x28 images whose class is marked by a bright block, saved like the prepared data."""
+    g = torch.Generator().manual_seed(seed)
+    data = {}
+    for split, n in (("train", n_train), ("test", n_test)):
+        labels = torch.randint(0, 10, (n,), generator=g, dtype=torch.uint8)
+        images = torch.randint(0, 60, (n, 28, 28), generator=g, dtype=torch.uint8)
+        for c in range(10):
+            images[labels == c, 2 * c : 2 * c + 6, 4:10] = 255
+        data[f"{split}_images"], data[f"{split}_labels"] = images, labels
+    torch.save(data, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return fake_fashion_mnist(tmp_path_factory.mktemp("data") / "fashion_mnist.pt")
+
+
+def run(args, nproc=None, timeout=120):
+    """``python -m d2lrepro.multigpu_run ARGS``, under torchrun with ``nproc`` workers if given."""
+    launcher = (
+        ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+        if nproc
+        else []
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    cmd = [sys.executable, *launcher, "-m", "d2lrepro.multigpu_run", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def ok(result):
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+LENET = ["--model", "lenet", "--epochs", 2, "--batch-size", 64, "--lr", 0.2]
+
+
+def test_two_workers_train_like_one(data, tmp_path):
+    """Same global batches: one and two workers reach the same parameters (up to the order of
+    summation)."""
+    for world in (1, 2):
+        ok(
+            run(
+                [
+                    *LENET,
+                    "--data",
+                    data,
+                    "--out",
+                    tmp_path / f"{world}.csv",
+                    "--checkpoint",
+                    tmp_path / f"{world}.pt",
+                ],
+                nproc=world if world > 1 else None,
+            )
+        )
+    one, two = (pd.read_csv(tmp_path / f"{w}.csv") for w in (1, 2))
+    assert list(two.columns) == results.HISTORY_COLUMNS
+    assert (
+        two["epoch"].tolist() == [1, 2]
+        and set(two["world_size"]) == {2}
+        and set(one["world_size"]) == {1}
+    )
+    assert two["devices"].iloc[0].startswith("2 x ")
+    assert (two["samples_per_s"] > 0).all() and two["test_acc"].between(0, 1).all()
+    assert two["train_loss"].tolist() == pytest.approx(one["train_loss"].tolist(), rel=1e-5)
+    assert two["train_acc"].tolist() == pytest.approx(one["train_acc"].tolist(), abs=2 / 512)
+    params = [torch.load(tmp_path / f"{w}.pt", weights_only=True)["model"] for w in (1, 2)]
+    for key in params[0]:
+        assert torch.allclose(params[0][key], params[1][key], rtol=0, atol=1e-6), key
+
+
+def test_resume_gives_the_uninterrupted_result(data, tmp_path):
+    common = [
+        "--model",
+        "resnet18",
+        "--batch-size",
+        16,
+        "--lr",
+        0.05,
+        "--momentum",
+        0.9,
+        "--weight-decay",
+        1e-4,
+        "--train-subset",
+        48,
+        "--test-subset",
+        32,
+        "--data",
+        data,
+        "--topk-every",
+        1,
+    ]
+
+    def train(name, epochs):
+        ok(
+            run(
+                [
+                    *common,
+                    "--epochs",
+                    epochs,
+                    "--checkpoint",
+                    tmp_path / f"{name}.pt",
+                    "--out",
+                    tmp_path / f"{name}.csv",
+                    "--topk-out",
+                    tmp_path / f"{name}_topk.csv",
+                ]
+            )
+        )
+        return pd.read_csv(tmp_path / f"{name}.csv"), pd.read_csv(tmp_path / f"{name}_topk.csv")
+
+    whole, whole_topk = train("whole", 2)
+    first, _ = train("parts", 1)
+    assert first["epoch"].tolist() == [1]
+    resumed, resumed_topk = train("parts", 2)
+    metrics = ["epoch", "train_loss", "train_acc", "test_acc"]
+    assert resumed[metrics].equals(whole[metrics])
+    assert resumed_topk.equals(whole_topk) and len(whole_topk) == 6
+    assert list(whole_topk.columns) == multigpu_run.TOPK_COLUMNS
+
+    changed = run(
+        [
+            *common,
+            "--epochs",
+            3,
+            "--lr",
+            0.1,
+            "--checkpoint",
+            tmp_path / "parts.pt",
+            "--out",
+            tmp_path / "other.csv",
+        ]
+    )
+    assert changed.returncode != 0 and "was written by a run with" in changed.stderr
+
+
+def test_dead_worker_fails_the_job_in_bounded_time(data, tmp_path):
+    start = time.monotonic()
+    result = run(
+        [
+            *LENET,
+            "--data",
+            data,
+            "--out",
+            tmp_path / "dead.csv",
+            "--fail-at-epoch",
+            1,
+            "--timeout",
+            60,
+        ],
+        nproc=2,
+        timeout=150,
+    )
+    assert result.returncode != 0
+    assert time.monotonic() - start < 60
+    assert "fails at epoch 1" in result.stderr
+    assert not (tmp_path / "dead.csv").exists()
+
+
+def test_cost_model_rows_for_each_model_of_the_spec(tmp_path):
+    spec = {
+        "lenet": {"batches": [2, 8], "repeats": 2, "out": str(tmp_path / "cost_lenet.csv")},
+        "resnet18": {"batches": [1], "repeats": 1, "out": str(tmp_path / "cost_resnet18.csv")},
+    }
+    ok(run(["--cost-model", json.dumps(spec)]))
+    lenet, resnet = (pd.read_csv(tmp_path / f"cost_{m}.csv") for m in spec)
+    assert list(lenet.columns) == multigpu_run.COST_COLUMNS
+    assert lenet["batch_per_device"].tolist() == [2, 8] and resnet["batch_per_device"].tolist() == [
+        1
+    ]
+    assert (lenet["t1"] > 0).all() and (lenet["measured_step"] > 0).all()
+    assert (lenet["max_t1_t2"] == lenet[["t1", "t2"]].max(axis=1)).all()
+    assert set(lenet["params"]) == {
+        sum(torch.Size(shape).numel() for shape in LENET_SHAPES.values())
+    }
+    assert set(resnet["model"]) == {"resnet18"}
+
+
+def test_parse_args_rejects_momentum_for_scratch_lenet():
+    with pytest.raises(SystemExit):
+        multigpu_run.parse_args(
+            ["--model", "lenet", "--momentum", "0.9", "--data", "x.pt", "--out", "y.csv"]
+        )
+    with pytest.raises(SystemExit):
+        multigpu_run.parse_args(["--out", "y.csv"])  # training needs --data
+    assert multigpu_run.parse_args(["--cost-model", "{}"]).cost_model == {}
+
+
+def test_two_jobs_at_once_do_not_collide(data, tmp_path):
+    """Each torchrun --standalone picks its own free port: two 2-worker jobs run side by side."""
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    jobs = [
+        subprocess.Popen(
+            multigpu_run.command(
+                2,
+                [
+                    *map(str, LENET[:2]),
+                    "--epochs",
+                    "1",
+                    "--batch-size",
+                    "64",
+                    "--data",
+                    str(data),
+                    "--out",
+                    str(tmp_path / f"{i}.csv"),
+                ],
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(2)
+    ]
+    for job in jobs:
+        _, err = job.communicate(timeout=180)
+        assert job.returncode == 0, err[-3000:]
+    assert all(len(pd.read_csv(tmp_path / f"{i}.csv")) == 1 for i in range(2))

@@ -1,0 +1,100 @@
+"""Asynchronous computation: numpy vs torch with and without synchronization, z = x * y + 2,
+and the peak memory of an unsynchronized CUDA queue.
+
+Metrics: ``async.numpy_s``; ``async.{cpu,cuda}.{nosync_s,sync_s,nosync_over_sync,z0,z1}``;
+``async.memory.{nosync,sync}_peak_bytes``.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import torch
+
+from .devices import synchronize, unavailable
+from .results import metric, not_applicable
+from .timing import naive_time
+
+ASYNC_UNITS = {"nosync_s": "s", "sync_s": "s", "nosync_over_sync": "x", "z0": "", "z1": ""}
+
+
+def _torch_async(device: torch.device, size: int, steps: int, repeats: int) -> dict[str, float]:
+    def loop():
+        for _ in range(steps):
+            a = torch.randn(size, size, device=device)
+            torch.mm(a, a)
+
+    loop()  # the book's warm-up
+    # Alternated, so that both see the same load from whatever else runs on the machine.
+    runs = [
+        (naive_time(loop, device, False), naive_time(loop, device, True)) for _ in range(repeats)
+    ]
+    nosync, sync = (statistics.median(times) for times in zip(*runs))
+    x = torch.ones((1, 2), device=device)
+    y = torch.ones((1, 2), device=device)
+    z = (x * y + 2).cpu()
+    return {
+        "nosync_s": nosync,
+        "sync_s": sync,
+        "nosync_over_sync": nosync / sync,
+        "z0": z[0, 0].item(),
+        "z1": z[0, 1].item(),
+    }
+
+
+def asynchrony(size: int = 1000, steps: int = 10, repeats: int = 3, seed: int = 0) -> list[dict]:
+    """The book's numpy vs torch benchmark: ``steps`` times a ``size``² normal matrix and its
+    square, on the CPU with numpy, then with torch on the CPU and on CUDA, each the median of
+    ``repeats`` book-style single runs without and with synchronization, plus z = x * y + 2.
+
+    On the CPU torch ops return when done, so nosync_over_sync is about 1; on CUDA they return
+    once queued, the book's illusion of speed."""
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+
+    def numpy_loop():
+        for _ in range(steps):
+            a = rng.normal(size=(size, size))
+            np.dot(a, a)
+
+    numpy_s = statistics.median(naive_time(numpy_loop, "cpu", False) for _ in range(repeats))
+    rows = [metric("async.numpy_s", numpy_s, "s", "cpu")]
+    rows += [
+        metric(f"async.cpu.{k}", v, ASYNC_UNITS[k], "cpu")
+        for k, v in _torch_async(torch.device("cpu"), size, steps, repeats).items()
+    ]
+    reason = unavailable(cuda=1)
+    if reason:
+        return rows + [
+            not_applicable(f"async.cuda.{k}", reason, unit) for k, unit in ASYNC_UNITS.items()
+        ]
+    cuda = torch.device("cuda", 0)
+    return rows + [
+        metric(f"async.cuda.{k}", v, ASYNC_UNITS[k], str(cuda))
+        for k, v in _torch_async(cuda, size, steps, repeats).items()
+    ]
+
+
+def queue_memory(size: int = 4096, steps: int = 100) -> list[dict]:
+    """Peak CUDA memory of ``steps`` rounds of fresh ``size``² tensors, a product and a ReLU,
+    queued without waiting versus synchronized every step (the book's warning that an
+    unchecked queue can use too much memory)."""
+    names = ("async.memory.nosync_peak_bytes", "async.memory.sync_peak_bytes")
+    reason = unavailable(cuda=1)
+    if reason:
+        return [not_applicable(name, reason, "B") for name in names]
+    device = torch.device("cuda", 0)
+    rows = []
+    for name, sync_each in zip(names, (False, True)):
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        for _ in range(steps):
+            x = torch.randn(size, size, device=device)
+            out = x @ x
+            out.relu()
+            if sync_each:
+                synchronize(device)
+        synchronize(device)
+        rows.append(metric(name, torch.cuda.max_memory_allocated(device), "B", str(device)))
+    return rows

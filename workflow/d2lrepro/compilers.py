@@ -1,0 +1,233 @@
+"""Compilers and interpreters: imperative vs symbolic fancy_func, the book's MLP run eagerly,
+by TorchScript and by torch.compile, and TorchScript serialization.
+
+Metrics: ``imperative.result``, ``symbolic.result`` (book: 10); ``hyb.n_calls``;
+``hyb.batch{B}.{mode}.{median_s,iqr_s,runs}`` (time of ``n_calls`` forward calls),
+``hyb.batch{B}.{mode}.naive_s`` (the book's one cold loop), ``hyb.batch{B}.{mode}.max_abs_diff``
+(against eager), ``hyb.batch{B}.eager_over_{mode}``; ``serial.{file_bytes,params,max_abs_diff}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import nn
+
+from . import plotting
+from .models import mlp
+from .results import metric, not_applicable, one_line, unmeasured
+from .timing import NAN_TIMING, naive_time, time_fn, timing_rows
+
+MODES = ("eager", "script", "compile")
+BOOK_PARAMS = 164_482
+
+
+def add(a, b):
+    return a + b
+
+
+def fancy_func(a, b, c, d):
+    e = add(a, b)
+    f = add(c, d)
+    g = add(e, f)
+    return g
+
+
+def add_():
+    return """
+def add(a, b):
+    return a + b
+"""
+
+
+def fancy_func_():
+    return """
+def fancy_func(a, b, c, d):
+    e = add(a, b)
+    f = add(c, d)
+    g = add(e, f)
+    return g
+"""
+
+
+def evoke_():
+    return add_() + fancy_func_() + "print(fancy_func(1, 2, 3, 4))"
+
+
+def imperative_vs_symbolic() -> tuple[list[dict], str]:
+    """fancy_func(1, 2, 3, 4) called, and as the book's generated program compiled and executed;
+    returns the rows and the program."""
+    program = evoke_()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(program, "", "exec"), {})
+    rows = [
+        metric("imperative.result", fancy_func(1, 2, 3, 4)),
+        metric("symbolic.result", float(printed.getvalue())),
+    ]
+    return rows, program
+
+
+@contextlib.contextmanager
+def _quiet_jit():
+    # torch.jit warns that it is deprecated; TorchScript is what the book's section measures.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+def convert(net: nn.Module, mode: str) -> Callable:
+    """``net`` as run in ``mode``: eager (itself), script (TorchScript) or compile (torch.compile,
+    specialized to each input shape; it compiles lazily, on the first call)."""
+    if mode == "eager":
+        return net
+    if mode == "script":
+        with _quiet_jit():
+            return torch.jit.script(net)
+    if mode == "compile":
+        return torch.compile(net, dynamic=False)
+    raise ValueError(f"unknown mode {mode!r}")
+
+
+def _hyb_rows(prefix: str, naive: float, timing: dict, diff: float, device: str) -> list[dict]:
+    return [
+        metric(f"{prefix}.naive_s", naive, "s", device),
+        *timing_rows(prefix, timing, device),
+        metric(f"{prefix}.max_abs_diff", diff, "", device),
+    ]
+
+
+def hybridize(
+    batch_sizes=(1, 64, 1024),
+    modes=MODES,
+    n_calls: int = 1000,
+    device="cpu",
+    seed: int = 0,
+    min_run_time: float = 0.2,
+    max_run_time: float = 10.0,
+) -> list[dict]:
+    """Forward passes of the book's MLP run eagerly, by TorchScript and by torch.compile.
+
+    Autograd stays on, as in the book (it calls net(x) without torch.no_grad). For each batch
+    size, in the book's order of modes: naive_s is the book's loop of ``n_calls`` calls on a
+    shape the net has not seen, so it includes TorchScript's profiling runs and torch.compile's
+    compilation (on CUDA it also waits for the device at the end, unlike the book); median_s
+    and iqr_s are the timing helper's per-call figures times ``n_calls``, its blocks of calls
+    standing for the book's loop; max_abs_diff compares the output with eager's. A mode that
+    raises (torch.compile without a working C++ toolchain, say) is not applicable with the
+    error's first line.
+    """
+    device = torch.device(device)
+    eager = mlp(seed).to(device)
+    nets = {}
+    # Every mode gets its rows; one this run leaves out is not applicable, with that reason.
+    failed = {
+        mode: "not run: not among the configured modes" for mode in MODES if mode not in modes
+    }
+    for mode in MODES:
+        if mode in failed:
+            continue
+        try:
+            nets[mode] = convert(eager, mode)
+        except Exception as error:  # noqa: BLE001 -- a failure to convert is a result
+            failed[mode] = one_line(error)
+
+    rows = [metric("hyb.n_calls", n_calls)]
+    for batch in batch_sizes:
+        x = torch.randn(batch, 512, device=device)
+        reference = eager(x).detach()
+        medians = {}
+        for mode in MODES:
+            prefix = f"hyb.batch{batch}.{mode}"
+            if mode not in failed:
+                try:
+                    naive, timing, diff = _measure_net(
+                        nets[mode], x, reference, n_calls, device, min_run_time, max_run_time
+                    )
+                except Exception as error:  # noqa: BLE001 -- torch.compile fails on its first call
+                    failed[mode] = one_line(error)
+            if mode in failed:
+                rows += unmeasured(
+                    _hyb_rows(prefix, math.nan, NAN_TIMING, math.nan, ""), failed[mode]
+                )
+                continue
+            medians[mode] = timing["median"]
+            rows += _hyb_rows(prefix, naive, timing, diff, str(device))
+        for mode in MODES[1:]:  # eager is the reference
+            name = f"hyb.batch{batch}.eager_over_{mode}"
+            rows.append(
+                metric(name, medians["eager"] / medians[mode], "x", str(device))
+                if "eager" in medians and mode in medians
+                else not_applicable(name, failed.get(mode) or failed["eager"], "x")
+            )
+    return rows
+
+
+def _measure_net(
+    net, x, reference, n_calls, device, min_run_time, max_run_time
+) -> tuple[float, dict, float]:
+    """The book's cold loop, the timing helper's estimate for ``n_calls`` calls, and the largest
+    difference from ``reference``."""
+
+    def loop():
+        for _ in range(n_calls):
+            net(x)
+
+    naive = naive_time(loop, device, sync=True)
+    diff = (net(x) - reference).abs().max().item()
+    per_call = time_fn(lambda: net(x), device, min_run_time, max_run_time)
+    timing = {
+        "median": per_call["median"] * n_calls,
+        "iqr": per_call["iqr"] * n_calls,
+        "runs": per_call["runs"],
+    }
+    return naive, timing, diff
+
+
+def serialize(directory, seed: int = 0) -> list[dict]:
+    """The book's net.save('my_mlp'): save the scripted MLP, load it back, compare outputs."""
+    path = Path(directory) / "my_mlp"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    net = convert(mlp(seed), "script")
+    with _quiet_jit():
+        torch.jit.save(net, str(path))
+        loaded = torch.jit.load(str(path))
+    x = torch.randn(1, 512)
+    return [
+        metric("serial.file_bytes", path.stat().st_size, "B"),
+        metric("serial.params", sum(p.numel() for p in net.parameters())),
+        metric("serial.max_abs_diff", (loaded(x) - net(x)).abs().max().item()),
+    ]
+
+
+def plot_hybridization(metrics: pd.DataFrame, path, footer: str) -> None:
+    """Time of n_calls forward passes per batch size and mode: median bars with IQR error bars,
+    the book's single cold loop as hollow markers."""
+    table = plotting.metric_table(
+        metrics, r"^hyb\.batch(?P<batch>\d+)\.(?P<mode>\w+)\.(?P<stat>median_s|iqr_s|naive_s)$"
+    )
+    table["batch"] = table["batch"].astype(int)
+    table = table.pivot_table(index=["batch", "mode"], columns="stat", values="value", dropna=False)
+    batches = sorted(table.index.get_level_values("batch").unique())
+    modes = [m for m in MODES if m in table.index.get_level_values("mode")]
+    n_calls = int(metrics.loc[metrics["metric"] == "hyb.n_calls", "value"].iloc[0])
+
+    fig, ax = plotting.figure(figsize=(5, 3))
+    plotting.grouped_bars(ax, table, batches, modes)
+    ax.scatter([], [], facecolors="none", edgecolors="0.3", s=18, label="book's cold loop")
+    ax.set_xticklabels(batches)
+    ax.set(
+        yscale="log",
+        xlabel="batch size",
+        ylabel=f"time of {n_calls} calls (s)",
+        title="MLP forward: eager, TorchScript, torch.compile",
+    )
+    ax.legend(fontsize=6)
+    plotting.save(fig, path, footer=footer)

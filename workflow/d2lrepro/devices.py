@@ -1,0 +1,86 @@
+"""What this machine has, which device a worker uses, and why a run cannot happen here.
+
+A *device* is a CUDA GPU when there are enough GPUs for the run; otherwise (a CPU-only
+machine, or fewer GPUs than workers) it is one worker process pinned to one core with one
+thread. Every "not applicable here" reason of the package comes from :func:`unavailable`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def cuda_count() -> int:
+    """How many CUDA devices this process can use (0 without CUDA)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def worker_kind(workers: int) -> str:
+    """ "cuda" when every one of ``workers`` can have its own GPU, else "cpu"."""
+    return "cuda" if 0 < workers <= cuda_count() else "cpu"
+
+
+def unavailable(
+    workers: int = 1, cuda: int = 0, have_cuda: int | None = None, cores: int | None = None
+) -> str:
+    """Why a run needing ``workers`` devices (GPUs or pinned cores) and at least ``cuda``
+    CUDA devices cannot happen here; "" when it can. ``have_cuda`` and ``cores`` describe
+    the machine (default: this one), e.g. as an ``environment.json`` recorded it."""
+    have_cuda = cuda_count() if have_cuda is None else have_cuda
+    cores = usable_cores() if cores is None else cores
+    if cuda and have_cuda < cuda:
+        if cuda == 1:
+            return "needs CUDA, this machine has none"
+        return f"needs {cuda} CUDA devices, this machine has {have_cuda}"
+    if workers <= max(have_cuda, cores):
+        return ""
+    return (
+        f"needs {workers} devices, this machine has {have_cuda} GPU(s) and {cores} usable core(s)"
+    )
+
+
+def device_for(rank: int, workers: int) -> torch.device:
+    """The device of worker ``rank`` of ``workers``: its own GPU where each worker can have
+    one, else the CPU."""
+    if worker_kind(workers) == "cuda":
+        return torch.device("cuda", rank)
+    return torch.device("cpu")
+
+
+def pin_to_core(rank: int) -> None:
+    """Make this CPU worker one device: pin it to core ``rank`` (modulo the usable cores)
+    and give torch one thread."""
+    if hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[rank % len(cores)]})
+    torch.set_num_threads(1)
+
+
+def describe(devices: list[torch.device]) -> str:
+    """The devices a run used, in words: "2 x NVIDIA H100 80GB HBM3" or "2 x CPU core"."""
+    names = [torch.cuda.get_device_name(d) if d.type == "cuda" else "CPU core" for d in devices]
+    return " + ".join(f"{names.count(n)} x {n}" for n in dict.fromkeys(names))
+
+
+def synchronize(*devices) -> None:
+    """Block until each device has finished its queued work (CPU ops finish before they
+    return); only the devices named, so no CUDA context starts on a device a job does not use."""
+    for device in map(torch.device, devices):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+
+def world_size() -> int:
+    """Workers in this run's process group (1 without one)."""
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_initialized() else 1

@@ -1,0 +1,244 @@
+"""Learning-rate scheduling: the book's schedule plots, and its LeNet trained under each schedule.
+
+The training loop follows the book's ``train()`` (SGD without momentum, mean cross-entropy, the
+epoch's running train loss/accuracy, test accuracy after each epoch) but keeps the data as
+tensors on the device and draws minibatches from a seeded permutation instead of going
+through a ``DataLoader``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from . import lr_schedulers as schedules
+from . import plotting
+from .data import Data, evaluate_accuracy, prepare_data
+from .results import metric
+from .timing import Clock
+
+COLUMNS = [
+    "epoch",
+    "lr",
+    "train_loss",
+    "train_acc",
+    "test_acc",
+    "seconds",
+    "samples_per_s",
+    "diverged",
+]
+DIVERGENCE_CHECK_EVERY = 20  # batches between (synchronizing) checks for a non-finite loss
+EARLY_EPOCHS = 5
+
+
+def plot_values() -> dict[str, list[float]]:
+    """The book's five schedule plots, value for value (30 updates; the factor one 50)."""
+    return {
+        "sqrt": schedules.values(schedules.SquareRootScheduler(lr=0.1), 30),
+        "factor": schedules.values(
+            schedules.FactorScheduler(factor=0.9, stop_factor_lr=1e-2, base_lr=2.0), 50
+        ),
+        "multistep": schedules.multistep_plot_values(30),
+        "cosine": schedules.values(
+            schedules.CosineScheduler(max_update=20, base_lr=0.3, final_lr=0.01), 30
+        ),
+        "warmup": schedules.values(
+            schedules.CosineScheduler(20, warmup_steps=5, base_lr=0.3, final_lr=0.01), 30
+        ),
+    }
+
+
+def set_lr_by_hand() -> float:
+    """The book's `trainer.param_groups[0]['lr'] = 0.1`, read back from the optimizer."""
+    trainer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.3)
+    trainer.param_groups[0]["lr"] = 0.1
+    return trainer.param_groups[0]["lr"]
+
+
+def plot_metrics(values: dict[str, list[float]]) -> list[dict]:
+    rows = [metric("set_lr.lr", set_lr_by_hand())]
+    for name, series in values.items():
+        rows += [metric(f"{name}.t{t}", v) for t, v in enumerate(series)]
+    return rows
+
+
+def draw_plots(values: dict[str, list[float]], figures: dict) -> None:
+    for name, series in values.items():
+        fig, ax = plotting.figure()
+        plotting.plot_lines(ax, np.arange(len(series)), [series])
+        plotting.save(fig, figures[name])
+
+
+def train(
+    net: nn.Module,
+    data: Data | Mapping[str, torch.Tensor],
+    epochs: int,
+    lr_per_epoch: Sequence[float],
+    batch_size: int = 256,
+    device="cpu",
+    seed: int = 0,
+    log: logging.Logger | None = None,
+    on_epoch: Callable[[dict], None] | None = None,
+    train_subset: int | None = None,
+    test_subset: int | None = None,
+) -> pd.DataFrame:
+    """Train ``net`` in place with minibatch SGD; one row per epoch (see :data:`COLUMNS`).
+
+    Before epoch ``e`` (0-based) every param group's lr is set to ``lr_per_epoch[e]``.
+    Each epoch visits the training set in the order of a permutation drawn from a
+    ``torch.Generator`` seeded with ``seed``; the last partial batch is kept.
+    ``train_loss``/``train_acc`` are the means over the epoch's examples of the per-batch
+    values seen during training (the book's running metrics); ``test_acc`` is measured after
+    the epoch in eval mode; ``seconds`` covers the training pass only.
+    A non-finite training loss ends the run: that epoch's row has ``diverged`` True and
+    ``test_acc`` NaN, and no later epochs are run (``df.attrs["diverged"]`` says whether this
+    happened). ``on_epoch(row)`` is called with each row as a dict.
+    """
+    if len(lr_per_epoch) < epochs:
+        raise ValueError(f"{epochs} epochs need {epochs} learning rates, got {len(lr_per_epoch)}")
+    device = torch.device(device)
+    data = prepare_data(data, train_subset, test_subset, device)
+    n = len(data.train_y)
+    if n == 0:
+        raise ValueError("no training examples")
+    net.to(device)
+    net.train()
+    loss_fn = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(net.parameters(), lr=float(lr_per_epoch[0]) if epochs else 0.0)
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    diverged = False
+    for epoch in range(epochs):
+        lr = float(lr_per_epoch[epoch])
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        net.train()
+        with Clock(device) as clock:
+            order = torch.randperm(n, generator=generator).to(device)
+            loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+            correct = torch.zeros((), dtype=torch.int64, device=device)
+            seen = 0
+            for b, i in enumerate(range(0, n, batch_size)):
+                idx = order[i : i + batch_size]
+                x, y = data.train_x[idx], data.train_y[idx]
+                optimizer.zero_grad(set_to_none=True)
+                y_hat = net(x)
+                loss = loss_fn(y_hat, y)
+                loss.backward()
+                optimizer.step()
+                with torch.no_grad():
+                    loss_sum += loss.detach().double() * len(y)
+                    correct += (y_hat.argmax(dim=1) == y).sum()
+                seen += len(y)
+                if (b + 1) % DIVERGENCE_CHECK_EVERY == 0 and not torch.isfinite(loss_sum).item():
+                    diverged = True
+                    break
+        seconds = clock.seconds
+        train_loss = loss_sum.item() / seen
+        diverged = diverged or not math.isfinite(train_loss)
+        row = {
+            "epoch": epoch + 1,
+            "lr": lr,
+            "train_loss": train_loss,
+            "train_acc": correct.item() / seen,
+            "test_acc": math.nan if diverged else evaluate_accuracy(net, data.test_x, data.test_y),
+            "seconds": seconds,
+            "samples_per_s": seen / seconds if seconds > 0 else math.nan,
+            "diverged": diverged,
+        }
+        rows.append(row)
+        if log is not None:
+            log.info(
+                "epoch %d/%d lr %.4g: train loss %.4f, train acc %.4f, test acc %.4f, "
+                "%.2f s (%.0f examples/s)%s",
+                row["epoch"],
+                epochs,
+                lr,
+                row["train_loss"],
+                row["train_acc"],
+                row["test_acc"],
+                seconds,
+                row["samples_per_s"],
+                " DIVERGED" if diverged else "",
+            )
+        if on_epoch is not None:
+            on_epoch(row)
+        if diverged:
+            break
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame.attrs["diverged"] = diverged
+    return frame
+
+
+def training_metrics(history: pd.DataFrame) -> list[dict]:
+    """Per run and semantics: final accuracies, the train-test gap and early test accuracy."""
+    rows = []
+    for (run, semantics), h in history.groupby(["run", "semantics"], sort=False):
+        key, last, device = f"{run}.{semantics}", h.iloc[-1], h["device"].iloc[0]
+        values = {
+            "train_loss": last.train_loss,
+            "train_acc": last.train_acc,
+            "test_acc": last.test_acc,
+            "gap": last.train_acc - last.test_acc,
+            "early_test_acc": h["test_acc"].head(EARLY_EPOCHS).mean(),
+            "samples_per_s": h["samples_per_s"].median(),
+        }
+        # A diverged run has no accuracy to compare: its claims say so rather than fail.
+        note = "the run diverged" if h["diverged"].any() else ""
+        rows += [
+            metric(f"{key}.{name}", float("nan") if note else value, device=device, note=note)
+            for name, value in values.items()
+        ]
+    return rows
+
+
+def draw_run(h: pd.DataFrame, path, footer: str) -> None:
+    """The book's animator plot: train loss, train acc and test acc against epoch."""
+    fig, ax = plotting.figure()
+    plotting.plot_lines(
+        ax,
+        h["epoch"],
+        [h["train_loss"], h["train_acc"], h["test_acc"]],
+        "epoch",
+        legend=["train loss", "train acc", "test acc"],
+    )
+    ax.set_xlim(0, h["epoch"].max())
+    plotting.save(fig, path, footer=footer)
+
+
+def draw_lrs(history: pd.DataFrame, path) -> None:
+    """The learning rate each epoch ran with, as the book's code applies it and as intended."""
+    fig, axes = plotting.figure(figsize=(7, 2.5), ncols=2, sharey=True)
+    for ax, (semantics, h) in zip(axes, history.groupby("semantics", sort=False)):
+        for run, r in h.groupby("run", sort=False):
+            ax.plot(r["epoch"], r["lr"], label=run)
+        ax.set(title=f"{semantics} semantics", xlabel="epoch", ylabel="lr")
+        ax.grid(True)
+    axes[0].legend(fontsize=6)
+    plotting.save(fig, path)
+
+
+def draw_early(history: pd.DataFrame, path, footer: str) -> None:
+    """Test accuracy of the first epochs, cosine with and without warm-up."""
+    fig, ax = plotting.figure()
+    for (run, semantics), h in history[history["run"].isin(["cosine", "warmup"])].groupby(
+        ["run", "semantics"]
+    ):
+        head = h.head(2 * EARLY_EPOCHS)
+        ax.plot(
+            head["epoch"],
+            head["test_acc"],
+            "-" if run == "warmup" else "--",
+            marker="o" if semantics == "book" else "x",
+            label=f"{run} ({semantics})",
+        )
+    ax.set(xlabel="epoch", ylabel="test acc")
+    ax.legend(fontsize=6)
+    ax.grid(True)
+    plotting.save(fig, path, footer=footer)

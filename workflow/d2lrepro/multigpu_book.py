@@ -1,0 +1,207 @@
+"""The book's own multi-GPU code, as written: one process driving several GPUs.
+
+The printed examples (fresh parameters, ``allreduce``, ``split_batch``) come from here too.
+
+From scratch, each minibatch is split with ``nn.parallel.scatter``, every device keeps a copy
+of the parameters, the gradients are summed by the book's ``allreduce`` and each copy takes the
+same SGD step. The concise version wraps ResNet-18 in ``nn.DataParallel``. Both need two or
+more CUDA devices; the from-scratch loop also accepts CPU devices, so its logic is testable
+anywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from . import models
+from .data import Data, evaluate_accuracy, load_data
+from .devices import describe, unavailable
+from .results import HISTORY_COLUMNS, metric, write_csv, write_not_applicable
+from .timing import Clock
+
+log = logging.getLogger(__name__)
+
+
+def allreduce(data: list[torch.Tensor]) -> None:
+    """The book's ``allreduce``: sum every tensor into ``data[0]``, then copy the sum back to
+    each one, in place; the tensors may live on different devices."""
+    for tensor in data[1:]:
+        data[0][:] += tensor.to(data[0].device)
+    for tensor in data[1:]:
+        tensor[:] = data[0].to(tensor.device)
+
+
+def split_batch(
+    X: torch.Tensor, y: torch.Tensor, n: int
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The book's ``split_batch``: rows of ``X`` and ``y`` in ``n`` contiguous, nearly equal
+    chunks (``torch.tensor_split``: always ``n`` chunks, the first ones one row longer)."""
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows, y has {y.shape[0]}")
+    return list(torch.tensor_split(X, n)), list(torch.tensor_split(y, n))
+
+
+def scatter(X: torch.Tensor, devices: list[torch.device]) -> list[torch.Tensor]:
+    """``nn.parallel.scatter`` on CUDA devices; the same split and copies on others."""
+    if all(d.type == "cuda" for d in devices):
+        return list(nn.parallel.scatter(X, devices))
+    return [chunk.to(d) for chunk, d in zip(torch.tensor_split(X, len(devices)), devices)]
+
+
+def _epochs(
+    data: Data,
+    devices,
+    epochs: int,
+    batch_size: int,
+    seed: int,
+    step,
+    evaluate,
+    model: str,
+    lr: float,
+):
+    """The book's train loop: timed epochs (evaluation excluded) of ``step(X, y)``."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for epoch in range(1, epochs + 1):
+        order = torch.randperm(len(data.train_y), generator=generator)
+        loss_sum, correct = 0.0, 0
+        with Clock(*devices) as clock:
+            for i in range(0, len(order), batch_size):
+                idx = order[i : i + batch_size]
+                loss, hits = step(data.train_x[idx], data.train_y[idx])
+                loss_sum, correct = loss_sum + loss, correct + hits
+        seconds = clock.seconds
+        n = len(order)
+        rows.append(
+            {
+                "epoch": epoch,
+                "train_loss": loss_sum / n,
+                "train_acc": correct / n,
+                "test_acc": evaluate(),
+                "seconds": seconds,
+                "samples_per_s": n / seconds,
+                "devices": describe(devices),
+                "world_size": 1,
+                "model": model,
+                "batch_size": batch_size,
+                "lr": lr,
+            }
+        )
+    return pd.DataFrame(rows, columns=HISTORY_COLUMNS)
+
+
+def train_scratch(
+    data: Data, devices: list[torch.device], epochs: int, batch_size: int, lr: float, seed: int = 0
+) -> pd.DataFrame:
+    """The book's from-scratch multi-GPU LeNet: per-device parameter copies and allreduce."""
+    params = models.lenet_params(seed)
+    copies = [[p.detach().clone().to(d).requires_grad_() for p in params] for d in devices]
+
+    def step(X, y):
+        shards_x, shards_y = scatter(X, devices), scatter(y, devices)
+        y_hats = [models.lenet_forward(x, W) for x, W in zip(shards_x, copies)]
+        losses = [
+            F.cross_entropy(y_hat, t, reduction="none").sum() for y_hat, t in zip(y_hats, shards_y)
+        ]
+        for loss in losses:
+            loss.backward()
+        with torch.no_grad():
+            for i in range(len(params)):
+                allreduce([W[i].grad for W in copies])
+            for W in copies:
+                for p in W:
+                    p -= lr * p.grad / len(X)
+                    p.grad.zero_()
+        hits = sum((y_hat.argmax(1) == t).sum().item() for y_hat, t in zip(y_hats, shards_y))
+        return sum(loss.item() for loss in losses), hits
+
+    class FirstCopy(nn.Module):
+        def forward(self, X):
+            return models.lenet_forward(X, copies[0])
+
+    def evaluate():
+        return evaluate_accuracy(
+            FirstCopy(), data.test_x.to(devices[0]), data.test_y.to(devices[0]), batch_size
+        )
+
+    return _epochs(data, devices, epochs, batch_size, seed, step, evaluate, "lenet", lr)
+
+
+def train_concise(
+    data: Data, devices: list[torch.device], epochs: int, batch_size: int, lr: float, seed: int = 0
+) -> pd.DataFrame:
+    """The book's concise multi-GPU ResNet-18: ``nn.DataParallel`` over ``devices`` (CUDA)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = models.resnet18()
+    models.init_normal_(net, seed)
+    net = nn.DataParallel(net.to(devices[0]), device_ids=devices)
+    optimizer = torch.optim.SGD(net.parameters(), lr=lr)
+
+    def step(X, y):
+        X, y = X.to(devices[0]), y.to(devices[0])
+        optimizer.zero_grad()
+        y_hat = net(X)
+        loss = F.cross_entropy(y_hat, y)
+        loss.backward()
+        optimizer.step()
+        return loss.item() * len(y), (y_hat.argmax(1) == y).sum().item()
+
+    def evaluate():
+        return evaluate_accuracy(
+            net, data.test_x.to(devices[0]), data.test_y.to(devices[0]), batch_size
+        )
+
+    return _epochs(data, devices, epochs, batch_size, seed, step, evaluate, "resnet18", lr)
+
+
+def demonstrations() -> list[dict]:
+    """The book's printed examples: fresh parameters, allreduce of [[1, 1]] and [[2, 2]], and
+    the scatter of a 4x5 batch over two devices (here tensors of one process)."""
+    b1 = models.lenet_params()[1]
+    rows = [
+        metric("params.b1_abs_sum", b1.abs().sum().item()),
+        metric("params.b1_requires_grad", float(b1.requires_grad)),
+        metric("params.b1_grad_is_none", float(b1.grad is None)),
+    ]
+    data = [torch.ones((1, 2)) * (i + 1) for i in range(2)]
+    allreduce(data)
+    rows += [
+        metric(f"allreduce.shard{i}.{j}", t[0, j].item())
+        for i, t in enumerate(data)
+        for j in range(2)
+    ]
+    shards, _ = split_batch(torch.arange(20).reshape(4, 5), torch.arange(4), 2)
+    rows += [
+        metric(f"scatter.shard{i}.{end}_row", shard[k, 0].item() // 5)
+        for i, shard in enumerate(shards)
+        for end, k in (("first", 0), ("last", -1))
+    ]
+    return rows
+
+
+def run_book(model: str, run: dict, seed: int, data_path, out) -> None:
+    """The book's one-process code for ``model`` on 2 GPUs with ``run``'s settings, or why it
+    cannot run here."""
+    reason = unavailable(cuda=2)
+    if reason:
+        write_not_applicable(out, f"the book's one-process path {reason}")
+        return
+    devices = [torch.device("cuda", i) for i in range(2)]
+    data = load_data(data_path, run.get("train_subset"), run.get("test_subset"))
+    train = train_scratch if model == "lenet" else train_concise
+    history = train(data, devices, run["epochs"], run["batch_size"], run["lr"], seed)
+    for row in history.itertuples():
+        log.info(
+            "epoch %d: train loss %.4f, test acc %.4f, %.2f s",
+            row.epoch,
+            row.train_loss,
+            row.test_acc,
+            row.seconds,
+        )
+    write_csv(history, out)

@@ -1,0 +1,452 @@
+"""One data-parallel run on one or more devices, one process per device: the worker that
+``torchrun`` starts for the multi-GPU sections, and the launcher the workflow calls.
+
+Run as ``python -m d2lrepro.multigpu_run --model lenet --data fashion_mnist.pt --out lenet.csv``
+(one worker), or under ``torchrun --standalone --nproc-per-node 2 -m d2lrepro.multigpu_run ...``.
+Without torchrun's environment (``WORLD_SIZE`` unset) no process group is created. Workers use
+NCCL on GPUs and gloo on pinned CPU cores (see :mod:`d2lrepro.devices`).
+
+Every worker walks the same seeded permutation of the training set; each global minibatch of
+``--batch-size`` examples is split row-wise into one contiguous shard per worker, so the union
+of the shards is exactly the single-device minibatch. ``lenet`` is the from-scratch section
+(:mod:`d2lrepro.multigpu_scratch`), ``resnet18`` the concise one
+(:mod:`d2lrepro.multigpu_concise`). Test accuracy is measured on rank 0 only (the book
+evaluates on the first GPU), outside the timed part; rank 0 also writes the CSVs and the
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn import functional as F
+
+from .data import evaluate_accuracy, load_data, save
+from .devices import describe, device_for, pin_to_core, unavailable, world_size
+from .multigpu_concise import concise_setup
+from .multigpu_scratch import scratch_setup, sync_grads
+from .results import HISTORY_COLUMNS, write_csv, write_not_applicable
+from .timing import Clock
+
+MODELS = ("lenet", "resnet18")
+TOPK_COLUMNS = ["epoch", "batch", "train_loss", "top1", "top5"]
+COST_COLUMNS = [
+    "model",
+    "batch_per_device",
+    "t1",
+    "t2",
+    "max_t1_t2",
+    "measured_step",
+    "params",
+    "devices",
+    "world_size",
+]
+WARMUP = 2  # untimed calls before each cost-model measurement
+CHECKPOINTS = Path("results/multidevice/checkpoints")
+
+log = logging.getLogger("d2lrepro.multigpu_run")
+
+
+def build(args: argparse.Namespace, device: torch.device):
+    """This worker's replica, its optimizer (None for the from-scratch LeNet) and
+    ``step(x, y, global_batch)``."""
+    if args.model == "lenet":
+        return scratch_setup(args.seed, args.lr, device)
+    return concise_setup(args.seed, args.lr, device, args.momentum, args.weight_decay)
+
+
+def _reduced(counts: torch.Tensor) -> torch.Tensor:
+    """The sum of ``counts`` over workers (valid on rank 0)."""
+    total = counts.clone()
+    if world_size() > 1:
+        dist.reduce(total, dst=0)
+    return total
+
+
+def _config(args: argparse.Namespace, world: int) -> dict:
+    """What a checkpoint must agree on to be resumed."""
+    keys = ("model", "batch_size", "lr", "momentum", "weight_decay", "seed", "train_subset")
+    return {**{k: getattr(args, k) for k in keys}, "world_size": world}
+
+
+def _resume(args, net, optimizer, generator, config) -> tuple[list, list, int]:
+    """History, top-k rows and epochs done from ``args.checkpoint``; nothing if it is absent."""
+    if args.checkpoint is None or not args.checkpoint.exists():
+        return [], [], 0
+    state = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
+    if state["config"] != config:
+        raise ValueError(
+            f"{args.checkpoint} was written by a run with {state['config']}, not {config}"
+        )
+    if state["epoch"] > args.epochs:
+        raise ValueError(
+            f"{args.checkpoint} is at epoch {state['epoch']}, past --epochs {args.epochs}"
+        )
+    net.load_state_dict(state["model"])
+    if optimizer is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    generator.set_state(state["rng"])
+    log.info("resuming from %s after epoch %d", args.checkpoint, state["epoch"])
+    return state["history"], state["topk"], state["epoch"]
+
+
+def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[list, list]:
+    """Train for ``args.epochs`` epochs, resuming from ``args.checkpoint`` if it exists.
+
+    Returns (on rank 0; empty elsewhere) one row per epoch
+    (:data:`~d2lrepro.results.HISTORY_COLUMNS`) and, with
+    ``--topk-out``, a row every ``--topk-every`` batches with the running means since the
+    epoch's start of loss, top-1 and top-5 training accuracy (:data:`TOPK_COLUMNS`).
+    """
+    world = world_size()
+    data = load_data(args.data, args.train_subset, args.test_subset, device)
+    net, optimizer, step = build(args, device)
+    generator = torch.Generator().manual_seed(args.seed)
+    config = _config(args, world)
+    history, topk_rows, done = _resume(args, net, optimizer, generator, config)
+    n = len(data.train_y)
+    devices = describe([device_for(r, world) for r in range(world)])
+    for epoch in range(done + 1, args.epochs + 1):
+        if epoch == args.fail_at_epoch and rank == world - 1:
+            raise RuntimeError(f"rank {rank} fails at epoch {epoch} as asked (--fail-at-epoch)")
+        order = torch.randperm(n, generator=generator).to(device)
+        net.train()
+        # loss sum, top-1 hits, top-5 hits, examples
+        counts = torch.zeros(4, dtype=torch.float64, device=device)
+        with Clock(device) as clock:
+            for batch, i in enumerate(range(0, n, args.batch_size), start=1):
+                idx = order[i : i + args.batch_size]
+                shard = torch.tensor_split(idx, world)[rank]
+                y = data.train_y[shard]
+                y_hat, loss = step(data.train_x[shard], y, len(idx))
+                hits = y_hat.topk(min(5, y_hat.shape[1]), dim=1).indices == y[:, None]
+                counts[0] += loss
+                counts[1] += hits[:, 0].sum()
+                counts[2] += hits.any(dim=1).sum()
+                counts[3] += len(y)
+                if args.topk_out is not None and batch % args.topk_every == 0:
+                    loss_sum, top1, top5, seen = _reduced(counts).tolist()
+                    if rank == 0:
+                        topk_rows.append(
+                            {
+                                "epoch": epoch,
+                                "batch": batch,
+                                "train_loss": loss_sum / seen,
+                                "top1": top1 / seen,
+                                "top5": top5 / seen,
+                            }
+                        )
+            loss_sum, top1, _, seen = _reduced(counts).tolist()
+        if rank != 0:
+            continue
+        history.append(
+            {
+                "epoch": epoch,
+                "train_loss": loss_sum / seen,
+                "train_acc": top1 / seen,
+                "test_acc": evaluate_accuracy(net, data.test_x, data.test_y, args.batch_size),
+                "seconds": clock.seconds,
+                "samples_per_s": seen / clock.seconds,
+                "devices": devices,
+                "world_size": world,
+                "model": args.model,
+                "batch_size": args.batch_size,
+                "lr": args.lr,
+            }
+        )
+        log.info(
+            "epoch %d/%d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f examples/s)",
+            epoch,
+            args.epochs,
+            *(
+                history[-1][k]
+                for k in ("train_loss", "train_acc", "test_acc", "seconds", "samples_per_s")
+            ),
+        )
+        if args.checkpoint is not None:
+            save(
+                {
+                    "config": config,
+                    "epoch": epoch,
+                    "model": net.state_dict(),
+                    "optimizer": None if optimizer is None else optimizer.state_dict(),
+                    "rng": generator.get_state(),
+                    "history": history,
+                    "topk": topk_rows,
+                },
+                args.checkpoint,
+            )
+    if rank != 0:
+        return [], []
+    return history, topk_rows
+
+
+def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
+    """Median wall time of ``fn`` over ``repeats`` calls after :data:`WARMUP` untimed ones; all
+    workers start each call together."""
+    for _ in range(WARMUP):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if world_size() > 1:
+            dist.barrier()
+        with Clock(device) as clock:
+            fn()
+        times.append(clock.seconds)
+    return statistics.median(times)
+
+
+def cost_model(args: argparse.Namespace, device: torch.device, rank: int) -> list[dict]:
+    """The section's cost model of a data-parallel step of ``args.model``, per per-device batch
+    size ``b`` of ``args.cost_batches``.
+
+    ``t1``: forward and backward of ``b`` random examples on one device (every worker at once,
+    as in a real step, rank 0's time reported); ``t2``: one :func:`sync_grads` of all ``m``
+    gradients between the workers (0 work with one worker); ``measured_step``: a full training
+    step of the chosen model on all workers with a global batch of ``b * world_size``. For
+    ResNet-18 that step syncs through DDP's bucketed, overlapped all-reduce rather than
+    :func:`sync_grads`. Rows (:data:`COST_COLUMNS`) on rank 0, empty elsewhere.
+    """
+    world = world_size()
+    net, _, step = build(args, device)
+    params = list(net.parameters())
+    generator = torch.Generator().manual_seed(args.seed)
+    devices = describe([device_for(r, world) for r in range(world)])
+    rows = []
+    for b in args.cost_batches:
+        x = torch.rand((b, 1, 28, 28), generator=generator).to(device)
+        y = torch.randint(0, 10, (b,), generator=generator).to(device)
+
+        def forward_backward():
+            net.zero_grad()
+            F.cross_entropy(net(x), y, reduction="sum").backward()
+
+        t1 = _median_seconds(forward_backward, args.repeats, device)
+        t2 = _median_seconds(lambda: sync_grads(params), args.repeats, device)
+        measured = _median_seconds(lambda: step(x, y, b * world), args.repeats, device)
+        rows.append(
+            {
+                "model": args.model,
+                "batch_per_device": b,
+                "t1": t1,
+                "t2": t2,
+                "max_t1_t2": max(t1, t2),
+                "measured_step": measured,
+                "params": sum(p.numel() for p in params),
+                "devices": devices,
+                "world_size": world,
+            }
+        )
+        log.info("batch %d per device: t1 %.4f s, t2 %.4f s, step %.4f s", b, t1, t2, measured)
+    return rows if rank == 0 else []
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m d2lrepro.multigpu_run", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--model", choices=MODELS, default="lenet")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument(
+        "--batch-size", type=int, default=256, help="global minibatch, split across the workers"
+    )
+    parser.add_argument("--lr", type=float, default=0.2)
+    parser.add_argument("--momentum", type=float, default=0.0, help="resnet18 only")
+    parser.add_argument("--weight-decay", type=float, default=0.0, help="resnet18 only")
+    parser.add_argument("--train-subset", type=int, help="use the first N training examples")
+    parser.add_argument("--test-subset", type=int, help="use the first N test examples")
+    parser.add_argument(
+        "--data", type=Path, help="prepared Fashion-MNIST (.pt); not needed with --cost-model"
+    )
+    parser.add_argument("--out", type=Path, help="CSV: one row per epoch")
+    parser.add_argument(
+        "--topk-out", type=Path, help="CSV of running loss, top-1 and top-5 accuracy"
+    )
+    parser.add_argument(
+        "--topk-every", type=int, default=50, help="batches between --topk-out rows"
+    )
+    parser.add_argument(
+        "--checkpoint", type=Path, help="saved every epoch, resumed from if it exists"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=600,
+        help="seconds a worker waits for its peers before failing; must exceed "
+        "rank 0's per-epoch evaluation and checkpointing, during which the "
+        "others wait",
+    )
+    parser.add_argument(
+        "--cost-model",
+        type=json.loads,
+        metavar="JSON",
+        help="measure the cost model instead of training, for each model of "
+        '{"MODEL": {"batches": [per-device batch sizes], "repeats": N, "out": CSV}}',
+    )
+    # tests: the last rank dies
+    parser.add_argument("--fail-at-epoch", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.cost_model is None and (args.data is None or args.out is None):
+        parser.error("training needs --data and --out")
+    if args.model == "lenet" and (args.momentum or args.weight_decay):
+        parser.error("the from-scratch LeNet uses plain SGD: no --momentum or --weight-decay")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    rank = int(os.environ.get("RANK", 0))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    workers = int(os.environ.get("WORLD_SIZE", 1))
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s rank {rank} %(levelname)s: %(message)s"
+    )
+    device = device_for(local_rank, workers)
+    if device.type == "cpu":
+        pin_to_core(local_rank)
+    if "WORLD_SIZE" in os.environ:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=args.timeout)
+        )
+    if args.batch_size % world_size():
+        raise ValueError(
+            f"--batch-size {args.batch_size} does not split evenly over {world_size()} workers"
+        )
+    if args.cost_model is not None:
+        # One launch measures every model of the spec: a torchrun start costs seconds.
+        for model, spec in args.cost_model.items():
+            run = argparse.Namespace(
+                **{
+                    **vars(args),
+                    "model": model,
+                    "lr": 0.1,
+                    "momentum": 0.0,
+                    "weight_decay": 0.0,
+                    "cost_batches": spec["batches"],
+                    "repeats": spec["repeats"],
+                }
+            )
+            rows = cost_model(run, device, rank)
+            if rank == 0:
+                write_csv(rows, spec["out"], COST_COLUMNS)
+    else:
+        history, topk_rows = train(args, device, rank)
+        if rank == 0:
+            write_csv(history, args.out, HISTORY_COLUMNS)
+            if args.topk_out is not None:
+                write_csv(topk_rows, args.topk_out, TOPK_COLUMNS)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def command(devices: int, argv: list[str]) -> list[str]:
+    """The command that runs this module on ``devices`` workers. One worker runs as a plain
+    process; more run under torchrun: --standalone picks a free port, so jobs running at once
+    never collide, and --max-restarts 0 ends the group when a worker dies."""
+    python = [sys.executable]
+    if devices > 1:
+        python += [
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={devices}",
+            "--max-restarts=0",
+        ]
+    return [*python, "-m", "d2lrepro.multigpu_run", *argv]
+
+
+def run_argv(run: dict) -> list[str]:
+    """Command-line flags for one training run of the config (model, epochs, batch_size, lr...)."""
+    flags = (
+        "model",
+        "epochs",
+        "batch_size",
+        "lr",
+        "momentum",
+        "weight_decay",
+        "train_subset",
+        "test_subset",
+    )
+    return [
+        item
+        for key in flags
+        if run.get(key) is not None
+        for item in (f"--{key.replace('_', '-')}", str(run[key]))
+    ]
+
+
+def _launch(devices: int, argv: list[str], log_path) -> None:
+    cmd = command(devices, argv)
+    log.info("%s", " ".join(cmd))
+    with open(log_path, "a") as stream:
+        subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=True)
+
+
+def launch_training(
+    name: str, run: dict, seed: int, data, history, topk, topk_every: int, timeout: float, log_path
+) -> None:
+    """Train run ``name`` of the config on its devices, or record why it cannot run here.
+
+    The checkpoint lives outside the outputs, so an interrupted job resumes from it; its name
+    carries the run's settings, so a changed setting never resumes from a stale one."""
+    reason = unavailable(run["devices"])
+    if reason:
+        write_not_applicable(history, reason)
+        write_csv([], topk, TOPK_COLUMNS)
+        return
+    key = hashlib.sha256(json.dumps([run, seed], sort_keys=True).encode()).hexdigest()[:12]
+    checkpoint = CHECKPOINTS / f"{name}-{key}.pt"
+    _launch(
+        run["devices"],
+        run_argv(run)
+        + [
+            "--data",
+            str(data),
+            "--out",
+            str(history),
+            "--topk-out",
+            str(topk),
+            "--topk-every",
+            str(topk_every),
+            "--checkpoint",
+            str(checkpoint),
+            "--seed",
+            str(seed),
+            "--timeout",
+            str(timeout),
+        ],
+        log_path,
+    )
+    checkpoint.unlink()
+
+
+def launch_cost_model(costs: dict, outputs: dict, seed: int, timeout: float, log_path) -> None:
+    """The cost model of each model of ``costs`` between 2 devices, written to
+    ``outputs[model]``, or why it cannot be measured here."""
+    reason = unavailable(2)
+    if reason:
+        for model in costs:
+            write_not_applicable(outputs[model], reason)
+        return
+    spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
+    argv = ["--cost-model", json.dumps(spec), "--seed", str(seed)]
+    _launch(2, [*argv, "--timeout", str(timeout)], log_path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Timers: one synchronize-and-clock context, torch.utils.benchmark, the book's naive loop."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+
+import torch
+from torch.utils import benchmark
+
+from .devices import synchronize
+from .results import metric
+
+NAN_TIMING = {"median": math.nan, "iqr": math.nan, "runs": math.nan}
+
+
+class Clock:
+    """Seconds of a ``with`` block, measured once ``devices`` have finished the work queued
+    before it and the work queued inside it."""
+
+    def __init__(self, *devices):
+        self.devices = devices
+        self.seconds = math.nan
+
+    def __enter__(self) -> Clock:
+        synchronize(*self.devices)
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        synchronize(*self.devices)
+        self.seconds = time.perf_counter() - self._start
+
+
+def time_fn(fn: Callable, device, min_run_time: float = 0.2, max_run_time: float = 10.0) -> dict:
+    """Seconds per call of ``fn``: median and IQR over ``runs`` timed blocks, after warm-up.
+
+    torch.utils.benchmark picks the block size and warms up; its clock waits for ``device``
+    (Timer's default clock waits for the current accelerator, which need not be ``device``),
+    and the thread count is torch's current one (Timer's own default is 1).
+    """
+
+    def clock():
+        synchronize(device)
+        return time.perf_counter()
+
+    timer = benchmark.Timer(
+        "fn()", globals={"fn": fn}, timer=clock, num_threads=torch.get_num_threads()
+    )
+    m = timer.adaptive_autorange(min_run_time=min_run_time, max_run_time=max_run_time)
+    return {"median": m.median, "iqr": m.iqr, "runs": len(m.times)}
+
+
+def naive_time(fn: Callable, device, sync: bool) -> float:
+    """The book's d2l.Benchmark: wall-clock seconds of one call, no warm-up; with ``sync``
+    the clock stops only once ``device`` has finished."""
+    synchronize(device)  # work queued before the clock starts is not charged to it
+    start = time.perf_counter()
+    fn()
+    if sync:
+        synchronize(device)
+    return time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int | None):
+    """torch's intra-op thread count set to ``n`` (None: left as it is), restored afterwards."""
+    threads = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def timing_rows(name: str, timing: dict, device: str, note: str = "") -> list[dict]:
+    """``{name}.median_s``, ``.iqr_s`` and ``.runs`` of one :func:`time_fn` result."""
+    return [
+        metric(f"{name}.median_s", timing["median"], "s", device, note),
+        metric(f"{name}.iqr_s", timing["iqr"], "s", device, note),
+        metric(f"{name}.runs", timing["runs"], "", device, note),
+    ]
