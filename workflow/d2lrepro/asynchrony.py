@@ -98,3 +98,9 @@ def queue_memory(size: int = 4096, steps: int = 100) -> list[dict]:
         synchronize(device)
         rows.append(metric(name, torch.cuda.max_memory_allocated(device), "B", str(device)))
     return rows
+
+
+def measure(cfg: dict, seed: int) -> list[dict]:
+    """Every measurement of the section with the ``asynchrony`` config."""
+    rows = asynchrony(cfg["size"], cfg["steps"], cfg["repeats"], seed)
+    return rows + queue_memory(cfg["memory_size"], cfg["memory_steps"])

@@ -229,3 +229,15 @@ def plot_autopar(metrics: pd.DataFrame, path, footer: str) -> None:
     ax.set(ylabel="time (s)", title="Two independent chains of products")
     ax.legend(fontsize=6)
     plotting.save(fig, path, footer=footer)
+
+
+def measure(cfg: dict, seed: int) -> list[dict]:
+    """Every variant of the section with the ``autopar`` config: two CPU cores, two CUDA
+    streams, two GPUs, and computing while copying."""
+    size, n, limit = cfg["size"], cfg["matmuls"], cfg["max_run_time"]
+    return [
+        *autopar_cpu(size, n, seed, max_run_time=limit),
+        *autopar_streams(size, n, seed, max_run_time=limit),
+        *autopar_gpus(size, n, seed, max_run_time=limit),
+        *copy_overlap(size, n, seed, max_run_time=limit),
+    ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import math
 import warnings
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from .models import mlp
 from .results import metric, not_applicable, one_line, unmeasured
 from .timing import NAN_TIMING, naive_time, time_fn, timing_rows
 
+log = logging.getLogger(__name__)
 MODES = ("eager", "script", "compile")
 BOOK_PARAMS = 164_482
 
@@ -231,3 +233,19 @@ def plot_hybridization(metrics: pd.DataFrame, path, footer: str) -> None:
     )
     ax.legend(fontsize=6)
     plotting.save(fig, path, footer=footer)
+
+
+def measure(cfg: dict, device, seed: int, model_dir) -> list[dict]:
+    """Every measurement of the section with the ``hybridize`` config: fancy_func both ways,
+    the MLP in each mode, and its serialization into ``model_dir``."""
+    rows, program = imperative_vs_symbolic()
+    log.info("symbolic program:\n%s", program)
+    rows += hybridize(
+        cfg["batch_sizes"],
+        cfg["modes"],
+        cfg["n_calls"],
+        device,
+        seed,
+        max_run_time=cfg["max_run_time"],
+    )
+    return rows + serialize(model_dir, seed)

@@ -8,6 +8,7 @@ Metrics: ``sweep.cache_gbps``, ``sweep.ram_gbps``;
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import re
 from pathlib import Path
@@ -20,6 +21,7 @@ from .devices import cuda_count, unavailable
 from .results import metric, not_applicable
 from .timing import intra_op_threads, time_fn
 
+log = logging.getLogger(__name__)
 KIB, MIB = 1024, 1024**2
 CACHE_ROOT = Path("/sys/devices/system/cpu/cpu0/cache")
 
@@ -151,3 +153,14 @@ def sweep_metrics(sweep: pd.DataFrame, caches: dict[str, int]) -> list[dict]:
         )
         rows.append(not_applicable("sweep.ram_gbps", reason, "GB/s"))
     return rows
+
+
+def measure(cfg: dict) -> tuple[pd.DataFrame, list[dict], dict[str, int]]:
+    """The section with the ``hardware`` config: the memory sweep, its metrics and the copy
+    bandwidths, and the cache sizes the sweep is read against."""
+    caches = cache_sizes()
+    log.info("caches %s; sweep up to %d MiB", caches, cfg["sweep_max_mib"])
+    sweep = memory_sweep(cfg["sweep_max_mib"] * MIB)
+    for row in sweep.itertuples():
+        log.info("%s %d bytes: %.2f GB/s", row.device, row.bytes, row.gbps)
+    return sweep, sweep_metrics(sweep, caches) + bandwidth(cfg["bandwidth_mib"]), caches

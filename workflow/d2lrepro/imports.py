@@ -10,7 +10,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 PACKAGE = PACKAGE_DIR.name
 
 
-def imported_modules(path: Path) -> set[str]:
+def imported_modules(path: Path, package_dir: Path = PACKAGE_DIR) -> set[str]:
     """Names of the package's modules that the Python file at ``path`` imports anywhere in it
     (``import d2lrepro.x``, ``from d2lrepro import x``, ``from d2lrepro.x import y``, and
     relative imports inside the package)."""
@@ -28,22 +28,23 @@ def imported_modules(path: Path) -> set[str]:
         for name in names:
             parts = name.split(".")
             if parts[0] == PACKAGE and len(parts) > 1:
-                if (PACKAGE_DIR / f"{parts[1]}.py").exists():
+                if (package_dir / f"{parts[1]}.py").exists():
                     found.add(parts[1])
     return found
 
 
 def closure(script: Path, root: Path) -> list[str]:
-    """The package's source files that ``script`` runs, relative to ``root``, sorted; the
-    package's ``__init__.py`` is among them whenever any module is."""
+    """The source files of the package under ``root`` (``workflow/d2lrepro``) that ``script``
+    runs, relative to ``root``, sorted; ``__init__.py`` is among them whenever any module is."""
+    root = Path(root).resolve()
+    package_dir = root / "workflow" / PACKAGE
     seen: set[str] = set()
-    todo = list(imported_modules(script))
+    todo = list(imported_modules(script, package_dir))
     while todo:
         module = todo.pop()
         if module not in seen:
             seen.add(module)
-            todo += imported_modules(PACKAGE_DIR / f"{module}.py")
-    files = [PACKAGE_DIR / f"{m}.py" for m in seen] + (
-        [PACKAGE_DIR / "__init__.py"] if seen else []
-    )
-    return sorted(str(f.relative_to(Path(root).resolve())) for f in files)
+            todo += imported_modules(package_dir / f"{module}.py", package_dir)
+    files = [package_dir / f"{m}.py" for m in seen]
+    files += [package_dir / "__init__.py"] if seen else []
+    return sorted(str(f.relative_to(root)) for f in files)

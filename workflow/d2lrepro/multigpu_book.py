@@ -185,23 +185,25 @@ def demonstrations() -> list[dict]:
     return rows
 
 
-def run_book(model: str, run: dict, seed: int, data_path, out) -> None:
-    """The book's one-process code for ``model`` on 2 GPUs with ``run``'s settings, or why it
-    cannot run here."""
+def run_book(runs: dict, seed: int, data_path, outputs: dict) -> None:
+    """The book's one-process code on 2 GPUs for each model of ``runs`` (its 2-device run's
+    settings), written to ``outputs[model]``, or why it cannot run here."""
     reason = unavailable(cuda=2)
-    if reason:
-        write_not_applicable(out, f"the book's one-process path {reason}")
-        return
-    devices = [torch.device("cuda", i) for i in range(2)]
-    data = load_data(data_path, run.get("train_subset"), run.get("test_subset"))
-    train = train_scratch if model == "lenet" else train_concise
-    history = train(data, devices, run["epochs"], run["batch_size"], run["lr"], seed)
-    for row in history.itertuples():
-        log.info(
-            "epoch %d: train loss %.4f, test acc %.4f, %.2f s",
-            row.epoch,
-            row.train_loss,
-            row.test_acc,
-            row.seconds,
-        )
-    write_csv(history, out)
+    for model, run in runs.items():
+        if reason:
+            write_not_applicable(outputs[model], f"the book's one-process path {reason}")
+            continue
+        devices = [torch.device("cuda", i) for i in range(2)]
+        data = load_data(data_path, run.get("train_subset"), run.get("test_subset"))
+        train = train_scratch if model == "lenet" else train_concise
+        history = train(data, devices, run["epochs"], run["batch_size"], run["lr"], seed)
+        for row in history.itertuples():
+            log.info(
+                "%s epoch %d: train loss %.4f, test acc %.4f, %.2f s",
+                model,
+                row.epoch,
+                row.train_loss,
+                row.test_acc,
+                row.seconds,
+            )
+        write_csv(history, outputs[model])

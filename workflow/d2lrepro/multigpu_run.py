@@ -391,6 +391,11 @@ def run_argv(run: dict) -> list[str]:
 
 
 def _launch(devices: int, argv: list[str], log_path) -> None:
+    """Run the workers; one runs in this process (the job's own), which saves a Python start."""
+    if devices == 1:
+        log.info("one worker in this process: %s", " ".join(argv))
+        main(argv)
+        return
     cmd = command(devices, argv)
     log.info("%s", " ".join(cmd))
     with open(log_path, "a") as stream:

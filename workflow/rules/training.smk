@@ -55,18 +55,16 @@ rule book_multigpu:
         data="results/data/fashion_mnist.pt",
         code=code("book_multigpu"),
     output:
-        "results/multidevice/book_{model}.2.csv",
+        **{m: f"results/multidevice/book_{m}.2.csv" for m in MULTIGPU_MODELS},
     log:
-        "logs/book_multigpu/{model}.log",
+        "logs/book_multigpu.log",
     benchmark:
-        "benchmarks/book_multigpu/{model}.tsv"
-    wildcard_constraints:
-        model="|".join(MULTIGPU_MODELS),
+        "benchmarks/book_multigpu.tsv"
     conda:
         ENV
     threads: all_cores
     params:
-        run=lambda w: S["multidevice"]["runs"][f"{w.model}.2"],
+        runs={m: S["multidevice"]["runs"][f"{m}.2"] for m in MULTIGPU_MODELS},
         seed=S["seed"],
     script:
         "../scripts/book_multigpu.py"
