@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from d2lrepro import multigpu_run, results
+from d2lrepro import multigpu_launch, multigpu_run, results
 from d2lrepro.models import LENET_SHAPES
 
 
@@ -209,7 +209,7 @@ def test_two_jobs_at_once_do_not_collide(data, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
     jobs = [
         subprocess.Popen(
-            multigpu_run.command(
+            multigpu_launch.command(
                 2,
                 [
                     *map(str, LENET[:2]),

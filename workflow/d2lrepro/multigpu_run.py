@@ -1,5 +1,5 @@
 """One data-parallel run on one or more devices, one process per device: the worker that
-``torchrun`` starts for the multi-GPU sections, and the launcher the workflow calls.
+``torchrun`` starts for the multi-GPU sections (:mod:`d2lrepro.multigpu_launch` starts it).
 
 Run as ``python -m d2lrepro.multigpu_run --model lenet --data fashion_mnist.pt --out lenet.csv``
 (one worker), or under ``torchrun --standalone --nproc-per-node 2 -m d2lrepro.multigpu_run ...``.
@@ -18,13 +18,10 @@ checkpoint.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
 import statistics
-import subprocess
-import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -34,10 +31,10 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from .data import evaluate_accuracy, load_data, save
-from .devices import describe, device_for, pin_to_core, unavailable, world_size
+from .devices import describe, device_for, pin_to_core, world_size
 from .multigpu_concise import concise_setup
 from .multigpu_scratch import scratch_setup, sync_grads
-from .results import HISTORY_COLUMNS, write_csv, write_not_applicable
+from .results import HISTORY_COLUMNS, write_csv
 from .timing import Clock
 
 MODELS = ("lenet", "resnet18")
@@ -54,7 +51,6 @@ COST_COLUMNS = [
     "world_size",
 ]
 WARMUP = 2  # untimed calls before each cost-model measurement
-CHECKPOINTS = Path("results/multidevice/checkpoints")
 
 log = logging.getLogger("d2lrepro.multigpu_run")
 
@@ -352,105 +348,6 @@ def main(argv: list[str] | None = None) -> None:
                 write_csv(topk_rows, args.topk_out, TOPK_COLUMNS)
     if dist.is_initialized():
         dist.destroy_process_group()
-
-
-def command(devices: int, argv: list[str]) -> list[str]:
-    """The command that runs this module on ``devices`` workers. One worker runs as a plain
-    process; more run under torchrun: --standalone picks a free port, so jobs running at once
-    never collide, and --max-restarts 0 ends the group when a worker dies."""
-    python = [sys.executable]
-    if devices > 1:
-        python += [
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc-per-node={devices}",
-            "--max-restarts=0",
-        ]
-    return [*python, "-m", "d2lrepro.multigpu_run", *argv]
-
-
-def run_argv(run: dict) -> list[str]:
-    """Command-line flags for one training run of the config (model, epochs, batch_size, lr...)."""
-    flags = (
-        "model",
-        "epochs",
-        "batch_size",
-        "lr",
-        "momentum",
-        "weight_decay",
-        "train_subset",
-        "test_subset",
-    )
-    return [
-        item
-        for key in flags
-        if run.get(key) is not None
-        for item in (f"--{key.replace('_', '-')}", str(run[key]))
-    ]
-
-
-def _launch(devices: int, argv: list[str], log_path) -> None:
-    """Run the workers; one runs in this process (the job's own), which saves a Python start."""
-    if devices == 1:
-        log.info("one worker in this process: %s", " ".join(argv))
-        main(argv)
-        return
-    cmd = command(devices, argv)
-    log.info("%s", " ".join(cmd))
-    with open(log_path, "a") as stream:
-        subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=True)
-
-
-def launch_training(
-    name: str, run: dict, seed: int, data, history, topk, topk_every: int, timeout: float, log_path
-) -> None:
-    """Train run ``name`` of the config on its devices, or record why it cannot run here.
-
-    The checkpoint lives outside the outputs, so an interrupted job resumes from it; its name
-    carries the run's settings, so a changed setting never resumes from a stale one."""
-    reason = unavailable(run["devices"])
-    if reason:
-        write_not_applicable(history, reason)
-        write_csv([], topk, TOPK_COLUMNS)
-        return
-    key = hashlib.sha256(json.dumps([run, seed], sort_keys=True).encode()).hexdigest()[:12]
-    checkpoint = CHECKPOINTS / f"{name}-{key}.pt"
-    _launch(
-        run["devices"],
-        run_argv(run)
-        + [
-            "--data",
-            str(data),
-            "--out",
-            str(history),
-            "--topk-out",
-            str(topk),
-            "--topk-every",
-            str(topk_every),
-            "--checkpoint",
-            str(checkpoint),
-            "--seed",
-            str(seed),
-            "--timeout",
-            str(timeout),
-        ],
-        log_path,
-    )
-    checkpoint.unlink()
-
-
-def launch_cost_model(costs: dict, outputs: dict, seed: int, timeout: float, log_path) -> None:
-    """The cost model of each model of ``costs`` between 2 devices, written to
-    ``outputs[model]``, or why it cannot be measured here."""
-    reason = unavailable(2)
-    if reason:
-        for model in costs:
-            write_not_applicable(outputs[model], reason)
-        return
-    spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
-    argv = ["--cost-model", json.dumps(spec), "--seed", str(seed)]
-    _launch(2, [*argv, "--timeout", str(timeout)], log_path)
 
 
 if __name__ == "__main__":

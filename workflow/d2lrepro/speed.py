@@ -25,7 +25,7 @@ from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from . import multigpu_run
+from . import multigpu_launch
 from .data import Data, prepare_data
 from .models import lenet
 
@@ -110,7 +110,7 @@ def processes_samples_per_s(
             "--out",
             str(out),
         ]
-        subprocess.run(multigpu_run.command(devices, argv), check=True, capture_output=True)
+        subprocess.run(multigpu_launch.command(devices, argv), check=True, capture_output=True)
         return float(pd.read_csv(out)["samples_per_s"].iloc[0])
 
 

@@ -1,7 +1,7 @@
-from d2lrepro import logs, multigpu_run
+from d2lrepro import logs, multigpu_launch
 
 logs.setup(snakemake.log[0])
-multigpu_run.launch_cost_model(
+multigpu_launch.launch_cost_model(
     snakemake.params.costs,
     {model: snakemake.output[model] for model in snakemake.params.costs},
     snakemake.params.seed,

@@ -1,7 +1,7 @@
-from d2lrepro import logs, multigpu_run
+from d2lrepro import logs, multigpu_launch
 
 logs.setup(snakemake.log[0])
-multigpu_run.launch_training(
+multigpu_launch.launch_training(
     snakemake.wildcards.run,
     snakemake.params.run,
     snakemake.params.seed,
