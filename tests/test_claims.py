@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from d2lrepro import claims
-from d2lrepro.results import metric, not_applicable
+from d2lrepro.results import failed, metric, not_applicable
 
 METRICS = pd.DataFrame(
     [
@@ -139,3 +139,95 @@ def test_evaluate_writes_every_column(tmp_path):
     assert list(table.columns) == claims.COLUMNS
     assert table.loc[0, "verdict"] == claims.REPRODUCED and table.loc[0, "device"] == "cpu"
     assert not math.isnan(METRICS.loc[0, "value"])
+
+
+def evaluate_with(rows, *checks, **kwargs):
+    claim = {"id": "x.y", "statement": "s", "book": "b", "evidence": "m.csv", "checks": checks}
+    claim.update(kwargs.pop("claim", {}))
+    return claims.evaluate_claim(claim, pd.DataFrame(rows), CPU_ONLY, **kwargs)
+
+
+def test_a_diverged_or_failed_run_is_not_reproduced_with_its_reason():
+    rows = [metric("a", 1.0), failed("acc", "lenet.1 diverged at epoch 3")]
+    row = evaluate_with(rows, {"kind": "above", "metric": "acc", "bound": 0.5})
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert row["reason"] == "the run failed: lenet.1 diverged at epoch 3"
+
+
+def test_a_number_missing_without_a_reason_is_not_reproduced():
+    rows = [metric("acc", math.nan)]
+    row = evaluate_with(rows, {"kind": "above", "metric": "acc", "bound": 0.5})
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert row["reason"] == "no number was measured for acc"
+
+
+def test_what_this_machine_cannot_measure_is_not_applicable():
+    rows = [not_applicable("gpu", "needs CUDA, this machine has none")]
+    row = evaluate_with(rows, {"kind": "above", "metric": "gpu", "bound": 0.5})
+    assert row["verdict"] == claims.NOT_APPLICABLE and row["reason"].startswith("needs CUDA")
+
+
+SCALED = [("lr_schedules.train_subset", None, 10000), ("lr_schedules.epochs", 30, 10)]
+
+
+def test_a_scaled_setting_makes_the_claim_not_applicable_and_keeps_the_numbers():
+    check = {"kind": "above", "metric": "acc", "bound": 0.5}
+    row = evaluate_with(
+        [metric("acc", 0.4)],
+        check,
+        claim={"depends_on": ["lr_schedules"]},
+        deviations=SCALED,
+        preset="cpu",
+    )
+    assert row["verdict"] == claims.NOT_APPLICABLE
+    assert "preset cpu scaled lr_schedules.train_subset = 10000 (book: all)" in row["reason"]
+    assert "18x this run's work" in row["reason"]  # 60000/10000 data x 30/10 epochs
+    assert row["measured"] == "acc = 0.4 (needs > 0.5)"
+    # A setting the claim does not depend on changes nothing.
+    unrelated = evaluate_with(
+        [metric("acc", 0.4)],
+        check,
+        claim={"depends_on": ["multidevice.runs.lenet.1"]},
+        deviations=SCALED,
+        preset="cpu",
+    )
+    assert unrelated["verdict"] == claims.NOT_REPRODUCED
+
+
+def test_a_scaled_run_that_diverged_is_still_not_applicable():
+    row = evaluate_with(
+        [failed("acc", "diverged at epoch 2")],
+        {"kind": "above", "metric": "acc", "bound": 0.5},
+        claim={"depends_on": ["lr_schedules.epochs"]},
+        deviations=SCALED,
+    )
+    assert row["verdict"] == claims.NOT_APPLICABLE
+    assert row["reason"].endswith("the scaled run also failed: diverged at epoch 2")
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        {"kind": "ratio_above", "numerator": "slow", "denominator": "fast", "bound": 1},
+        {"kind": "sum_of_parts", "whole": "fast", "parts": ["slow", "zero"]},
+        {"kind": "ordering", "metrics": ["fast", "slow"], "order": "increasing"},
+        {"kind": "below", "metric": "fast", "bound": 1.05},
+    ],
+)
+def test_a_difference_within_the_spread_does_not_reproduce(check):
+    rows = [
+        metric("fast", 1.0),
+        metric("slow", 1.1),
+        metric("zero", 0.0),
+        metric("fast_iqr", 0.2),
+        metric("slow_iqr", 0.2),
+        metric("zero_iqr", 0.0),
+    ]
+    names = ("fast", "slow", "zero")
+    noisy = check | {"spread": {m: f"{m}_iqr" for m in names if m in str(check)}}
+    assert evaluate_with(rows, check)["verdict"] == claims.REPRODUCED
+    row = evaluate_with(rows, noisy)
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert "within the measured spread" in row["reason"]
+    quiet = [r | {"value": 0.01} if r["metric"].endswith("_iqr") else r for r in rows]
+    assert evaluate_with(quiet, noisy)["verdict"] == claims.REPRODUCED

@@ -1,3 +1,5 @@
+import math
+
 import pandas as pd
 import pytest
 
@@ -50,7 +52,12 @@ def test_training_metrics():
     assert m["cosine.book.early_test_acc"]["value"] == pytest.approx(0.3)
     assert m["cosine.book.gap"]["value"] == pytest.approx(0.05)
     assert m["cosine.book.test_acc"]["value"] == pytest.approx(0.9)
-    assert m["warmup.book.test_acc"]["note"] == "the run diverged"
+    # second half: test acc climbs from a best of 0.3 to 0.9, train acc from 0.35 to 0.95
+    assert m["cosine.book.late_test_gain"]["value"] == pytest.approx(0.6)
+    assert m["cosine.book.late_train_gain"]["value"] == pytest.approx(0.6)
+    diverged = m["warmup.book.test_acc"]
+    assert math.isnan(diverged["value"]) and diverged["status"] == "failed"
+    assert diverged["note"].startswith("warmup (book) diverged at epoch 1")
 
 
 def test_figures(tmp_path):

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from d2lrepro import data, lr_training, models
+from d2lrepro import data, lr_training, models, results
 
 
 def synthetic(n_train=512, n_test=256, seed=0):
@@ -124,3 +124,18 @@ def test_deterministic_on_cpu(raw):
         models.lenet(seed=5), raw, 2, [0.5, 0.5], batch_size=64, seed=8, train_subset=256
     )
     assert list(other["train_loss"]) != list(runs[0]["train_loss"])
+
+
+def test_a_loss_far_above_its_start_is_divergence_too():
+    assert not results.exploded(2.5, 2.3) and results.exploded(7.0, 2.3)
+    assert results.exploded(math.nan, 2.3) and results.exploded(math.inf, 2.3)
+    assert results.diverged([2.3, 0.5, 7.0]) and not results.diverged([2.3, 0.5, 0.4])
+
+
+def test_a_run_that_blows_up_without_nan_is_marked_diverged(raw, monkeypatch):
+    """The failure seen in practice: a finite loss of 1e20 at chance accuracy."""
+    losses = iter([2.3, 1.0, 1e20, 1e20])
+    real = lr_training.exploded
+    monkeypatch.setattr(lr_training, "exploded", lambda loss, first: real(next(losses), 2.3))
+    df = lr_training.train(models.lenet(seed=0), raw, 4, [0.1] * 4, 128, train_subset=256)
+    assert df["diverged"].tolist() == [False, False, True] and df.attrs["diverged"]

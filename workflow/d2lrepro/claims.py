@@ -61,13 +61,29 @@ def _fmt(value: float) -> str:
 
 
 def _check(check: dict, value, name=lambda m: m) -> Outcome:
-    """Apply one check; ``value(metric)`` returns a measured metric, ``name(metric)`` its label."""
-    kind = check["kind"]
+    """Apply one check; ``value(metric)`` returns a measured metric, ``name(metric)`` its label.
+
+    With ``spread`` (metric -> the metric of its IQR), a comparison holds only if it also holds
+    between the pessimistic ends of the measured spreads (median -+ IQR / 2); a difference
+    smaller than the noise does not reproduce a claim.
+    """
+    kind, spread = check["kind"], check.get("spread", {})
+
+    def half(metric):
+        return value(spread[metric]) / 2 if metric in spread else 0.0
+
+    def noisy(text, point, margin):
+        if point and not margin:
+            return Outcome(f"{text}, within the measured spread (median ± IQR/2)", False)
+        return Outcome(text, point and margin)
+
     if kind in ("above", "below"):
-        v, bound = value(check["metric"]), check["bound"]
-        passed = v > bound if kind == "above" else v < bound
+        m = check["metric"]
+        v, bound, h = value(m), check["bound"], half(m)
         sign = ">" if kind == "above" else "<"
-        return Outcome(f"{name(check['metric'])} = {_fmt(v)} (needs {sign} {_fmt(bound)})", passed)
+        point = v > bound if kind == "above" else v < bound
+        margin = v - h > bound if kind == "above" else v + h < bound
+        return noisy(f"{name(m)} = {_fmt(v)} (needs {sign} {_fmt(bound)})", point, margin)
     if kind == "within":
         v, target, tol = value(check["metric"]), check["target"], check["tol"]
         scale = abs(target) if check.get("relative") else 1.0
@@ -77,21 +93,32 @@ def _check(check: dict, value, name=lambda m: m) -> Outcome:
             abs(v - target) <= tol * scale,
         )
     if kind in ("ratio_above", "ratio_below"):
-        n, d, bound = value(check["numerator"]), value(check["denominator"]), check["bound"]
-        ratio = n / d if d else math.inf
-        passed = ratio > bound if kind == "ratio_above" else ratio < bound
-        sign = ">" if kind == "ratio_above" else "<"
-        return Outcome(
-            f"{name(check['numerator'])} / {name(check['denominator'])} = {_fmt(n)} / {_fmt(d)}"
-            f" = {ratio:.3g} (needs {sign} {_fmt(bound)})",
-            passed,
+        num, den = check["numerator"], check["denominator"]
+        n, d, bound = value(num), value(den), check["bound"]
+
+        def ratio(a, b):
+            return a / b if b > 0 else math.inf
+
+        above = kind == "ratio_above"
+        point = ratio(n, d) > bound if above else ratio(n, d) < bound
+        if above:
+            margin = ratio(n - half(num), d + half(den)) > bound
+        else:
+            margin = ratio(n + half(num), d - half(den)) < bound
+        return noisy(
+            f"{name(num)} / {name(den)} = {_fmt(n)} / {_fmt(d)} = {ratio(n, d):.3g}"
+            f" (needs {'>' if above else '<'} {_fmt(bound)})",
+            point,
+            margin,
         )
     if kind == "sum_of_parts":
         whole, parts = value(check["whole"]), [value(p) for p in check["parts"]]
-        return Outcome(
+        margin = whole + half(check["whole"]) < sum(value(p) - half(p) for p in check["parts"])
+        return noisy(
             f"{name(check['whole'])} = {_fmt(whole)} (needs < sum of parts "
             f"{' + '.join(_fmt(p) for p in parts)} = {_fmt(sum(parts))})",
             whole < sum(parts),
+            margin,
         )
     if kind == "exact":
         v, decimals = value(check["metric"]), check.get("decimals", 6)
@@ -103,21 +130,26 @@ def _check(check: dict, value, name=lambda m: m) -> Outcome:
             shown == expected,
         )
     if kind == "ordering":
-        vs = [value(m) for m in check["metrics"]]
+        ms = check["metrics"]
+        vs = [value(m) for m in ms]
         increasing = check["order"] == "increasing"
-        passed = all(a < b if increasing else a > b for a, b in zip(vs, vs[1:]))
+        pairs = list(zip(ms, ms[1:]))
+        if increasing:
+            point = all(value(a) < value(b) for a, b in pairs)
+            margin = all(value(a) + half(a) < value(b) - half(b) for a, b in pairs)
+        else:
+            point = all(value(a) > value(b) for a, b in pairs)
+            margin = all(value(a) - half(a) > value(b) + half(b) for a, b in pairs)
         sign = " < " if increasing else " > "
-        return Outcome(
-            sign.join(f"{name(m)} = {_fmt(v)}" for m, v in zip(check["metrics"], vs))
-            + " (needs this order)",
-            passed,
-        )
+        text = sign.join(f"{name(m)} = {_fmt(v)}" for m, v in zip(ms, vs))
+        return noisy(text + " (needs this order)", point, margin)
     raise ValueError(f"unknown check kind {kind!r}")
 
 
 def _metrics_of(check: dict) -> list[str]:
     names = [check.get(k) for k in ("metric", "numerator", "denominator", "whole")]
-    return [n for n in names if n] + check.get("parts", []) + check.get("metrics", [])
+    names = [n for n in names if n] + check.get("parts", []) + check.get("metrics", [])
+    return names + list(check.get("spread", {}).values())
 
 
 def _unmet(requires: dict, environment: dict) -> str:
@@ -131,8 +163,54 @@ def _unmet(requires: dict, environment: dict) -> str:
     )
 
 
-def evaluate_claim(claim: dict, metrics: pd.DataFrame, environment: dict) -> dict:
-    """One row of claims.csv for ``claim``, given the rows of its evidence file."""
+# Full sizes of what a preset may subset, to say how much larger the book's run is.
+FULL_SIZES = {"train_subset": 60_000, "test_subset": 10_000}
+
+
+def _scaled(depends_on: list[str], deviations: list, preset: str) -> str:
+    """Why a claim is judged only at the book's scale, when the preset changed a setting it
+    depends on ("" when it changed none): what was scaled, and how much more the book runs."""
+    hits = [
+        d
+        for d in deviations
+        if any(d[0] == key or d[0].startswith(key + ".") for key in depends_on)
+    ]
+    if not hits:
+        return ""
+    factor, parts = 1.0, []
+    for key, book, value in hits:
+        full = FULL_SIZES.get(key.rsplit(".", 1)[-1]) if book is None else book
+        parts.append(f"{key} = {value} (book: {'all' if book is None else book})")
+        if isinstance(full, int | float) and isinstance(value, int | float) and value > 0:
+            factor *= full / value
+    more = f"; the book's settings are about {factor:.3g}x this run's work" if factor > 1 else ""
+    return (
+        f"judged at the book's scale only: preset {preset} scaled "
+        + ", ".join(parts)
+        + more
+        + " (run with --config preset=book to judge it)"
+    )
+
+
+def _notes(rows: pd.DataFrame) -> str:
+    return "; ".join(sorted(set(rows["note"].fillna("").astype(str)) - {""})) or "no note"
+
+
+def evaluate_claim(
+    claim: dict,
+    metrics: pd.DataFrame,
+    environment: dict,
+    deviations: list = (),
+    preset: str = "book",
+) -> dict:
+    """One row of claims.csv for ``claim``, given the rows of its evidence file and the
+    settings the preset changed (``deviations``: (key, book value, value) triples).
+
+    "not applicable here": the machine lacks the hardware, cannot measure a metric, or the
+    preset scaled a setting the claim depends on. "not reproduced": a check failed, or the run
+    behind a metric diverged, failed or measured nothing. The measured numbers are shown
+    whenever there are any.
+    """
     row = {k: claim.get(k, "") for k in ("id", "statement", "book", "evidence")}
     names = [n for check in claim["checks"] for n in _metrics_of(check)]
     missing = sorted(set(names) - set(metrics["metric"]))
@@ -142,32 +220,47 @@ def evaluate_claim(claim: dict, metrics: pd.DataFrame, environment: dict) -> dic
     if used["metric"].duplicated().any():
         raise ValueError(f"claim {claim['id']}: {claim['evidence']} holds a metric more than once")
     row["device"] = ", ".join(sorted(set(used["device"].fillna("").astype(str)) - {""}))
-
-    unmet = _unmet(claim.get("requires", {}), environment)
-    unmeasured = used[used["value"].isna()]
-    if unmet or len(unmeasured):
-        reason = unmet or "; ".join(
-            sorted(set(unmeasured["note"].fillna("not measured").astype(str)))
-        )
-        return row | {"measured": "", "verdict": NOT_APPLICABLE, "reason": reason}
-
+    status = used["status"].fillna("") if "status" in used else pd.Series("", index=used.index)
     values = dict(zip(used["metric"], used["value"].astype(float)))
-    # Metric names often repeat the claim's id; the table is easier to read without it.
-    prefix = claim["id"] + "."
+    prefix = claim["id"] + "."  # metric names often repeat the claim's id
 
     def name(metric):
         return metric.removeprefix(prefix)
 
-    outcomes = [_check(check, values.__getitem__, name) for check in claim["checks"]]
+    outcomes = []
+    if all(math.isfinite(v) for v in values.values()):
+        outcomes = [_check(check, values.__getitem__, name) for check in claim["checks"]]
+    measured = "; ".join(o.measured for o in outcomes)
+
+    def verdict(kind, reason):
+        return row | {"measured": measured, "verdict": kind, "reason": reason}
+
+    unmet = _unmet(claim.get("requires", {}), environment)
+    if unmet:
+        return verdict(NOT_APPLICABLE, unmet)
+    failed_rows = used[status == "failed"]
+    scaled = _scaled(claim.get("depends_on", []), list(deviations), preset)
+    if scaled:
+        also = f"; the scaled run also failed: {_notes(failed_rows)}" if len(failed_rows) else ""
+        return verdict(NOT_APPLICABLE, scaled + also)
+    if len(failed_rows):
+        return verdict(NOT_REPRODUCED, f"the run failed: {_notes(failed_rows)}")
+    not_here = used[status == "not applicable"]
+    if len(not_here):
+        return verdict(NOT_APPLICABLE, _notes(not_here))
+    nothing = used[used["value"].isna()]
+    if len(nothing):
+        return verdict(NOT_REPRODUCED, "no number was measured for " + ", ".join(nothing["metric"]))
     failed = [o.measured for o in outcomes if not o.passed]
-    return row | {
-        "measured": "; ".join(o.measured for o in outcomes),
-        "verdict": NOT_REPRODUCED if failed else REPRODUCED,
-        "reason": ("failed: " + "; ".join(failed)) if failed else "",
-    }
+    return verdict(
+        NOT_REPRODUCED if failed else REPRODUCED,
+        ("failed: " + "; ".join(failed)) if failed else "",
+    )
 
 
-def evaluate(ledger: dict, read_metrics, environment: dict) -> pd.DataFrame:
+def evaluate(
+    ledger: dict, read_metrics, environment: dict, deviations: list = (), preset: str = "book"
+) -> pd.DataFrame:
     """All claims of the ledger; ``read_metrics(path)`` returns an evidence file's rows."""
     cache: dict[str, pd.DataFrame] = {}
     rows = []
@@ -177,6 +270,7 @@ def evaluate(ledger: dict, read_metrics, environment: dict) -> pd.DataFrame:
             if path not in cache:
                 cache[path] = read_metrics(path)
             rows.append(
-                {"section": section["id"]} | evaluate_claim(claim, cache[path], environment)
+                {"section": section["id"]}
+                | evaluate_claim(claim, cache[path], environment, deviations, preset)
             )
     return pd.DataFrame(rows, columns=COLUMNS)

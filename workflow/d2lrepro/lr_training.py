@@ -20,7 +20,7 @@ from torch import nn
 from . import lr_schedulers as schedules
 from . import plotting
 from .data import Data, evaluate_accuracy, prepare_data
-from .results import metric
+from .results import exploded, failed, metric
 from .timing import Clock
 
 COLUMNS = [
@@ -96,9 +96,10 @@ def train(
     ``train_loss``/``train_acc`` are the means over the epoch's examples of the per-batch
     values seen during training (the book's running metrics); ``test_acc`` is measured after
     the epoch in eval mode; ``seconds`` covers the training pass only.
-    A non-finite training loss ends the run: that epoch's row has ``diverged`` True and
-    ``test_acc`` NaN, and no later epochs are run (``df.attrs["diverged"]`` says whether this
-    happened). ``on_epoch(row)`` is called with each row as a dict.
+    A loss that explodes (non-finite, or :data:`~d2lrepro.results.DIVERGENCE_FACTOR` times the
+    first epoch's) ends the run: that epoch's row has ``diverged`` True (and ``test_acc`` NaN
+    if the loss is not finite), and no later epochs are run (``df.attrs["diverged"]`` says
+    whether this happened). ``on_epoch(row)`` is called with each row as a dict.
     """
     if len(lr_per_epoch) < epochs:
         raise ValueError(f"{epochs} epochs need {epochs} learning rates, got {len(lr_per_epoch)}")
@@ -141,13 +142,16 @@ def train(
                     break
         seconds = clock.seconds
         train_loss = loss_sum.item() / seen
-        diverged = diverged or not math.isfinite(train_loss)
+        first_loss = rows[0]["train_loss"] if rows else train_loss
+        diverged = diverged or exploded(train_loss, first_loss)
         row = {
             "epoch": epoch + 1,
             "lr": lr,
             "train_loss": train_loss,
             "train_acc": correct.item() / seen,
-            "test_acc": math.nan if diverged else evaluate_accuracy(net, data.test_x, data.test_y),
+            "test_acc": evaluate_accuracy(net, data.test_x, data.test_y)
+            if math.isfinite(train_loss)
+            else math.nan,
             "seconds": seconds,
             "samples_per_s": seen / seconds if seconds > 0 else math.nan,
             "diverged": diverged,
@@ -188,13 +192,23 @@ def training_metrics(history: pd.DataFrame) -> list[dict]:
             "gap": last.train_acc - last.test_acc,
             "early_test_acc": h["test_acc"].head(EARLY_EPOCHS).mean(),
             "samples_per_s": h["samples_per_s"].median(),
+            # Does the second half of training still help? (the book: test accuracy stalls
+            # while train accuracy keeps rising)
+            "late_test_gain": h["test_acc"].iloc[len(h) // 2 :].max()
+            - h["test_acc"].iloc[: len(h) // 2].max(),
+            "late_train_gain": last.train_acc - h["train_acc"].iloc[len(h) // 2 - 1],
         }
-        # A diverged run has no accuracy to compare: its claims say so rather than fail.
-        note = "the run diverged" if h["diverged"].any() else ""
-        rows += [
-            metric(f"{key}.{name}", float("nan") if note else value, device=device, note=note)
-            for name, value in values.items()
-        ]
+        if h["diverged"].any():
+            at = h[h["diverged"]].iloc[0]
+            note = (
+                f"{run} ({semantics}) diverged at epoch {at.epoch}: train loss {at.train_loss:.3g}"
+                f" at lr {at.lr:.3g}"
+            )
+            rows += [failed(f"{key}.{name}", note, device=device) for name in values]
+        else:
+            rows += [
+                metric(f"{key}.{name}", value, device=device) for name, value in values.items()
+            ]
     return rows
 
 
@@ -209,6 +223,8 @@ def draw_run(h: pd.DataFrame, path, footer: str) -> None:
         legend=["train loss", "train acc", "test acc"],
     )
     ax.set_xlim(0, h["epoch"].max())
+    ax.set_ylim(0, max(1.0, min(h["train_loss"].max(), 2.5)))  # a diverged loss stays in view
+    plotting.mark_divergence(ax, h)
     plotting.save(fig, path, footer=footer)
 
 

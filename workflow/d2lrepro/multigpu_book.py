@@ -21,7 +21,7 @@ from torch.nn import functional as F
 from . import models
 from .data import Data, evaluate_accuracy, load_data
 from .devices import describe, unavailable
-from .results import HISTORY_COLUMNS, metric, write_csv, write_not_applicable
+from .results import HISTORY_COLUMNS, diverged, metric, write_csv, write_not_applicable
 from .timing import Clock
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ def _epochs(
                 "model": model,
                 "batch_size": batch_size,
                 "lr": lr,
+                "diverged": diverged([r["train_loss"] for r in rows] + [loss_sum / n]),
             }
         )
     return pd.DataFrame(rows, columns=HISTORY_COLUMNS)

@@ -34,7 +34,7 @@ from .data import evaluate_accuracy, load_data, save
 from .devices import describe, device_for, pin_to_core, world_size
 from .multigpu_concise import concise_setup
 from .multigpu_scratch import scratch_setup, sync_grads
-from .results import HISTORY_COLUMNS, write_csv
+from .results import HISTORY_COLUMNS, diverged, write_csv
 from .timing import Clock
 
 MODELS = ("lenet", "resnet18")
@@ -160,10 +160,12 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
                 "model": args.model,
                 "batch_size": args.batch_size,
                 "lr": args.lr,
+                "diverged": diverged([h["train_loss"] for h in history] + [loss_sum / seen]),
             }
         )
         log.info(
-            "epoch %d/%d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f examples/s)",
+            "epoch %d/%d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f examples/s)"
+            + (" DIVERGED" if history[-1]["diverged"] else ""),
             epoch,
             args.epochs,
             *(

@@ -10,17 +10,21 @@ import numpy as np
 import pandas as pd
 
 from . import plotting
-from .results import metric, not_applicable, write_metrics
+from .results import failed, metric, not_applicable, write_metrics
 
 
 def run_metrics(name: str, history: pd.DataFrame) -> list[dict]:
-    """Final test accuracy, mean seconds per epoch (the book's timer.avg) and samples/s of a run;
-    not applicable with the reason when the machine lacks its devices."""
+    """Final test accuracy, mean seconds per epoch (the book's timer.avg) and samples/s of a
+    run; not applicable where the machine lacks its devices, failed where it diverged."""
     names = ("test_acc", "sec_per_epoch", "samples_per_s")
     note = history["note"].dropna().astype(str) if "note" in history else pd.Series(dtype=str)
     if len(note) and note.iloc[0]:
         return [not_applicable(f"{name}.{n}", note.iloc[0]) for n in names]
     device = str(history["devices"].iloc[0])
+    if history["diverged"].astype(bool).any():
+        at = history[history["diverged"].astype(bool)].iloc[0]
+        why = f"{name} diverged at epoch {at.epoch} (train loss {at.train_loss:.3g})"
+        return [failed(f"{name}.{n}", why, device=device) for n in names]
     return [
         metric(f"{name}.test_acc", history["test_acc"].iloc[-1], device=device),
         metric(f"{name}.sec_per_epoch", history["seconds"].mean(), "s", device),
@@ -28,39 +32,46 @@ def run_metrics(name: str, history: pd.DataFrame) -> list[dict]:
     ]
 
 
-def comparison_metrics(values: dict[str, float], model: str) -> list[dict]:
-    """Speed-up and scaling efficiency of 2 devices over 1, and the accuracy difference."""
+def comparison_metrics(rows: dict[str, dict], model: str) -> list[dict]:
+    """Speed-up and scaling efficiency of 2 devices over 1, and the accuracy difference; these
+    inherit "not applicable" or "failed" from the runs they compare."""
     one, two = f"{model}.1", f"{model}.2"
-    needed = [f"{one}.sec_per_epoch", f"{two}.sec_per_epoch", f"{one}.test_acc", f"{two}.test_acc"]
-    if any(math.isnan(values[k]) for k in needed):
-        reason = "needs the 2-device run, which this machine cannot do"
-        return [
-            not_applicable(f"{model}.{n}", reason) for n in ("speedup", "efficiency", "acc_diff")
-        ]
-    speedup = values[f"{one}.sec_per_epoch"] / values[f"{two}.sec_per_epoch"]
+    needed = [rows[f"{run}.{n}"] for run in (one, two) for n in ("sec_per_epoch", "test_acc")]
+    names = ("speedup", "efficiency", "acc_diff")
+    for status, make in (("failed", failed), ("not applicable", not_applicable)):
+        notes = sorted({r["note"] for r in needed if r["status"] == status})
+        if notes:
+            return [make(f"{model}.{n}", "; ".join(notes)) for n in names]
+    value = {r["metric"]: r["value"] for r in needed}
+    speedup = value[f"{one}.sec_per_epoch"] / value[f"{two}.sec_per_epoch"]
     return [
         metric(f"{model}.speedup", speedup, "x"),
         metric(f"{model}.efficiency", speedup / 2),
-        metric(f"{model}.acc_diff", abs(values[f"{two}.test_acc"] - values[f"{one}.test_acc"])),
+        metric(f"{model}.acc_diff", abs(value[f"{two}.test_acc"] - value[f"{one}.test_acc"])),
     ]
 
 
 def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
-    """Where computation starts to dominate (smallest per-device batch with t1 > t2), and how
-    the measured step compares with max(t1, t2) and with t1 + t2 at the largest batch."""
-    names = ("crossover_batch", "step_over_max", "step_over_sum")
+    """The cost model's verdict numbers: t1 / t2 at the smallest and at the largest batch
+    (computation dominates where it is above 1), and the measured step over max(t1, t2) and
+    over t1 + t2 at the largest batch; the crossover batch is shown, not judged."""
+    names = ("t1_over_t2.smallest", "t1_over_t2.largest", "step_over_max", "step_over_sum")
     if "note" in cost and cost["note"].notna().any():
-        return [not_applicable(f"cost.{model}.{n}", cost["note"].dropna().iloc[0]) for n in names]
+        reason = cost["note"].dropna().iloc[0]
+        return [not_applicable(f"cost.{model}.{n}", reason) for n in names + ("crossover_batch",)]
+    first, last = cost.iloc[0], cost.iloc[-1]
     dominated = cost[cost["t1"] > cost["t2"]]["batch_per_device"]
-    last = cost.iloc[-1]
+    crossover = (
+        metric(f"cost.{model}.crossover_batch", dominated.min())
+        if len(dominated)
+        else failed(f"cost.{model}.crossover_batch", "communication dominates at every batch")
+    )
     return [
-        metric(
-            f"cost.{model}.crossover_batch",
-            dominated.min() if len(dominated) else math.nan,
-            note="" if len(dominated) else "communication dominates at every batch measured",
-        ),
-        metric(f"cost.{model}.step_over_max", last.measured_step / last.max_t1_t2),
-        metric(f"cost.{model}.step_over_sum", last.measured_step / (last.t1 + last.t2)),
+        metric(f"cost.{model}.t1_over_t2.smallest", first.t1 / first.t2, "x"),
+        metric(f"cost.{model}.t1_over_t2.largest", last.t1 / last.t2, "x"),
+        metric(f"cost.{model}.step_over_max", last.measured_step / last.max_t1_t2, "x"),
+        metric(f"cost.{model}.step_over_sum", last.measured_step / (last.t1 + last.t2), "x"),
+        crossover,
     ]
 
 
@@ -143,9 +154,10 @@ def summarize(
     rows = list(demonstrations)
     for name, history in histories.items():
         rows += run_metrics(name, history)
-    values = {r["metric"]: r["value"] for r in rows}
+    by_name = {r["metric"]: r for r in rows}
     for model in ("lenet", "resnet18"):
-        rows += comparison_metrics(values, model)
+        rows += comparison_metrics(by_name, model)
+    values = {r["metric"]: r["value"] for r in rows}
     for model, cost in cost_tables.items():
         rows += cost_metrics(cost, model)
     write_metrics(rows, metrics_out)

@@ -6,7 +6,6 @@ same rule drives the 2-D traces (a float64 tensor holding (x1, x2)) and the airf
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +13,8 @@ from functools import partial
 
 import pandas as pd
 import torch
+
+from .results import exploded
 
 COLUMNS = ["epoch", "examples", "loss", "elapsed", "diverged"]
 
@@ -155,7 +156,8 @@ def train_airfoil(
     Linear regression X @ w + b from w ~ N(0, 0.01^2), b = 0, minimising the mean half squared
     error over minibatches of a fresh shuffle each epoch. Whenever the examples seen reach a
     multiple of eval_every, the loss over all the data is recorded with the training time so far
-    (evaluation excluded). A non-finite loss ends the run, flagged in the column 'diverged'.
+    (evaluation excluded). A loss that explodes (:func:`~d2lrepro.results.exploded`) ends the
+    run, flagged in the column 'diverged'.
 
     The objective is the book's half squared error ('half_squared', train_ch11) or the full
     squared error ('squared': the MSELoss of train_concise_ch11, twice the gradient); the
@@ -208,7 +210,7 @@ def train_airfoil(
             rows.append(
                 {"epoch": n / num_examples, "examples": n, "loss": value, "elapsed": elapsed}
             )
-            if not math.isfinite(value):
+            if exploded(value, rows[0]["loss"]):
                 diverged = True
                 break
             start = time.perf_counter()

@@ -88,6 +88,14 @@ def grouped_bars(ax, table: pd.DataFrame, groups: list, bars: list) -> None:
     ax.set_xticks(np.arange(len(groups)))
 
 
+def mark_divergence(ax, history: pd.DataFrame, x: str = "epoch") -> None:
+    """A red line and label where ``history`` first has ``diverged`` True, if it has."""
+    if "diverged" in history and history["diverged"].astype(bool).any():
+        at = history.loc[history["diverged"].astype(bool), x].iloc[0]
+        ax.axvline(at, color="red", linewidth=1)
+        ax.text(at, 0.5, " diverged", color="red", transform=ax.get_xaxis_transform(), fontsize=7)
+
+
 def save(fig, path: Path, footer: str | None = None) -> None:
     """Save as PNG; ``footer`` (e.g. the hardware description) goes under the axes."""
     path = Path(path)

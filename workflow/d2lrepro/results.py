@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-METRIC_COLUMNS = ["metric", "value", "unit", "device", "note"]
+METRIC_COLUMNS = ["metric", "value", "unit", "device", "note", "status"]
+# A metric's status when it has no number: this machine cannot measure it, or the run that
+# should have measured it diverged or failed. The two lead to different verdicts.
+NOT_APPLICABLE = "not applicable"
+FAILED = "failed"
 # One row per epoch of a multi-device training run, whichever code path ran it.
 HISTORY_COLUMNS = [
     "epoch",
@@ -22,17 +26,46 @@ HISTORY_COLUMNS = [
     "model",
     "batch_size",
     "lr",
+    "diverged",
 ]
 log = logging.getLogger("d2lrepro")
 
+# A run has diverged once its loss is not finite or this many times its first value.
+DIVERGENCE_FACTOR = 3.0
 
-def metric(name: str, value: float, unit: str = "", device: str = "cpu", note: str = "") -> dict:
-    """One measured value; ``value`` NaN with a ``note`` says why it could not be measured."""
-    return {"metric": name, "value": float(value), "unit": unit, "device": device, "note": note}
+
+def exploded(loss: float, first: float) -> bool:
+    """Whether a training loss says the run diverged: non-finite, or far above its start."""
+    return not math.isfinite(loss) or loss > DIVERGENCE_FACTOR * first
+
+
+def diverged(losses: list[float]) -> bool:
+    """Whether a run whose per-epoch losses so far are ``losses`` has diverged by now."""
+    return any(exploded(loss, losses[0]) for loss in losses)
+
+
+def metric(
+    name: str, value: float, unit: str = "", device: str = "cpu", note: str = "", status: str = ""
+) -> dict:
+    """One measured value (``status`` empty), or none, with a ``status`` and a ``note`` why."""
+    return {
+        "metric": name,
+        "value": float(value),
+        "unit": unit,
+        "device": device,
+        "note": note,
+        "status": status,
+    }
 
 
 def not_applicable(name: str, reason: str, unit: str = "", device: str = "") -> dict:
-    return metric(name, math.nan, unit, device, reason)
+    """A metric this machine cannot measure, and why."""
+    return metric(name, math.nan, unit, device, reason, NOT_APPLICABLE)
+
+
+def failed(name: str, reason: str, unit: str = "", device: str = "") -> dict:
+    """A metric whose run diverged, failed or produced no number, and what happened."""
+    return metric(name, math.nan, unit, device, reason, FAILED)
 
 
 def unmeasured(rows: list[dict], reason: str) -> list[dict]:

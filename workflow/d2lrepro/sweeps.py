@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import optimizers, plotting
-from .results import metric
+from .results import failed, metric
 
 log = logging.getLogger(__name__)
 HYPER = ("lr", "momentum", "gamma", "rho")
@@ -63,22 +63,24 @@ def run_setting(
 
 
 def summarize(runs: pd.DataFrame) -> list[dict]:
-    """Per setting: median final loss over seeds, its spread, sec/epoch and divergence."""
+    """Per setting: median final loss over seeds, its spread, sec/epoch and divergence; the
+    losses of a setting where a seed diverged are failed, not numbers to compare."""
     rows = []
     for name, group in runs.groupby("setting", sort=False):
         finals = group.loc[group.groupby("seed")["examples"].idxmax()]
-        losses = finals["loss"].to_numpy()
-        epochs = finals["epoch"]
+        bad = group.groupby("seed")["diverged"].any()
         rows += [
-            metric(f"{name}.final_loss", finals["loss"].median()),
-            # inf - inf is no range: a diverged seed leaves the spread undefined (NaN), quietly.
-            metric(
-                f"{name}.final_loss_range",
-                np.ptp(losses) if np.isfinite(losses).all() else math.nan,
-            ),
-            metric(f"{name}.sec_per_epoch", (finals["elapsed"] / epochs).median(), "s"),
-            metric(f"{name}.diverged_seeds", float(group.groupby("seed")["diverged"].any().sum())),
+            metric(f"{name}.sec_per_epoch", (finals["elapsed"] / finals["epoch"]).median(), "s"),
+            metric(f"{name}.diverged_seeds", float(bad.sum())),
         ]
+        if bad.any():
+            why = f"{name}: seeds {list(bad[bad].index)} of {len(bad)} diverged"
+            rows += [failed(f"{name}.final_loss", why), failed(f"{name}.final_loss_range", why)]
+        else:
+            rows += [
+                metric(f"{name}.final_loss", finals["loss"].median()),
+                metric(f"{name}.final_loss_range", np.ptp(finals["loss"].to_numpy())),
+            ]
     return rows
 
 

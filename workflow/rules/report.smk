@@ -29,6 +29,9 @@ rule evaluate_claims:
     localrule: True
     conda:
         ENV
+    params:
+        preset=SETTINGS.preset,
+        deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
     script:
         "../scripts/evaluate_claims.py"
 

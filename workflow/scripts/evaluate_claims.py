@@ -7,7 +7,13 @@ from d2lrepro import claims, logs
 log = logs.setup(snakemake.log[0])
 with open(snakemake.input.environment) as f:
     env = json.load(f)
-table = claims.evaluate(claims.load(snakemake.input.ledger), pd.read_csv, env)
+table = claims.evaluate(
+    claims.load(snakemake.input.ledger),
+    pd.read_csv,
+    env,
+    [tuple(d) for d in snakemake.params.deviations],
+    snakemake.params.preset,
+)
 for row in table.itertuples():
     log.info("%s: %s %s", row.id, row.verdict, row.reason if isinstance(row.reason, str) else "")
 table.to_csv(snakemake.output[0], index=False)

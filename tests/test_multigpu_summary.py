@@ -1,0 +1,63 @@
+import math
+
+import pandas as pd
+
+from d2lrepro import multigpu_summary as summary
+from d2lrepro.results import diverged
+
+
+def history(losses, acc=0.8, seconds=2.0):
+    return pd.DataFrame(
+        {
+            "epoch": range(1, len(losses) + 1),
+            "train_loss": losses,
+            "test_acc": acc,
+            "seconds": seconds,
+            "samples_per_s": 100.0,
+            "devices": "1 x CPU core",
+            "diverged": [diverged(losses[: i + 1]) for i in range(len(losses))],
+        }
+    )
+
+
+def by_name(rows):
+    return {r["metric"]: r for r in rows}
+
+
+def test_a_diverged_run_fails_its_metrics_and_the_comparisons_built_on_them():
+    rows = summary.run_metrics("lenet.1", history([2.3, 1.0, 1e20]))
+    rows += summary.run_metrics("lenet.2", history([2.3, 0.9, 0.8], seconds=1.0))
+    assert all(r["status"] == "failed" for r in rows[:3])
+    assert rows[0]["note"] == "lenet.1 diverged at epoch 3 (train loss 1e+20)"
+    compared = by_name(summary.comparison_metrics(by_name(rows), "lenet"))
+    assert compared["lenet.speedup"]["status"] == "failed"
+    assert math.isnan(compared["lenet.speedup"]["value"])
+
+
+def test_comparisons_of_healthy_runs_and_runs_this_machine_cannot_make():
+    rows = summary.run_metrics("lenet.1", history([2.3, 1.0]))
+    rows += summary.run_metrics("lenet.2", history([2.3, 0.9], acc=0.79, seconds=1.0))
+    compared = by_name(summary.comparison_metrics(by_name(rows), "lenet"))
+    assert compared["lenet.speedup"]["value"] == 2.0
+    assert abs(compared["lenet.acc_diff"]["value"] - 0.01) < 1e-12
+    absent = summary.run_metrics("lenet.2", pd.DataFrame({"note": ["needs 2 devices"]}))
+    compared = by_name(summary.comparison_metrics(by_name(rows[:3] + absent), "lenet"))
+    assert compared["lenet.efficiency"]["status"] == "not applicable"
+
+
+def test_cost_metrics_compare_computation_and_communication_at_both_ends():
+    cost = pd.DataFrame(
+        {
+            "batch_per_device": [16, 64, 256],
+            "t1": [1.0, 2.0, 8.0],
+            "t2": [2.0, 2.0, 2.0],
+            "max_t1_t2": [2.0, 2.0, 8.0],
+            "measured_step": [3.0, 4.0, 10.0],
+        }
+    )
+    m = {r["metric"]: r["value"] for r in summary.cost_metrics(cost, "lenet")}
+    assert m["cost.lenet.t1_over_t2.smallest"] == 0.5 and m["cost.lenet.t1_over_t2.largest"] == 4
+    assert m["cost.lenet.step_over_max"] == 10 / 8 and m["cost.lenet.step_over_sum"] == 1.0
+    assert m["cost.lenet.crossover_batch"] == 256
+    flat = by_name(summary.cost_metrics(cost.assign(t2=100.0), "lenet"))
+    assert flat["cost.lenet.crossover_batch"]["status"] == "failed"
