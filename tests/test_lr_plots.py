@@ -3,7 +3,9 @@ import math
 import pandas as pd
 import pytest
 
-from d2lrepro import lr_schedulers, lr_training
+from d2lrepro import lr_schedulers, lr_training, reference
+
+BOOK = reference.load()
 
 
 def test_plot_values_are_the_books():
@@ -48,7 +50,7 @@ def test_training_metrics():
             history("warmup", "book", [0.5] * 6, diverged=True),
         ]
     )
-    m = {r["metric"]: r for r in lr_training.training_metrics(h)}
+    m = {r["metric"]: r for r in lr_training.training_metrics(h, BOOK)}
     assert m["cosine.book.early_test_acc"]["value"] == pytest.approx(0.3)
     assert m["cosine.book.gap"]["value"] == pytest.approx(0.05)
     assert m["cosine.book.test_acc"]["value"] == pytest.approx(0.9)
@@ -67,7 +69,7 @@ def test_figures(tmp_path):
     lr_training.draw_lrs(h, tmp_path / "lrs.png")
     lr_training.draw_early(h, tmp_path / "early.png", "footer")
     lr_training.draw_run(
-        h[(h.run == "cosine") & (h.semantics == "book")], tmp_path / "run.png", "footer"
+        h[(h.run == "cosine") & (h.semantics == "book")], tmp_path / "run.png", "footer", BOOK
     )
     lr_training.draw_plots(
         lr_training.plot_values(), {k: tmp_path / f"{k}.png" for k in lr_training.plot_values()}

@@ -3,7 +3,10 @@ import math
 import pandas as pd
 
 from d2lrepro import multigpu_summary as summary
+from d2lrepro import reference
 from d2lrepro.results import diverged
+
+BOOK = reference.load()
 
 
 def history(losses, acc=0.8, seconds=2.0):
@@ -25,8 +28,8 @@ def by_name(rows):
 
 
 def test_a_diverged_run_fails_its_metrics_and_the_comparisons_built_on_them():
-    rows = summary.run_metrics("lenet.1", history([2.3, 1.0, 1e20]))
-    rows += summary.run_metrics("lenet.2", history([2.3, 0.9, 0.8], seconds=1.0))
+    rows = summary.run_metrics("lenet.1", history([2.3, 1.0, 1e20]), BOOK)
+    rows += summary.run_metrics("lenet.2", history([2.3, 0.9, 0.8], seconds=1.0), BOOK)
     assert all(r["status"] == "failed" for r in rows[:3])
     assert rows[0]["note"] == "lenet.1 diverged at epoch 3 (train loss 1e+20)"
     compared = by_name(summary.comparison_metrics(by_name(rows), "lenet"))
@@ -35,12 +38,12 @@ def test_a_diverged_run_fails_its_metrics_and_the_comparisons_built_on_them():
 
 
 def test_comparisons_of_healthy_runs_and_runs_this_machine_cannot_make():
-    rows = summary.run_metrics("lenet.1", history([2.3, 1.0]))
-    rows += summary.run_metrics("lenet.2", history([2.3, 0.9], acc=0.79, seconds=1.0))
+    rows = summary.run_metrics("lenet.1", history([2.3, 1.0]), BOOK)
+    rows += summary.run_metrics("lenet.2", history([2.3, 0.9], acc=0.79, seconds=1.0), BOOK)
     compared = by_name(summary.comparison_metrics(by_name(rows), "lenet"))
     assert compared["lenet.speedup"]["value"] == 2.0
     assert abs(compared["lenet.acc_diff"]["value"] - 0.01) < 1e-12
-    absent = summary.run_metrics("lenet.2", pd.DataFrame({"note": ["needs 2 devices"]}))
+    absent = summary.run_metrics("lenet.2", pd.DataFrame({"note": ["needs 2 devices"]}), BOOK)
     compared = by_name(summary.comparison_metrics(by_name(rows[:3] + absent), "lenet"))
     assert compared["lenet.efficiency"]["status"] == "not applicable"
 
@@ -61,3 +64,14 @@ def test_cost_metrics_compare_computation_and_communication_at_both_ends():
     assert m["cost.lenet.crossover_batch"] == 256
     flat = by_name(summary.cost_metrics(cost.assign(t2=100.0), "lenet"))
     assert flat["cost.lenet.crossover_batch"]["status"] == "failed"
+
+
+def test_the_curve_is_judged_against_the_band_of_the_editions():
+    book = reference.curve(BOOK, "mgpu.1gpu", "test_acc")
+    band = book.groupby("epoch")["value"].agg(["min", "max"])
+    inside = history([2.3] * 10).assign(epoch=band.index, test_acc=band["min"].to_numpy())
+    rows = {r["metric"]: r["value"] for r in summary.run_metrics("lenet.1", inside, BOOK)}
+    assert rows["lenet.1.curve_excess"] == 0
+    low = inside.assign(test_acc=inside["test_acc"] - 0.1)
+    rows = {r["metric"]: r["value"] for r in summary.run_metrics("lenet.1", low, BOOK)}
+    assert abs(rows["lenet.1.curve_excess"] - 0.1) < 1e-9

@@ -62,5 +62,15 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path):
         "Test CPU",
         "abc123",
         "1 not reproduced",
+        "Not reproduced (1)",
+        'href="#claim-s.c"',
     ):
         assert text in html, text
+
+
+def test_a_claim_links_to_the_figure_named_after_it_or_its_prefix():
+    figures = ["results/figures/lrs/warmup_train.png", "results/figures/hyb/bench.png"]
+    assert report.claim_figure("lrs.warmup_train.intended", figures) == figures[0]
+    assert report.claim_figure("hyb.bench.naive", figures) == figures[1]
+    assert report.claim_figure("hyb.serialize", figures) == ""
+    assert report.figure_anchor(figures[0]) == "fig-lrs-warmup_train"

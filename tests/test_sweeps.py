@@ -4,7 +4,9 @@ import pandas as pd
 import pytest
 import torch
 
-from d2lrepro import sweeps
+from d2lrepro import reference, sweeps
+
+BOOK = reference.load()
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +56,7 @@ def test_summary_takes_the_median_final_loss(data):
     runs = pd.concat(
         [run("momentum.lr0.02_m0.5", data, seeds=(0, 1, 2)), run("momentum.concise", data)]
     )
-    summary = {m["metric"]: m["value"] for m in sweeps.summarize(runs)}
+    summary = {m["metric"]: m["value"] for m in sweeps.summarize(runs, BOOK)}
     finals = runs[runs.setting == "momentum.lr0.02_m0.5"].groupby("seed")["loss"].last()
     assert summary["momentum.lr0.02_m0.5.final_loss"] == pytest.approx(finals.median())
     assert summary["momentum.concise.diverged_seeds"] == 0
@@ -68,9 +70,11 @@ def test_divergent_setting_is_recorded_not_raised(data):
         "momentum": 0.9,
     }
     runs = sweeps.run_setting("momentum.huge", setting, data, [0], {"scratch": 2}, 10, 100)
-    summary = {m["metric"]: m["value"] for m in sweeps.summarize(runs)}
+    summary = {m["metric"]: m["value"] for m in sweeps.summarize(runs, BOOK)}
     assert summary["momentum.huge.diverged_seeds"] == 1
     assert not math.isfinite(summary["momentum.huge.final_loss"])
+    statuses = {m["metric"]: m["status"] for m in sweeps.summarize(runs, BOOK)}
+    assert statuses["momentum.huge.final_loss"] == "failed"
 
 
 def test_scratch_and_torch_sgd_momentum_agree_but_adam_does_not_exactly(data):

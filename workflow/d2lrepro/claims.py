@@ -163,8 +163,8 @@ def _unmet(requires: dict, environment: dict) -> str:
     )
 
 
-# Full sizes of what a preset may subset, to say how much larger the book's run is.
-FULL_SIZES = {"train_subset": 60_000, "test_subset": 10_000}
+# Settings whose ratio says how much more work the book's run is (None: the full data set).
+WORK_SETTINGS = {"epochs": None, "train_subset": 60_000, "n_calls": None}
 
 
 def _scaled(depends_on: list[str], deviations: list, preset: str) -> str:
@@ -179,9 +179,11 @@ def _scaled(depends_on: list[str], deviations: list, preset: str) -> str:
         return ""
     factor, parts = 1.0, []
     for key, book, value in hits:
-        full = FULL_SIZES.get(key.rsplit(".", 1)[-1]) if book is None else book
+        setting = key.rsplit(".", 1)[-1]
+        full = WORK_SETTINGS.get(setting) if book is None else book
         parts.append(f"{key} = {value} (book: {'all' if book is None else book})")
-        if isinstance(full, int | float) and isinstance(value, int | float) and value > 0:
+        numbers = isinstance(full, int | float) and isinstance(value, int | float)
+        if setting in WORK_SETTINGS and numbers and value > 0:
             factor *= full / value
     more = f"; the book's settings are about {factor:.3g}x this run's work" if factor > 1 else ""
     return (

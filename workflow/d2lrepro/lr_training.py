@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from . import lr_schedulers as schedules
-from . import plotting
+from . import plotting, reference
 from .data import Data, evaluate_accuracy, prepare_data
 from .results import exploded, failed, metric
 from .timing import Clock
@@ -35,6 +35,14 @@ COLUMNS = [
 ]
 DIVERGENCE_CHECK_EVERY = 20  # batches between (synchronizing) checks for a non-finite loss
 EARLY_EPOCHS = 5
+# The ledger id of each run's curve in the book (the book's code, so "book" semantics only).
+BOOK_CURVE_IDS = {
+    "constant": "lrs.baseline",
+    "sqrt": "lrs.sqrt_train",
+    "multistep": "lrs.multifactor_train",
+    "cosine": "lrs.cosine_train",
+    "warmup": "lrs.warmup_train",
+}
 
 
 def plot_values() -> dict[str, list[float]]:
@@ -180,8 +188,10 @@ def train(
     return frame
 
 
-def training_metrics(history: pd.DataFrame) -> list[dict]:
-    """Per run and semantics: final accuracies, the train-test gap and early test accuracy."""
+def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
+    """Per run and semantics: final accuracies, the train-test gap, early test accuracy, the
+    gains of the second half, and (book semantics) how far the test-accuracy curve strays
+    outside the band of the book's editions."""
     rows = []
     for (run, semantics), h in history.groupby(["run", "semantics"], sort=False):
         key, last, device = f"{run}.{semantics}", h.iloc[-1], h["device"].iloc[0]
@@ -198,6 +208,10 @@ def training_metrics(history: pd.DataFrame) -> list[dict]:
             - h["test_acc"].iloc[: len(h) // 2].max(),
             "late_train_gain": last.train_acc - h["train_acc"].iloc[len(h) // 2 - 1],
         }
+        if semantics == "book":
+            values["curve_excess"] = reference.band_excess(
+                book, BOOK_CURVE_IDS[run], "test_acc", h["epoch"], h["test_acc"]
+            )
         if h["diverged"].any():
             at = h[h["diverged"]].iloc[0]
             note = (
@@ -212,8 +226,9 @@ def training_metrics(history: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def draw_run(h: pd.DataFrame, path, footer: str) -> None:
-    """The book's animator plot: train loss, train acc and test acc against epoch."""
+def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> None:
+    """The book's animator plot: train loss, train acc and test acc against epoch, with the
+    book's test-accuracy curves in grey."""
     fig, ax = plotting.figure()
     plotting.plot_lines(
         ax,
@@ -224,6 +239,8 @@ def draw_run(h: pd.DataFrame, path, footer: str) -> None:
     )
     ax.set_xlim(0, h["epoch"].max())
     ax.set_ylim(0, max(1.0, min(h["train_loss"].max(), 2.5)))  # a diverged loss stays in view
+    reference.draw(ax, book, BOOK_CURVE_IDS[h["run"].iloc[0]], "test_acc")
+    ax.legend(fontsize=6)
     plotting.mark_divergence(ax, h)
     plotting.save(fig, path, footer=footer)
 

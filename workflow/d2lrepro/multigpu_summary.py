@@ -9,14 +9,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import plotting
+from . import plotting, reference
 from .results import failed, metric, not_applicable, write_metrics
 
+# The ledger id of each run's test-accuracy curve in the book.
+BOOK_CURVE_IDS = {
+    "lenet.1": "mgpu.1gpu",
+    "lenet.2": "mgpu.2gpu",
+    "resnet18.1": "mgpuc.1gpu",
+    "resnet18.2": "mgpuc.2gpu",
+}
 
-def run_metrics(name: str, history: pd.DataFrame) -> list[dict]:
+
+def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     """Final test accuracy, mean seconds per epoch (the book's timer.avg) and samples/s of a
-    run; not applicable where the machine lacks its devices, failed where it diverged."""
+    run, and for a run the book drew, how far its test-accuracy curve strays outside the band
+    of the book's editions; not applicable where the machine lacks its devices, failed where
+    the run diverged."""
     names = ("test_acc", "sec_per_epoch", "samples_per_s")
+    names += ("curve_excess",) if name in BOOK_CURVE_IDS else ()
     note = history["note"].dropna().astype(str) if "note" in history else pd.Series(dtype=str)
     if len(note) and note.iloc[0]:
         return [not_applicable(f"{name}.{n}", note.iloc[0]) for n in names]
@@ -25,11 +36,17 @@ def run_metrics(name: str, history: pd.DataFrame) -> list[dict]:
         at = history[history["diverged"].astype(bool)].iloc[0]
         why = f"{name} diverged at epoch {at.epoch} (train loss {at.train_loss:.3g})"
         return [failed(f"{name}.{n}", why, device=device) for n in names]
-    return [
+    rows = [
         metric(f"{name}.test_acc", history["test_acc"].iloc[-1], device=device),
         metric(f"{name}.sec_per_epoch", history["seconds"].mean(), "s", device),
         metric(f"{name}.samples_per_s", history["samples_per_s"].median(), "samples/s", device),
     ]
+    if name in BOOK_CURVE_IDS:
+        excess = reference.band_excess(
+            book, BOOK_CURVE_IDS[name], "test_acc", history["epoch"], history["test_acc"]
+        )
+        rows.append(metric(f"{name}.curve_excess", excess, device=device))
+    return rows
 
 
 def comparison_metrics(rows: dict[str, dict], model: str) -> list[dict]:
@@ -75,9 +92,16 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
     ]
 
 
-def draw_test_acc(histories: dict[str, pd.DataFrame], path, footer: str) -> None:
-    """Test accuracy per epoch, one line per run that could be made on this machine."""
+def draw_test_acc(
+    histories: dict[str, pd.DataFrame], path, footer: str, book: pd.DataFrame
+) -> None:
+    """Test accuracy per epoch, one line per run that could be made on this machine, and the
+    book's curves of the same runs in grey."""
     fig, ax = plotting.figure()
+    for name in histories:
+        if name in BOOK_CURVE_IDS:
+            what = f"{name.split('.')[-1]} device(s)"
+            reference.draw(ax, book, BOOK_CURVE_IDS[name], "test_acc", what)
     for name, h in histories.items():
         if "test_acc" in h and h["test_acc"].notna().any():
             how = "one process (book's code)" if name.startswith("book_") else "torch.distributed"
@@ -146,14 +170,16 @@ def summarize(
     footer: str,
     metrics_out,
     figures: dict,
+    book: pd.DataFrame,
 ) -> None:
     """Metrics and figures of every training run (``runs``: history CSVs named after the run,
-    the book's code as ``book_<model>.2.csv``) and cost model (``cost_<model>.csv``)."""
+    the book's code as ``book_<model>.2.csv``) and cost model (``cost_<model>.csv``), beside
+    the book's curves (``book``)."""
     histories = {Path(p).name.removesuffix(".csv"): pd.read_csv(p) for p in runs}
     cost_tables = {Path(p).stem.removeprefix("cost_"): pd.read_csv(p) for p in costs}
     rows = list(demonstrations)
     for name, history in histories.items():
-        rows += run_metrics(name, history)
+        rows += run_metrics(name, history, book)
     by_name = {r["metric"]: r for r in rows}
     for model in ("lenet", "resnet18"):
         rows += comparison_metrics(by_name, model)
@@ -165,7 +191,7 @@ def summarize(
         of_model = {
             k: v for k, v in histories.items() if k.startswith((f"{model}.", f"book_{model}."))
         }
-        draw_test_acc(of_model, path, footer)
+        draw_test_acc(of_model, path, footer, book)
     draw_throughput(values, list(histories), figures["throughput"], footer)
     draw_topk(pd.read_csv(topk), figures["topk"], footer)
     draw_cost(cost_tables, figures["cost"], footer)

@@ -42,15 +42,17 @@ def figure(figsize=BOOK_FIGSIZE, **kwargs):
 
 
 def plot_lines(ax, x, ys, xlabel=None, ylabel=None, legend=None, fmts=BOOK_FORMATS):
-    """d2l.plot: one line per y with the book's formats (blue solid, magenta dashed, ...)."""
-    for y, fmt in zip(ys, fmts * (len(ys) // len(fmts) + 1)):
-        ax.plot(x, y, fmt)
+    """d2l.plot: one line per y with the book's formats (blue solid, magenta dashed, ...),
+    labelled by ``legend``."""
+    labels = legend or [None] * len(ys)
+    for y, fmt, label in zip(ys, fmts * (len(ys) // len(fmts) + 1), labels):
+        ax.plot(x, y, fmt, label=label)
     if xlabel:
         ax.set_xlabel(xlabel)
     if ylabel:
         ax.set_ylabel(ylabel)
     if legend:
-        ax.legend(legend)
+        ax.legend()
     ax.grid(True)
 
 

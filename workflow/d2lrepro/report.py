@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import os
 from pathlib import Path
 
 import jinja2
@@ -12,11 +13,30 @@ import pandas as pd
 from .claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 from .settings import Settings
 
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE)
 TEMPLATE = Path(__file__).resolve().parents[2] / "report" / "report.html.j2"
 
 
 def embed_png(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def figure_anchor(path: str) -> str:
+    """The HTML id of a figure, from its file (results/figures/lrs/baseline.png ->
+    fig-lrs-baseline)."""
+    return "fig-" + "-".join(Path(path).with_suffix("").parts[-2:]).replace(".", "_")
+
+
+def claim_figure(claim_id: str, figures: list[str]) -> str:
+    """The figure a claim is read from: the one named after its id, or after the id's longest
+    prefix (``lrs.warmup_train.intended`` -> lrs/warmup_train.png); "" where there is none."""
+    by_name = {".".join(Path(f).with_suffix("").parts[-2:]): f for f in figures}
+    parts = claim_id.split(".")
+    for end in range(len(parts), 1, -1):
+        name = ".".join(parts[:end])
+        if name in by_name:
+            return by_name[name]
+    return ""
 
 
 def render(
@@ -27,22 +47,36 @@ def render(
     commit: str,
     template: Path = TEMPLATE,
 ) -> str:
+    """The report: a table of contents with each section's verdict counts, the claims that did
+    not reproduce listed first, then every section with its figures (each opens full size)
+    and its claims, each linked to its figure and its evidence file."""
     claims = claims.fillna("")
     sections = []
     for section in ledger["sections"]:
+        files = [f["file"] for f in section.get("figures", [])]
+        rows = claims[claims["section"] == section["id"]].to_dict("records")
+        for row in rows:
+            figure = claim_figure(row["id"], files)
+            row["figure"] = figure_anchor(figure) if figure else ""
+            # the report sits in results/, beside the evidence it links to
+            row["evidence_href"] = os.path.relpath(row["evidence"], "results")
         sections.append(
             {
                 **section,
                 "figures": [
-                    {"src": embed_png(f["file"]), "caption": f["caption"], "file": f["file"]}
+                    {
+                        "src": embed_png(f["file"]),
+                        "caption": f["caption"],
+                        "file": f["file"],
+                        "anchor": figure_anchor(f["file"]),
+                    }
                     for f in section.get("figures", [])
                 ],
-                "rows": claims[claims["section"] == section["id"]].to_dict("records"),
+                "rows": rows,
+                "counts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS},
             }
         )
-    counts = {
-        v: int((claims["verdict"] == v).sum()) for v in (REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE)
-    }
+    counts = {v: int((claims["verdict"] == v).sum()) for v in VERDICTS}
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(template).parent),
         autoescape=True,
@@ -51,6 +85,12 @@ def render(
     return env.get_template(Path(template).name).render(
         sections=sections,
         counts=counts,
+        failures=[
+            r | {"section": s["title"]}
+            for s in sections
+            for r in s["rows"]
+            if r["verdict"] == NOT_REPRODUCED
+        ],
         environment=environment,
         settings=settings,
         commit=commit,

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from . import optimizers, plotting
+from . import optimizers, plotting, reference
 from .results import failed, metric
 
 log = logging.getLogger(__name__)
@@ -62,9 +62,10 @@ def run_setting(
     return pd.concat(frames, ignore_index=True)
 
 
-def summarize(runs: pd.DataFrame) -> list[dict]:
-    """Per setting: median final loss over seeds, its spread, sec/epoch and divergence; the
-    losses of a setting where a seed diverged are failed, not numbers to compare."""
+def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
+    """Per setting: median final loss over seeds, its spread, sec/epoch, divergence, and how
+    far the median curve strays outside the band of the book's editions (``curve_excess``);
+    the losses of a setting where a seed diverged are failed, not numbers to compare."""
     rows = []
     for name, group in runs.groupby("setting", sort=False):
         finals = group.loc[group.groupby("seed")["examples"].idxmax()]
@@ -75,11 +76,15 @@ def summarize(runs: pd.DataFrame) -> list[dict]:
         ]
         if bad.any():
             why = f"{name}: seeds {list(bad[bad].index)} of {len(bad)} diverged"
-            rows += [failed(f"{name}.final_loss", why), failed(f"{name}.final_loss_range", why)]
+            names = ("final_loss", "final_loss_range", "curve_excess")
+            rows += [failed(f"{name}.{n}", why) for n in names]
         else:
+            median = group.groupby("epoch")["loss"].median()
+            excess = reference.band_excess(book, name, "loss", median.index, median.to_numpy())
             rows += [
                 metric(f"{name}.final_loss", finals["loss"].median()),
                 metric(f"{name}.final_loss_range", np.ptp(finals["loss"].to_numpy())),
+                metric(f"{name}.curve_excess", excess),
             ]
     return rows
 
@@ -114,13 +119,22 @@ def compare_implementations(
     return rows
 
 
-def draw_setting(group: pd.DataFrame, path, footer: str) -> None:
-    """train_ch11's plot (loss vs epoch, ylim [0.22, 0.35]): median over seeds, band = range."""
+def draw_setting(group: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> None:
+    """train_ch11's plot (loss vs epoch, ylim [0.22, 0.35]): median over seeds, band = range,
+    with the book's curves (``book``: :func:`d2lrepro.reference.load`) in grey."""
     fig, ax = plotting.figure()
     plotting.seaborn().lineplot(
-        group, x="epoch", y="loss", estimator="median", errorbar=("pi", 100), ax=ax
+        group,
+        x="epoch",
+        y="loss",
+        estimator="median",
+        errorbar=("pi", 100),
+        ax=ax,
+        label="this run (median, range)",
     )
+    reference.draw(ax, book, group["setting"].iloc[0], "loss")
     epochs = math.ceil(group["epoch"].max())
     ax.set(xlim=(0, epochs), ylim=(0.22, 0.35), xlabel="epoch", ylabel="loss")
+    ax.legend(fontsize=6)
     ax.grid(True)
     plotting.save(fig, path, footer=footer)

@@ -102,6 +102,7 @@ rule airfoil_summary:
             setting=AIRFOIL.instance_patterns,
         ),
         data="results/data/airfoil.pt",
+        book_curves="workflow/reference/book_curves.csv",
         environment="results/environment.json",
         code=code("airfoil_summary"),
     output:
@@ -173,6 +174,7 @@ rule lr_train:
 rule lr_summary:
     input:
         runs=lr_runs(),
+        book_curves="workflow/reference/book_curves.csv",
         environment="results/environment.json",
         code=code("lr_summary"),
     output:

@@ -76,6 +76,7 @@ rule multidevice_summary:
         book=expand("results/multidevice/book_{model}.2.csv", model=MULTIGPU_MODELS),
         topk="results/multidevice/resnet18_momentum.1.topk.csv",
         costs=expand("results/multidevice/cost_{model}.csv", model=MULTIGPU_MODELS),
+        book_curves="workflow/reference/book_curves.csv",
         environment="results/environment.json",
         code=code("multidevice_summary"),
     output:

@@ -1,7 +1,7 @@
 import pandas as pd
 import torch
 
-from d2lrepro import environment, logs, results, sweeps
+from d2lrepro import environment, logs, reference, results, sweeps
 
 log = logs.setup(snakemake.log[0])
 p = snakemake.params
@@ -14,7 +14,8 @@ log.info(
     runs["seed"].nunique(),
     finals.sum(),
 )
-rows = sweeps.summarize(runs)
+book = reference.load(snakemake.input.book_curves)
+rows = sweeps.summarize(runs, book)
 rows += sweeps.compare_implementations(
     torch.load(snakemake.input.data),
     p.settings,
@@ -26,4 +27,4 @@ rows += sweeps.compare_implementations(
 results.write_csv(runs, snakemake.output.runs)
 results.write_metrics(rows, snakemake.output.metrics)
 for name, group in runs.groupby("setting"):
-    sweeps.draw_setting(group, snakemake.output[name], footer)
+    sweeps.draw_setting(group, snakemake.output[name], footer, book)

@@ -1,6 +1,6 @@
 import pandas as pd
 
-from d2lrepro import environment, logs, lr_training, results
+from d2lrepro import environment, logs, lr_training, reference, results
 
 log = logs.setup(snakemake.log[0])
 history = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
@@ -16,8 +16,9 @@ for (run, semantics), h in history.groupby(["run", "semantics"], sort=False):
         h["threads"].iloc[0],
     )
 results.write_csv(history, snakemake.output.history)
-results.write_metrics(lr_training.training_metrics(history), snakemake.output.metrics)
+book = reference.load(snakemake.input.book_curves)
+results.write_metrics(lr_training.training_metrics(history, book), snakemake.output.metrics)
 lr_training.draw_lrs(history, snakemake.output.lrs)
 lr_training.draw_early(history, snakemake.output.early, footer)
 for run, h in history[history["semantics"] == "book"].groupby("run"):
-    lr_training.draw_run(h, snakemake.output[run], footer)
+    lr_training.draw_run(h, snakemake.output[run], footer, book)

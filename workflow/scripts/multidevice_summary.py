@@ -1,4 +1,4 @@
-from d2lrepro import environment, logs, multigpu_book, multigpu_summary
+from d2lrepro import environment, logs, multigpu_book, multigpu_summary, reference
 
 logs.setup(snakemake.log[0])
 multigpu_summary.summarize(
@@ -9,4 +9,5 @@ multigpu_summary.summarize(
     footer=environment.footer(snakemake.input.environment, threads=1),  # one per device process
     metrics_out=snakemake.output.metrics,
     figures=snakemake.output,
+    book=reference.load(snakemake.input.book_curves),
 )

@@ -1,0 +1,56 @@
+import math
+
+import pandas as pd
+
+from d2lrepro import lr_training, plotting, reference, sweeps
+
+BOOK = reference.load()
+
+
+def test_every_curve_has_both_editions():
+    editions = BOOK.groupby(["id", "metric"])["edition"].nunique()
+    assert (editions == 2).all() and len(editions) == 22
+
+
+def test_band_excess_is_zero_inside_and_the_distance_outside():
+    curves = pd.DataFrame(
+        {
+            "id": "c",
+            "edition": ["en", "en", "zh", "zh"],
+            "metric": "loss",
+            "epoch": [1, 2, 1, 2],
+            "value": [1.0, 2.0, 1.2, 1.8],
+        }
+    )
+    assert reference.band_excess(curves, "c", "loss", [1, 2], [1.1, 1.9]) == 0
+    assert math.isclose(reference.band_excess(curves, "c", "loss", [1, 2], [1.1, 2.3]), 0.3)
+    assert math.isclose(reference.band_excess(curves, "c", "loss", [0, 1], [0.5, 0.7]), 0.3)
+    assert math.isnan(reference.band_excess(curves, "c", "loss", [5, 6], [1, 1]))
+
+
+def test_the_books_curves_are_drawn_labelled_by_edition():
+    fig, ax = plotting.figure()
+    reference.draw(ax, BOOK, "lrs.baseline", "test_acc")
+    assert [line.get_label() for line in ax.lines] == ["book EN", "book ZH"]
+    plotting.pyplot().close(fig)
+
+
+def test_figures_with_a_book_counterpart_draw_it(monkeypatch, tmp_path):
+    drawn = []
+    monkeypatch.setattr(reference, "draw", lambda ax, curves, id, metric, *a: drawn.append(id))
+    airfoil = pd.DataFrame(
+        {"setting": "adam.yogi", "seed": 0, "epoch": [0.5, 1.0], "loss": [0.3, 0.25]}
+    )
+    sweeps.draw_setting(airfoil, tmp_path / "a.png", "footer", BOOK)
+    run = pd.DataFrame(
+        {
+            "run": "cosine",
+            "epoch": [1, 2],
+            "train_loss": [1.0, 0.5],
+            "train_acc": [0.6, 0.8],
+            "test_acc": [0.6, 0.7],
+            "diverged": False,
+        }
+    )
+    lr_training.draw_run(run, tmp_path / "b.png", "footer", BOOK)
+    assert drawn == ["adam.yogi", "lrs.cosine_train"]

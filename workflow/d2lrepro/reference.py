@@ -1,0 +1,56 @@
+"""The book's curves, point by point (EN and ZH editions, read off the evaluated notebooks'
+plots to about ±0.001): drawn beside ours, and the band they span that our curves are judged
+against. Reference data only, never a measurement."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+BOOK_CURVES = Path(__file__).resolve().parents[1] / "reference" / "book_curves.csv"
+EDITION_LABELS = {"en-1.0.3": "book EN", "zh-2.0.0": "book ZH"}
+EDITION_STYLES = {"en-1.0.3": ":", "zh-2.0.0": "--"}
+
+
+def load(path: Path = BOOK_CURVES) -> pd.DataFrame:
+    return pd.read_csv(path)
+
+
+def curve(curves: pd.DataFrame, claim_id: str, metric: str) -> pd.DataFrame:
+    """The book's points of one curve: edition, epoch, value."""
+    return curves[(curves["id"] == claim_id) & (curves["metric"] == metric)]
+
+
+def band_excess(curves: pd.DataFrame, claim_id: str, metric: str, x, y) -> float:
+    """How far our curve (``x``, ``y``) strays outside the band the book's editions span:
+    the largest distance, over the book's points within our x range, from our curve
+    (interpolated there) to [lowest, highest] edition value; 0 inside the band everywhere,
+    NaN where the curves share no x."""
+    book = curve(curves, claim_id, metric)
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if not len(book) or not len(x):
+        return math.nan
+    band = book.groupby("epoch")["value"].agg(["min", "max"])
+    band = band[(band.index >= x.min() - 1e-9) & (band.index <= x.max() + 1e-9)]
+    if not len(band):
+        return math.nan
+    ours = np.interp(band.index.to_numpy(), x, y)
+    below, above = band["min"].to_numpy() - ours, ours - band["max"].to_numpy()
+    return float(np.max(np.maximum(0.0, np.maximum(below, above))))
+
+
+def draw(ax, curves: pd.DataFrame, claim_id: str, metric: str, what: str = "") -> None:
+    """The book's editions of one curve on ``ax``, light and labelled by edition (and
+    ``what``)."""
+    for edition, points in curve(curves, claim_id, metric).groupby("edition"):
+        ax.plot(
+            points["epoch"],
+            points["value"],
+            EDITION_STYLES.get(edition, "-."),
+            color="0.55",
+            linewidth=1,
+            label=" ".join(filter(None, [EDITION_LABELS.get(edition, edition), what])),
+        )
