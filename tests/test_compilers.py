@@ -107,3 +107,14 @@ def test_figure(tmp_path, hybrid_rows):
     ]
     compilers.plot_hybridization(pd.DataFrame(hybrid_rows + failed), tmp_path / "hyb.png", "footer")
     assert (tmp_path / "hyb.png").stat().st_size > 0
+
+
+def test_the_cpu_is_always_timed_and_a_gpu_gets_rows_of_its_own(tmp_path, cuda_count):
+    cfg = {"batch_sizes": [1], "modes": ["eager"], "n_calls": 2, "max_run_time": 0.05}
+    cuda_count(0)
+    names = {r["metric"] for r in compilers.measure(cfg, 0, tmp_path)}
+    assert "hyb.batch1.eager.median_s" in names and not any(".cuda." in n for n in names)
+    rows = compilers.hybridize(
+        batch_sizes=(1,), modes=("eager",), n_calls=2, prefix="hyb.cuda", **FAST
+    )
+    assert "hyb.cuda.batch1.eager.median_s" in {r["metric"] for r in rows}

@@ -72,3 +72,15 @@ def test_merge_does_not_touch_its_inputs():
     before = copy.deepcopy(base)
     assert settings.merge(base, {"a": {"b": 3}}) == {"a": {"b": 3, "c": 2}}
     assert base == before
+
+
+def test_auto_is_decided_once_per_results_tree(tmp_path, config):
+    record = tmp_path / "results" / "auto_preset.txt"
+    first = settings.resolve(config, cuda_available=True, record=record)
+    assert first.preset == "book" and record.read_text() == "book\n"
+    # a later parse on a host without CUDA (--report, -n) keeps what the run used
+    assert settings.resolve(config, cuda_available=False, record=record).preset == "book"
+    record.write_text("nonsense\n")
+    with pytest.raises(settings.ConfigError, match="names no preset"):
+        settings.resolve(config, record=record)
+    assert settings.resolve(config | {"preset": "smoke"}, record=record).preset == "smoke"

@@ -232,11 +232,11 @@ def plot_autopar(metrics: pd.DataFrame, path, footer: str) -> None:
 
 
 def measure(cfg: dict, seed: int) -> list[dict]:
-    """Every variant of the section with the ``autopar`` config: two CPU cores, two CUDA
-    streams, two GPUs, and computing while copying."""
+    """Every variant of the section with the ``autopar`` config: two CPU cores (at their own
+    sizes), two CUDA streams, two GPUs, and computing while copying."""
     size, n, limit = cfg["size"], cfg["matmuls"], cfg["max_run_time"]
     return [
-        *autopar_cpu(size, n, seed, max_run_time=limit),
+        *autopar_cpu(cfg["cpu"]["size"], cfg["cpu"]["matmuls"], seed, max_run_time=limit),
         *autopar_streams(size, n, seed, max_run_time=limit),
         *autopar_gpus(size, n, seed, max_run_time=limit),
         *copy_overlap(size, n, seed, max_run_time=limit),

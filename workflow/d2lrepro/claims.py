@@ -19,6 +19,7 @@ LEDGER = Path(__file__).resolve().parents[1] / "claims.yaml"
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
 NOT_APPLICABLE = "not applicable here"
+SCALED_REASON = "judged at the book's scale only"
 COLUMNS = [
     "id",
     "section",
@@ -187,7 +188,7 @@ def _scaled(depends_on: list[str], deviations: list, preset: str) -> str:
             factor *= full / value
     more = f"; the book's settings are about {factor:.3g}x this run's work" if factor > 1 else ""
     return (
-        f"judged at the book's scale only: preset {preset} scaled "
+        f"{SCALED_REASON}: preset {preset} scaled "
         + ", ".join(parts)
         + more
         + " (run with --config preset=book to judge it)"

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from . import plotting
+from .devices import cuda_count
 from .models import mlp
 from .results import metric, not_applicable, one_line, unmeasured
 from .timing import NAN_TIMING, naive_time, time_fn, timing_rows
@@ -114,8 +115,10 @@ def hybridize(
     seed: int = 0,
     min_run_time: float = 0.2,
     max_run_time: float = 10.0,
+    prefix: str = "hyb",
 ) -> list[dict]:
-    """Forward passes of the book's MLP run eagerly, by TorchScript and by torch.compile.
+    """Forward passes of the book's MLP run eagerly, by TorchScript and by torch.compile;
+    metric names start with ``prefix``.
 
     Autograd stays on, as in the book (it calls net(x) without torch.no_grad). For each batch
     size, in the book's order of modes: naive_s is the book's loop of ``n_calls`` calls on a
@@ -141,13 +144,13 @@ def hybridize(
         except Exception as error:  # noqa: BLE001 -- a failure to convert is a result
             failed[mode] = one_line(error)
 
-    rows = [metric("hyb.n_calls", n_calls)]
+    rows = [metric(f"{prefix}.n_calls", n_calls)]
     for batch in batch_sizes:
         x = torch.randn(batch, 512, device=device)
         reference = eager(x).detach()
         medians = {}
         for mode in MODES:
-            prefix = f"hyb.batch{batch}.{mode}"
+            name = f"{prefix}.batch{batch}.{mode}"
             if mode not in failed:
                 try:
                     naive, timing, diff = _measure_net(
@@ -157,13 +160,13 @@ def hybridize(
                     failed[mode] = one_line(error)
             if mode in failed:
                 rows += unmeasured(
-                    _hyb_rows(prefix, math.nan, NAN_TIMING, math.nan, ""), failed[mode]
+                    _hyb_rows(name, math.nan, NAN_TIMING, math.nan, ""), failed[mode]
                 )
                 continue
             medians[mode] = timing["median"]
-            rows += _hyb_rows(prefix, naive, timing, diff, str(device))
+            rows += _hyb_rows(name, naive, timing, diff, str(device))
         for mode in MODES[1:]:  # eager is the reference
-            name = f"hyb.batch{batch}.eager_over_{mode}"
+            name = f"{prefix}.batch{batch}.eager_over_{mode}"
             rows.append(
                 metric(name, medians["eager"] / medians[mode], "x", str(device))
                 if "eager" in medians and mode in medians
@@ -235,17 +238,20 @@ def plot_hybridization(metrics: pd.DataFrame, path, footer: str) -> None:
     plotting.save(fig, path, footer=footer)
 
 
-def measure(cfg: dict, device, seed: int, model_dir) -> list[dict]:
+def measure(cfg: dict, seed: int, model_dir) -> list[dict]:
     """Every measurement of the section with the ``hybridize`` config: fancy_func both ways,
-    the MLP in each mode, and its serialization into ``model_dir``."""
+    the MLP in each mode on the CPU (as the book timed it) and, where there is one, on the
+    first GPU (``hyb.cuda.*``), and its serialization into ``model_dir``."""
     rows, program = imperative_vs_symbolic()
     log.info("symbolic program:\n%s", program)
-    rows += hybridize(
-        cfg["batch_sizes"],
-        cfg["modes"],
-        cfg["n_calls"],
-        device,
-        seed,
+    timing = dict(
+        batch_sizes=cfg["batch_sizes"],
+        modes=cfg["modes"],
+        n_calls=cfg["n_calls"],
+        seed=seed,
         max_run_time=cfg["max_run_time"],
     )
+    rows += hybridize(device="cpu", **timing)
+    if cuda_count():
+        rows += hybridize(device="cuda:0", prefix="hyb.cuda", **timing)
     return rows + serialize(model_dir, seed)

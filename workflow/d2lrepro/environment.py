@@ -48,9 +48,11 @@ def summary(env: dict, threads: int | None = None) -> str:
     return f"{env['cpu_model']} ({cores}), {gpus}, torch {env['torch_version']}"
 
 
-def footer(path: Path, threads: int | None = None) -> str:
-    """:func:`summary` of the ``environment.json`` at ``path``."""
-    return summary(json.loads(Path(path).read_text()), threads)
+def footer(path: Path, threads: int | None = None, if_no_gpu: bool = False) -> str:
+    """:func:`summary` of the ``environment.json`` at ``path``; with ``if_no_gpu`` the thread
+    count is stated only where there is no GPU (it describes CPU devices, not GPU runs)."""
+    env = json.loads(Path(path).read_text())
+    return summary(env, None if if_no_gpu and env["gpus"] else threads)
 
 
 def git_commit(directory: Path) -> str:

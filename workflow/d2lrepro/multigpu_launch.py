@@ -81,6 +81,11 @@ def launch_training(
         write_csv([], topk, TOPK_COLUMNS)
         return
     key = hashlib.sha256(json.dumps([run, seed], sort_keys=True).encode()).hexdigest()[:12]
+    # Only the run that logs top-k pays for its collectives; the others leave the file empty.
+    topk_args = ["--topk-out", str(topk), "--topk-every", str(topk_every)]
+    if not run.get("topk"):
+        write_csv([], topk, TOPK_COLUMNS)
+        topk_args = []
     checkpoint = CHECKPOINTS / f"{name}-{key}.pt"
     _launch(
         run["devices"],
@@ -90,16 +95,13 @@ def launch_training(
             str(data),
             "--out",
             str(history),
-            "--topk-out",
-            str(topk),
-            "--topk-every",
-            str(topk_every),
             "--checkpoint",
             str(checkpoint),
             "--seed",
             str(seed),
             "--timeout",
             str(timeout),
+            *topk_args,
         ],
         log_path,
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from .claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from .claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, SCALED_REASON
 from .settings import Settings
 
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE)
@@ -74,6 +74,7 @@ def render(
                 ],
                 "rows": rows,
                 "counts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS},
+                "scaled": [r["id"] for r in rows if r["reason"].startswith(SCALED_REASON)],
             }
         )
     counts = {v: int((claims["verdict"] == v).sum()) for v in VERDICTS}

@@ -101,17 +101,32 @@ def _cuda_available() -> bool:
 
 
 def resolve(
-    config: dict, cuda_available: bool | None = None, schema: dict | None = None
+    config: dict,
+    cuda_available: bool | None = None,
+    schema: dict | None = None,
+    record: Path | None = None,
 ) -> Settings:
-    """Validate ``config``, pick the preset (``auto``: book with CUDA, else cpu) and apply it."""
+    """Validate ``config``, pick the preset (``auto``: book with CUDA, else cpu) and apply it.
+
+    With ``record``, ``auto`` is decided once per results tree: the first resolution is
+    written there and later ones read it back, so a ``--report`` or ``-n`` from a host
+    without the GPU the run used neither switches the preset nor reruns anything.
+    """
     schema = schema if schema is not None else load_schema()
     config = validate(copy.deepcopy(config), schema)
     requested = config["preset"]
-    if requested == "auto":
+    if requested != "auto":
+        preset = requested
+    elif record is not None and Path(record).exists():
+        preset = Path(record).read_text().strip()
+        if preset not in config["presets"]:
+            raise ConfigError(f"{record} names no preset of the config: {preset!r}")
+    else:
         cuda = _cuda_available() if cuda_available is None else cuda_available
         preset = "book" if cuda else "cpu"
-    else:
-        preset = requested
+        if record is not None:
+            Path(record).parent.mkdir(parents=True, exist_ok=True)
+            Path(record).write_text(preset + "\n")
     book = {k: v for k, v in config.items() if k != "presets"}
     values = merge(book, config["presets"].get(preset, {}))
     # A preset overlay may only change known keys to valid values: validate the result too.

@@ -22,7 +22,9 @@ from d2lrepro import claims, fetch, imports, lr_schedulers, settings
 ENV = "../../envs/d2lrepro.yaml"
 
 # Validation happens here, at parse time: a bad config stops before any job runs.
-SETTINGS = settings.resolve(config)
+# `auto` is decided by the first run and recorded with its results (delete the file to decide
+# again, e.g. after moving the tree to a machine with a GPU).
+SETTINGS = settings.resolve(config, record=Path("results/auto_preset.txt"))
 S = SETTINGS.values
 LEDGER = claims.load(Path(workflow.basedir) / "workflow" / "claims.yaml")
 

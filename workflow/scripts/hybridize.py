@@ -2,16 +2,13 @@ from pathlib import Path
 
 import torch
 
-from d2lrepro import compilers, devices, environment, logs, results
+from d2lrepro import compilers, environment, logs, results
 
 log = logs.setup(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
-device = devices.device_for(0, 1)
-log.info(
-    "compilers on %s with %d threads: %s", device, snakemake.threads, snakemake.params.hybridize
-)
+log.info("compilers with %d threads: %s", snakemake.threads, snakemake.params.hybridize)
 rows = compilers.measure(
-    snakemake.params.hybridize, device, snakemake.params.seed, Path(snakemake.output.model).parent
+    snakemake.params.hybridize, snakemake.params.seed, Path(snakemake.output.model).parent
 )
 rows.append(results.metric("threads", torch.get_num_threads()))
 metrics = results.write_metrics(rows, snakemake.output.metrics)

@@ -6,7 +6,7 @@ multigpu_summary.summarize(
     costs=snakemake.input.costs,
     topk=snakemake.input.topk,
     demonstrations=multigpu_book.demonstrations(),
-    footer=environment.footer(snakemake.input.environment, threads=1),  # one per device process
+    footer=environment.footer(snakemake.input.environment, threads=1, if_no_gpu=True),
     metrics_out=snakemake.output.metrics,
     figures=snakemake.output,
     book=reference.load(snakemake.input.book_curves),
