@@ -150,3 +150,20 @@ def test_real_datasets_parse(mirror):
     assert set(fmnist["train_labels"].unique().tolist()) == set(range(10))
     airfoil = data.prepare_airfoil(mirror / "airfoil" / "airfoil_self_noise.dat")
     assert airfoil["features"].shape == (1500, 5)
+
+
+def test_airfoil_facts_of_a_small_table(tmp_path):
+    path = tmp_path / "airfoil.dat"
+    rows = [[1, 2, 3, 4, 5, 1], [2, 1, 0, 1, 2, 3], [3, 3, 1, 0, 1, 2], [0, 1, 2, 2, 2, 0]]
+    path.write_text("\n".join("\t".join(map(str, r)) for r in rows) + "\n")
+    facts = {
+        r["metric"]: r["value"] for r in data.airfoil_facts(path, data.prepare_airfoil(path, 3))
+    }
+    assert (facts["airfoil.rows"], facts["airfoil.columns"], facts["get_data.examples"]) == (
+        4,
+        6,
+        3,
+    )
+    assert facts["airfoil.standard.max_abs_mean"] < 1e-12
+    # six unknowns fit three rows exactly; zero weights leave the labels as the error
+    assert facts["reference.optimal_loss"] < 1e-10 < facts["reference.zero_loss"]

@@ -43,7 +43,8 @@ rule prepare_airfoil:
         table="resources/airfoil/airfoil_self_noise.dat",
         code=code("prepare_airfoil"),
     output:
-        "results/data/airfoil.pt",
+        tensors="results/data/airfoil.pt",
+        metrics="results/data/airfoil_metrics.csv",
     log:
         "logs/prepare_airfoil.log",
     benchmark:
