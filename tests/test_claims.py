@@ -231,3 +231,12 @@ def test_a_difference_within_the_spread_does_not_reproduce(check):
     assert "within the measured spread" in row["reason"]
     quiet = [r | {"value": 0.01} if r["metric"].endswith("_iqr") else r for r in rows]
     assert evaluate_with(quiet, noisy)["verdict"] == claims.REPRODUCED
+
+
+def test_a_failed_check_carries_the_measurements_notes():
+    rows = [metric("a", 1.0, note="the allocator reuses blocks"), metric("b", 1.0)]
+    row = evaluate_with(
+        rows, {"kind": "ratio_above", "numerator": "a", "denominator": "b", "bound": 1}
+    )
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert row["reason"].endswith("; note: the allocator reuses blocks")

@@ -255,10 +255,12 @@ def evaluate_claim(
     if len(nothing):
         return verdict(NOT_REPRODUCED, "no number was measured for " + ", ".join(nothing["metric"]))
     failed = [o.measured for o in outcomes if not o.passed]
-    return verdict(
-        NOT_REPRODUCED if failed else REPRODUCED,
-        ("failed: " + "; ".join(failed)) if failed else "",
-    )
+    if not failed:
+        return verdict(REPRODUCED, "")
+    # What the measurement itself noted (e.g. why two numbers are equal) explains the finding.
+    noted = used[used["note"].fillna("").astype(str) != ""] if "note" in used else used[:0]
+    why = f"; note: {_notes(noted)}" if len(noted) else ""
+    return verdict(NOT_REPRODUCED, "failed: " + "; ".join(failed) + why)
 
 
 def evaluate(

@@ -1,8 +1,9 @@
 """What this machine has, which device a worker uses, and why a run cannot happen here.
 
-A *device* is a CUDA GPU when there are enough GPUs for the run; otherwise (a CPU-only
-machine, or fewer GPUs than workers) it is one worker process pinned to one core with one
-thread. Every "not applicable here" reason of the package comes from :func:`unavailable`.
+A *device* is a CUDA GPU on a machine with GPUs, and one worker process pinned to one core
+with one thread on a machine without. Every "not applicable here" reason of the package comes
+from :func:`unavailable`. A worker started by hand with more workers than GPUs (tests, the
+speed benchmark) falls back to a pinned core rather than asking for a GPU that is not there.
 """
 
 from __future__ import annotations
@@ -32,20 +33,22 @@ def worker_kind(workers: int) -> str:
 def unavailable(
     workers: int = 1, cuda: int = 0, have_cuda: int | None = None, cores: int | None = None
 ) -> str:
-    """Why a run needing ``workers`` devices (GPUs or pinned cores) and at least ``cuda``
-    CUDA devices cannot happen here; "" when it can. ``have_cuda`` and ``cores`` describe
-    the machine (default: this one), e.g. as an ``environment.json`` recorded it."""
+    """Why a run needing ``workers`` devices and at least ``cuda`` CUDA devices cannot happen
+    here; "" when it can. ``have_cuda`` and ``cores`` describe the machine (default: this
+    one), e.g. as an ``environment.json`` recorded it.
+
+    A machine with GPUs runs its devices on GPUs, one without on pinned cores, so that 1 and
+    2 devices are always of one kind: with one GPU, 2 devices are not applicable."""
     have_cuda = cuda_count() if have_cuda is None else have_cuda
     cores = usable_cores() if cores is None else cores
     if cuda and have_cuda < cuda:
         if cuda == 1:
             return "needs CUDA, this machine has none"
         return f"needs {cuda} CUDA devices, this machine has {have_cuda}"
-    if workers <= max(have_cuda, cores):
+    have, kind = (have_cuda, "GPU") if have_cuda else (cores, "usable core")
+    if workers <= have:
         return ""
-    return (
-        f"needs {workers} devices, this machine has {have_cuda} GPU(s) and {cores} usable core(s)"
-    )
+    return f"needs {workers} devices, this machine has {have} {kind}{'s' if have != 1 else ''}"
 
 
 def device_for(rank: int, workers: int) -> torch.device:

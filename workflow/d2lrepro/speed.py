@@ -13,6 +13,7 @@ the epoch spent waiting for data, the speed-up over the book's loop and the 2-pr
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import tempfile
 import time
@@ -110,7 +111,10 @@ def processes_samples_per_s(
             "--out",
             str(out),
         ]
-        subprocess.run(multigpu_launch.command(devices, argv), check=True, capture_output=True)
+        # A CPU benchmark: hide any GPU, so 1 and 2 processes are both pinned cores.
+        env = os.environ | {"CUDA_VISIBLE_DEVICES": ""}
+        command = multigpu_launch.command(devices, argv)
+        subprocess.run(command, check=True, capture_output=True, env=env)
         return float(pd.read_csv(out)["samples_per_s"].iloc[0])
 
 
