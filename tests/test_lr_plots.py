@@ -75,3 +75,10 @@ def test_figures(tmp_path):
         lr_training.plot_values(), {k: tmp_path / f"{k}.png" for k in lr_training.plot_values()}
     )
     assert len(list(tmp_path.glob("*.png"))) == 8
+
+
+def test_the_quirks_of_the_books_code_are_measured_from_the_history():
+    h = history("warmup", "book", [0.7, 0.7, 0.8]).assign(lr=[0.3, 0.0, 0.06])
+    m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
+    assert m["warmup.book.test_acc_epoch2_minus_1"] == 0
+    assert (m["warmup.book.lr_min"], m["warmup.book.lr_max"]) == (0.0, 0.3)

@@ -208,6 +208,10 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             - h["test_acc"].iloc[: len(h) // 2].max(),
             "late_train_gain": last.train_acc - h["train_acc"].iloc[len(h) // 2 - 1],
         }
+        # Quirks of the book's code, whatever the scale: the lr each epoch ran with, and
+        # the test accuracy of epochs 1 and 2 (warm-up's epoch 2 runs at lr 0).
+        values["lr_min"], values["lr_max"] = h["lr"].min(), h["lr"].max()
+        values["test_acc_epoch2_minus_1"] = h["test_acc"].iloc[1] - h["test_acc"].iloc[0]
         if semantics == "book":
             values["curve_excess"] = reference.band_excess(
                 book, BOOK_CURVE_IDS[run], "test_acc", h["epoch"], h["test_acc"]

@@ -183,6 +183,13 @@ def demonstrations() -> list[dict]:
         for i, shard in enumerate(shards)
         for end, k in (("first", 0), ("last", -1))
     ]
+    # The seed's split_and_load of a 6 x 4 batch over two devices.
+    shards, _ = split_batch(torch.arange(24).reshape(6, 4), torch.arange(6), 2)
+    rows += [
+        metric(f"split6x4.shard{i}.{end}_row", shard[k, 0].item() // 4)
+        for i, shard in enumerate(shards)
+        for end, k in (("first", 0), ("last", -1))
+    ]
     return rows
 
 
