@@ -26,6 +26,10 @@ def test_band_excess_is_zero_inside_and_the_distance_outside():
     assert math.isclose(reference.band_excess(curves, "c", "loss", [1, 2], [1.1, 2.3]), 0.3)
     assert math.isclose(reference.band_excess(curves, "c", "loss", [0, 1], [0.5, 0.7]), 0.3)
     assert math.isnan(reference.band_excess(curves, "c", "loss", [5, 6], [1, 1]))
+    # a range over seeds that reaches the band is no excess; one that stays above it is
+    assert reference.band_excess(curves, "c", "loss", [1, 2], [0.5, 1.0], [1.1, 2.5]) == 0
+    gap = reference.band_excess(curves, "c", "loss", [1, 2], [1.5, 2.5], [1.6, 2.6])
+    assert math.isclose(gap, 0.5)
 
 
 def test_the_books_curves_are_drawn_labelled_by_edition():

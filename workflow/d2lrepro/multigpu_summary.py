@@ -104,7 +104,9 @@ def draw_test_acc(
             reference.draw(ax, book, BOOK_CURVE_IDS[name], "test_acc", what)
     for name, h in histories.items():
         if "test_acc" in h and h["test_acc"].notna().any():
-            how = "one process (book's code)" if name.startswith("book_") else "torch.distributed"
+            how = (
+                "one process (book's code)" if name.startswith("book_") else "a process per device"
+            )
             ax.plot(
                 h["epoch"],
                 h["test_acc"],

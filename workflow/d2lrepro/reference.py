@@ -24,21 +24,25 @@ def curve(curves: pd.DataFrame, claim_id: str, metric: str) -> pd.DataFrame:
     return curves[(curves["id"] == claim_id) & (curves["metric"] == metric)]
 
 
-def band_excess(curves: pd.DataFrame, claim_id: str, metric: str, x, y) -> float:
-    """How far our curve (``x``, ``y``) strays outside the band the book's editions span:
-    the largest distance, over the book's points within our x range, from our curve
-    (interpolated there) to [lowest, highest] edition value; 0 inside the band everywhere,
-    NaN where the curves share no x."""
+def band_excess(curves: pd.DataFrame, claim_id: str, metric: str, x, y, y_high=None) -> float:
+    """How far our curve strays outside the band the book's editions span: over the book's
+    points within our x range, the largest gap between our values there (interpolated; with
+    ``y_high``, the interval from ``y`` to ``y_high``, such as the range over seeds, so that
+    our own noise is not counted against the book) and [lowest, highest] edition value. 0
+    where they overlap everywhere, NaN where the curves share no x."""
     book = curve(curves, claim_id, metric)
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    x, low = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    high = low if y_high is None else np.asarray(y_high, dtype=float)
     if not len(book) or not len(x):
         return math.nan
     band = book.groupby("epoch")["value"].agg(["min", "max"])
     band = band[(band.index >= x.min() - 1e-9) & (band.index <= x.max() + 1e-9)]
     if not len(band):
         return math.nan
-    ours = np.interp(band.index.to_numpy(), x, y)
-    below, above = band["min"].to_numpy() - ours, ours - band["max"].to_numpy()
+    at = band.index.to_numpy()
+    ours_low, ours_high = np.interp(at, x, low), np.interp(at, x, high)
+    below = band["min"].to_numpy() - ours_high  # our whole interval under the band
+    above = ours_low - band["max"].to_numpy()  # or over it
     return float(np.max(np.maximum(0.0, np.maximum(below, above))))
 
 

@@ -64,7 +64,8 @@ def run_setting(
 
 def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     """Per setting: median final loss over seeds, its spread, sec/epoch, divergence, and how
-    far the median curve strays outside the band of the book's editions (``curve_excess``);
+    far the curve's range over seeds strays from the band of the book's editions
+    (``curve_excess``);
     the losses of a setting where a seed diverged are failed, not numbers to compare."""
     rows = []
     for name, group in runs.groupby("setting", sort=False):
@@ -79,8 +80,10 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             names = ("final_loss", "final_loss_range", "curve_excess")
             rows += [failed(f"{name}.{n}", why) for n in names]
         else:
-            median = group.groupby("epoch")["loss"].median()
-            excess = reference.band_excess(book, name, "loss", median.index, median.to_numpy())
+            spread = group.groupby("epoch")["loss"].agg(["min", "max"])
+            excess = reference.band_excess(
+                book, name, "loss", spread.index, spread["min"], spread["max"]
+            )
             rows += [
                 metric(f"{name}.final_loss", finals["loss"].median()),
                 metric(f"{name}.final_loss_range", np.ptp(finals["loss"].to_numpy())),
