@@ -3,7 +3,7 @@ import math
 import pandas as pd
 import pytest
 
-from d2lrepro import lr_schedulers, lr_training, reference
+from d2lrepro import lr_schedulers, lr_training, reference, results
 
 BOOK = reference.load()
 
@@ -82,3 +82,7 @@ def test_the_quirks_of_the_books_code_are_measured_from_the_history():
     m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
     assert m["warmup.book.test_acc_epoch2_minus_1"] == 0
     assert (m["warmup.book.lr_min"], m["warmup.book.lr_max"]) == (0.0, 0.3)
+
+
+def test_late_iqr_is_the_spread_of_the_last_epochs():
+    assert results.late_iqr([0.1, 0.2, 0.80, 0.82, 0.84, 0.86, 0.88]) == pytest.approx(0.04)

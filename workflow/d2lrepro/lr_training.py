@@ -20,7 +20,7 @@ from torch import nn
 from . import lr_schedulers as schedules
 from . import plotting, reference
 from .data import Data, evaluate_accuracy, prepare_data
-from .results import exploded, failed, metric
+from .results import exploded, failed, late_iqr, metric
 from .timing import Clock
 
 COLUMNS = [
@@ -199,6 +199,7 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             "train_loss": last.train_loss,
             "train_acc": last.train_acc,
             "test_acc": last.test_acc,
+            "test_acc_iqr": late_iqr(h["test_acc"]),
             "gap": last.train_acc - last.test_acc,
             "early_test_acc": h["test_acc"].head(EARLY_EPOCHS).mean(),
             "samples_per_s": h["samples_per_s"].median(),

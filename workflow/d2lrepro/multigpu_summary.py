@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from . import plotting, reference
-from .results import failed, metric, not_applicable, write_metrics
+from .results import failed, late_iqr, metric, not_applicable, write_metrics
 
 # The ledger id of each run's test-accuracy curve in the book.
 BOOK_CURVE_IDS = {
@@ -26,7 +26,7 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
     run, and for a run the book drew, how far its test-accuracy curve strays outside the band
     of the book's editions; not applicable where the machine lacks its devices, failed where
     the run diverged."""
-    names = ("test_acc", "sec_per_epoch", "samples_per_s")
+    names = ("test_acc", "test_acc_iqr", "sec_per_epoch", "samples_per_s")
     names += ("curve_excess",) if name in BOOK_CURVE_IDS else ()
     note = history["note"].dropna().astype(str) if "note" in history else pd.Series(dtype=str)
     if len(note) and note.iloc[0]:
@@ -38,6 +38,7 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
         return [failed(f"{name}.{n}", why, device=device) for n in names]
     rows = [
         metric(f"{name}.test_acc", history["test_acc"].iloc[-1], device=device),
+        metric(f"{name}.test_acc_iqr", late_iqr(history["test_acc"]), device=device),
         metric(f"{name}.sec_per_epoch", history["seconds"].mean(), "s", device),
         metric(f"{name}.samples_per_s", history["samples_per_s"].median(), "samples/s", device),
     ]

@@ -39,6 +39,13 @@ def exploded(loss: float, first: float) -> bool:
     return not math.isfinite(loss) or loss > DIVERGENCE_FACTOR * first
 
 
+def late_iqr(values, last: int = 5) -> float:
+    """The interquartile range of a run's last ``last`` epoch values: how much its final
+    number moves from epoch to epoch, the noise an ordering of one run per setting must beat."""
+    tail = pd.Series(values).iloc[-last:]
+    return float(tail.quantile(0.75) - tail.quantile(0.25))
+
+
 def diverged(losses: list[float]) -> bool:
     """Whether a run whose per-epoch losses so far are ``losses`` has diverged by now."""
     return any(exploded(loss, losses[0]) for loss in losses)
