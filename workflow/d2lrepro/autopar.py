@@ -39,6 +39,11 @@ def _parallel_rows(prefix: str, times: dict[str, dict], device: str, note: str) 
     ]
 
 
+def _time_parts(parts: dict, device, min_run_time: float, max_run_time: float) -> dict:
+    """:func:`~d2lrepro.timing.time_fn` of each named part."""
+    return {name: time_fn(fn, device, min_run_time, max_run_time) for name, fn in parts.items()}
+
+
 def _parallel_unmeasured(prefix: str, reason: str) -> list[dict]:
     return unmeasured(
         _parallel_rows(prefix, dict.fromkeys(("a", "b", "both"), NAN_TIMING), "", ""), reason
@@ -62,11 +67,8 @@ def autopar_cpu(
             for future in [pool.submit(run, xa, n), pool.submit(run, xb, n)]:
                 future.result()
 
-        times = {
-            "a": time_fn(lambda: run(xa, n), "cpu", min_run_time, max_run_time),
-            "b": time_fn(lambda: run(xb, n), "cpu", min_run_time, max_run_time),
-            "both": time_fn(both, "cpu", min_run_time, max_run_time),
-        }
+        parts = {"a": lambda: run(xa, n), "b": lambda: run(xb, n), "both": both}
+        times = _time_parts(parts, "cpu", min_run_time, max_run_time)
     return _parallel_rows("autopar.cpu", times, "cpu", "two chains, one thread each")
 
 
@@ -85,9 +87,8 @@ def autopar_streams(
     torch.manual_seed(seed)
     xa, xb = torch.rand(size, size, device=device), torch.rand(size, size, device=device)
     streams = torch.cuda.Stream(device), torch.cuda.Stream(device)
-    synchronize(
-        device
-    )  # the inputs, made on the default stream, are ready before the side streams read them
+    # the inputs, made on the default stream, are ready before the side streams read them
+    synchronize(device)
 
     def chains(*which):
         for i in which:
@@ -95,11 +96,8 @@ def autopar_streams(
                 run((xa, xb)[i], n)
         synchronize(device)
 
-    times = {
-        "a": time_fn(lambda: chains(0), device, min_run_time, max_run_time),
-        "b": time_fn(lambda: chains(1), device, min_run_time, max_run_time),
-        "both": time_fn(lambda: chains(0, 1), device, min_run_time, max_run_time),
-    }
+    parts = {"a": lambda: chains(0), "b": lambda: chains(1), "both": lambda: chains(0, 1)}
+    times = _time_parts(parts, device, min_run_time, max_run_time)
     return _parallel_rows("autopar.streams", times, str(device), "two CUDA streams on one GPU")
 
 
@@ -127,11 +125,9 @@ def autopar_gpus(
         for i in which:
             synchronize(devices[i])
 
-    times = {
-        "a": time_fn(lambda: on(0), devices[0], min_run_time, max_run_time),
-        "b": time_fn(lambda: on(1), devices[1], min_run_time, max_run_time),
-        "both": time_fn(lambda: on(0, 1), devices[0], min_run_time, max_run_time),
-    }
+    # each clock waits for every GPU a part uses (on() synchronizes them), so one device will do
+    parts = {"a": lambda: on(0), "b": lambda: on(1), "both": lambda: on(0, 1)}
+    times = _time_parts(parts, devices[0], min_run_time, max_run_time)
     current = torch.device("cuda", torch.cuda.current_device())
     book = naive_time(lambda: (run(xs[0], n), run(xs[1], n)), current, sync=True)
     return _parallel_rows("autopar.gpus", times, "cuda:0+cuda:1", "two GPUs") + [
@@ -202,13 +198,14 @@ def copy_overlap(
         for buffer, y in zip(pinned, ys):
             buffer.copy_(y)
 
-    times = {
-        "compute": time_fn(lambda: run(x, n), device, min_run_time, max_run_time),
-        "copy": time_fn(lambda: [y.to("cpu") for y in ys], device, min_run_time, max_run_time),
-        "pinned": time_fn(pinned_copy, device, min_run_time, max_run_time),
-        "overlap": time_fn(overlapped, device, min_run_time, max_run_time),
-        "book": time_fn(book, device, min_run_time, max_run_time),
+    parts = {
+        "compute": lambda: run(x, n),
+        "copy": lambda: [y.to("cpu") for y in ys],
+        "pinned": pinned_copy,
+        "overlap": overlapped,
+        "book": book,
     }
+    times = _time_parts(parts, device, min_run_time, max_run_time)
     return _copy_rows(times, str(device))
 
 
