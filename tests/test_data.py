@@ -164,6 +164,6 @@ def test_airfoil_facts_of_a_small_table(tmp_path):
         6,
         3,
     )
-    assert facts["airfoil.standard.max_abs_mean"] < 1e-12
+    assert facts["get_data.gap_to_all_rows"] < 1e-6 < facts["get_data.gap_to_kept_rows"]
     # six unknowns fit three rows exactly; zero weights leave the labels as the error
     assert facts["reference.optimal_loss"] < 1e-10 < facts["reference.zero_loss"]

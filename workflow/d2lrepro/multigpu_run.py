@@ -21,46 +21,38 @@ import argparse
 import json
 import logging
 import os
-import statistics
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.nn import functional as F
 
 from .data import evaluate_accuracy, load_data, save
 from .devices import describe, device_for, pin_to_core, world_size
 from .multigpu_concise import concise_setup
-from .multigpu_scratch import scratch_setup, sync_grads
+from .multigpu_cost import COST_COLUMNS, cost_model
+from .multigpu_scratch import scratch_setup
 from .results import HISTORY_COLUMNS, diverged, write_csv
 from .timing import Clock
 
 MODELS = ("lenet", "resnet18")
 TOPK_COLUMNS = ["epoch", "batch", "train_loss", "top1", "top5"]
-COST_COLUMNS = [
-    "model",
-    "batch_per_device",
-    "t1",
-    "t2",
-    "max_t1_t2",
-    "measured_step",
-    "params",
-    "devices",
-    "world_size",
-]
-WARMUP = 2  # untimed calls before each cost-model measurement
-
 log = logging.getLogger("d2lrepro.multigpu_run")
 
 
-def build(args: argparse.Namespace, device: torch.device):
-    """This worker's replica, its optimizer (None for the from-scratch LeNet) and
+def build(
+    model: str,
+    seed: int,
+    lr: float,
+    device: torch.device,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+):
+    """This worker's replica of ``model``, its optimizer (None for the from-scratch LeNet) and
     ``step(x, y, global_batch)``."""
-    if args.model == "lenet":
-        return scratch_setup(args.seed, args.lr, device)
-    return concise_setup(args.seed, args.lr, device, args.momentum, args.weight_decay)
+    if model == "lenet":
+        return scratch_setup(seed, lr, device)
+    return concise_setup(seed, lr, device, momentum, weight_decay)
 
 
 def _reduced(counts: torch.Tensor) -> torch.Tensor:
@@ -108,7 +100,9 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
     """
     world = world_size()
     data = load_data(args.data, args.train_subset, args.test_subset, device)
-    net, optimizer, step = build(args, device)
+    net, optimizer, step = build(
+        args.model, args.seed, args.lr, device, args.momentum, args.weight_decay
+    )
     generator = torch.Generator().manual_seed(args.seed)
     config = _config(args, world)
     history, topk_rows, done = _resume(args, net, optimizer, generator, config)
@@ -191,66 +185,6 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
     return history, topk_rows
 
 
-def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
-    """Median wall time of ``fn`` over ``repeats`` calls after :data:`WARMUP` untimed ones; all
-    workers start each call together."""
-    for _ in range(WARMUP):
-        fn()
-    times = []
-    for _ in range(repeats):
-        if world_size() > 1:
-            dist.barrier()
-        with Clock(device) as clock:
-            fn()
-        times.append(clock.seconds)
-    return statistics.median(times)
-
-
-def cost_model(args: argparse.Namespace, device: torch.device, rank: int) -> list[dict]:
-    """The section's cost model of a data-parallel step of ``args.model``, per per-device batch
-    size ``b`` of ``args.cost_batches``.
-
-    ``t1``: forward and backward of ``b`` random examples on one device (every worker at once,
-    as in a real step, rank 0's time reported); ``t2``: one :func:`sync_grads` of all ``m``
-    gradients between the workers (0 work with one worker); ``measured_step``: a full training
-    step of the chosen model on all workers with a global batch of ``b * world_size``. For
-    ResNet-18 that step syncs through DDP's bucketed, overlapped all-reduce rather than
-    :func:`sync_grads`. Rows (:data:`COST_COLUMNS`) on rank 0, empty elsewhere.
-    """
-    world = world_size()
-    net, _, step = build(args, device)
-    params = list(net.parameters())
-    generator = torch.Generator().manual_seed(args.seed)
-    devices = describe([device_for(r, world) for r in range(world)])
-    rows = []
-    for b in args.cost_batches:
-        x = torch.rand((b, 1, 28, 28), generator=generator).to(device)
-        y = torch.randint(0, 10, (b,), generator=generator).to(device)
-
-        def forward_backward():
-            net.zero_grad()
-            F.cross_entropy(net(x), y, reduction="sum").backward()
-
-        t1 = _median_seconds(forward_backward, args.repeats, device)
-        t2 = _median_seconds(lambda: sync_grads(params), args.repeats, device)
-        measured = _median_seconds(lambda: step(x, y, b * world), args.repeats, device)
-        rows.append(
-            {
-                "model": args.model,
-                "batch_per_device": b,
-                "t1": t1,
-                "t2": t2,
-                "max_t1_t2": max(t1, t2),
-                "measured_step": measured,
-                "params": sum(p.numel() for p in params),
-                "devices": devices,
-                "world_size": world,
-            }
-        )
-        log.info("batch %d per device: t1 %.4f s, t2 %.4f s, step %.4f s", b, t1, t2, measured)
-    return rows if rank == 0 else []
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m d2lrepro.multigpu_run", description=__doc__.split("\n")[0]
@@ -328,18 +262,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.cost_model is not None:
         # One launch measures every model of the spec: a torchrun start costs seconds.
         for model, spec in args.cost_model.items():
-            run = argparse.Namespace(
-                **{
-                    **vars(args),
-                    "model": model,
-                    "lr": 0.1,
-                    "momentum": 0.0,
-                    "weight_decay": 0.0,
-                    "cost_batches": spec["batches"],
-                    "repeats": spec["repeats"],
-                }
-            )
-            rows = cost_model(run, device, rank)
+            net, _, step = build(model, args.seed, args.lr, device)
+            rows = cost_model(model, net, step, spec["batches"], spec["repeats"], args.seed, device)
             if rank == 0:
                 write_csv(rows, spec["out"], COST_COLUMNS)
     else:
