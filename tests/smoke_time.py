@@ -43,7 +43,9 @@ def main() -> None:
             *args.snakemake_args,
         ]
         start = time.perf_counter()
-        subprocess.run(command, cwd=workdir, check=True, capture_output=True)
+        done = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
+        if done.returncode:
+            sys.exit(f"the smoke run failed:\n{done.stderr[-5000:]}")
         wall = time.perf_counter() - start
         jobs = []
         for path in (workdir / "benchmarks").rglob("*.tsv"):

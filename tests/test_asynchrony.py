@@ -16,11 +16,11 @@ def values(rows):
 def test_asynchrony_on_cpu(cuda_count):
     cuda_count(0)
     rows = by_name(asynchrony.asynchrony(size=64, steps=2, repeats=1))
-    names = ["async.numpy_s"] + [
-        f"async.{kind}.{k}" for kind in ("cpu", "cuda") for k in asynchrony.ASYNC_UNITS
-    ]
+    names = ["async.numpy_s"] + [f"async.cpu.{k}" for k in asynchrony.ASYNC_UNITS]
+    names += ["async.z0", "async.z1"] + [f"async.cuda.{k}" for k in asynchrony.ASYNC_UNITS]
     assert list(rows) == names
-    assert rows["async.cpu.z0"]["value"] == rows["async.cpu.z1"]["value"] == 3.0
+    assert rows["async.z0"]["device"] == "cpu"
+    assert rows["async.z0"]["value"] == rows["async.z1"]["value"] == 3.0
     assert (
         rows["async.cpu.nosync_s"]["value"] > 0 and rows["async.cpu.nosync_over_sync"]["value"] > 0
     )

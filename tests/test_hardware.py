@@ -37,12 +37,43 @@ def test_cache_sizes_from_sysfs(tmp_path):
 def test_bandwidth_needs_cuda(cuda_count):
     cuda_count(0)
     rows = hardware.bandwidth(sizes_mib=(1, 4))
-    assert len(rows) == 8 and all(
+    assert len(rows) == 9 and all(
         math.isnan(r["value"]) and r["note"].startswith("needs CUDA") for r in rows
     )
 
 
+def test_chase_chain_is_one_cycle_through_every_line():
+    buffer, start = hardware.chase_chain(64 * 100)
+    flat, seen, p = buffer.view(-1).tolist(), set(), start
+    while p not in seen:
+        seen.add(p)
+        p = flat[p]
+    assert p == start and seen == {line * 8 for line in range(100)}
+
+
+def test_latency_grows_from_l1_to_a_working_set_beyond_l2():
+    latency = hardware.latency_sweep(64 * 1024**2, min_bytes=16 * 1024, hops=200_000, repeats=3)
+    assert list(latency["bytes"])[:2] == [16 * 1024, 32 * 1024]
+    assert latency["ns"].iloc[-1] > 3 * latency["ns"].iloc[0] > 0
+
+
+def test_latency_metrics_pick_levels_by_cache_size():
+    latency = pd.DataFrame(
+        {"bytes": [16 * 1024, 256 * 1024, 256 * 1024**2], "ns": [1.5, 5.0, 80.0]}
+    )
+    caches = {"L1d": 32 * 1024, "L2": 1024**2}
+    rows = {r["metric"]: r for r in hardware.latency_metrics(latency, caches)}
+    assert [rows[f"lat.{k}_ns"]["value"] for k in ("l1", "l2", "mib256")] == [1.5, 5.0, 80.0]
+    rows = {r["metric"]: r for r in hardware.latency_metrics(latency.iloc[:2], caches)}
+    assert rows["lat.mib256_ns"]["note"] == "the chase stops at 0.25 MiB (hardware.latency_max_mib)"
+    rows = hardware.latency_metrics(None, caches)
+    assert all(math.isnan(r["value"]) and "C compiler" in r["note"] for r in rows)
+
+
 def test_figure(tmp_path):
     sweep = pd.DataFrame({"device": "cpu", "bytes": [16384, 32768], "gbps": [1.0, 2.0]})
-    hardware.plot_memory_sweep(sweep, tmp_path / "mem.png", "footer", caches={"L1d": 32768})
-    assert (tmp_path / "mem.png").stat().st_size > 0
+    latency = pd.DataFrame({"bytes": [16384, 32768], "ns": [1.4, 1.5]})
+    for lat in (latency, None):
+        path = tmp_path / "mem.png"
+        hardware.plot_memory_sweep(sweep, lat, path, "footer", caches={"L1d": 32768})
+        assert path.stat().st_size > 0

@@ -4,7 +4,7 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn import functional as F
 
-from d2lrepro import multigpu_book, multigpu_scratch
+from d2lrepro import multigpu_book, multigpu_scratch, multigpu_summary
 from d2lrepro.models import LENET_SHAPES, init_normal_, lenet_forward, lenet_params, resnet18
 
 
@@ -21,22 +21,33 @@ def test_allreduce_sums_into_every_tensor():
         assert torch.allclose(tensor, total)
 
 
+def cpus(n):
+    return [torch.device("cpu")] * n
+
+
 def test_split_batch():
     X = torch.arange(20).reshape(4, 5)
-    xs, ys = multigpu_book.split_batch(X, torch.arange(4), 2)
+    xs, ys = multigpu_book.split_batch(X, torch.arange(4), cpus(2))
     assert [x.tolist() for x in xs] == [X[:2].tolist(), X[2:].tolist()]
     assert [y.tolist() for y in ys] == [[0, 1], [2, 3]]
 
-    xs, ys = multigpu_book.split_batch(torch.zeros(7, 3), torch.arange(7), 3)
+    xs, ys = multigpu_book.split_batch(torch.zeros(7, 3), torch.arange(7), cpus(3))
     assert [len(x) for x in xs] == [3, 2, 2]
     assert torch.equal(torch.cat(ys), torch.arange(7))
-    xs, _ = multigpu_book.split_batch(torch.zeros(2, 3), torch.zeros(2), 4)
+    xs, _ = multigpu_book.split_batch(torch.zeros(2, 3), torch.zeros(2), cpus(4))
     assert [len(x) for x in xs] == [1, 1, 0, 0]  # always n chunks, unlike torch.chunk
+
+
+def test_a_worker_shard_is_the_split_batch_chunk():
+    X = torch.arange(35).reshape(7, 5)
+    chunks, _ = multigpu_book.split_batch(X, torch.arange(7), cpus(3))
+    for rank, chunk in enumerate(chunks):
+        assert torch.equal(multigpu_scratch.shard(X, rank, 3), chunk)
 
 
 def test_split_batch_rejects_mismatched_rows():
     try:
-        multigpu_book.split_batch(torch.zeros(4, 2), torch.zeros(3), 2)
+        multigpu_book.split_batch(torch.zeros(4, 2), torch.zeros(3), cpus(2))
     except ValueError as error:
         assert "4 rows" in str(error)
     else:
@@ -101,7 +112,7 @@ def _summed_grads(rank, world, store, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     X, y = _batch()
-    xs, ys = multigpu_book.split_batch(X, y, world)
+    xs, ys = multigpu_book.split_batch(X, y, cpus(world))
     params = lenet_params(seed=0)
     F.cross_entropy(lenet_forward(xs[rank], params), ys[rank], reduction="none").sum().backward()
     multigpu_scratch.sync_grads(params)
@@ -118,3 +129,24 @@ def test_two_workers_sum_to_the_single_device_gradient(tmp_path):
         grads = torch.load(tmp_path / f"grads.{rank}", weights_only=True)
         for grad, param in zip(grads, params):
             assert torch.allclose(grad, param.grad, rtol=1e-4, atol=1e-7)
+
+
+def _examples(rank, world, store, out):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    torch.save(multigpu_scratch.printed_examples(torch.device("cpu")), f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+def test_printed_examples_are_made_by_two_workers(tmp_path):
+    mp.spawn(_examples, args=(2, tmp_path / "store", tmp_path / "rows"), nprocs=2)
+    per_rank = [torch.load(tmp_path / f"rows.{r}", weights_only=False) for r in (0, 1)]
+    assert per_rank[0] == per_rank[1]  # every worker gets every worker's rows
+    values = {row["metric"]: row["value"] for row in per_rank[0]}
+    assert sorted(values) == sorted(multigpu_summary.EXAMPLE_METRICS)
+    assert values["params.b1_abs_sum"] == 0 and values["params.b1_grad_is_none"] == 1
+    assert all(values[f"allreduce.shard{r}.{j}"] == 3 for r in (0, 1) for j in (0, 1))
+    rows = [values[f"scatter.shard{r}.{end}_row"] for r in (0, 1) for end in ("first", "last")]
+    assert rows == [0, 1, 2, 3]
+    rows = [values[f"split6x4.shard{r}.{end}_row"] for r in (0, 1) for end in ("first", "last")]
+    assert rows == [0, 2, 3, 5]

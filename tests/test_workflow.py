@@ -133,7 +133,7 @@ def test_timing_and_training_rules_run_alone(repo):
         "autopar",
         "hardware",
         "multidevice_train",
-        "cost_model",
+        "multidevice_probes",
         "book_multigpu",
     ]
     result = snakemake(repo, "-n", "--forceall", "--cores", "3", "--config", "preset=smoke")

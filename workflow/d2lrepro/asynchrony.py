@@ -1,7 +1,9 @@
 """Asynchronous computation: numpy vs torch with and without synchronization, z = x * y + 2,
 and the peak memory of an unsynchronized CUDA queue.
 
-Metrics: ``async.numpy_s``; ``async.{cpu,cuda}.{nosync_s,sync_s,nosync_over_sync,z0,z1}``;
+Metrics: ``async.numpy_s``; ``async.{cpu,cuda}.{nosync,sync}_s`` (medians), their ``_iqr_s``
+and ``nosync_over_sync``;
+``async.z0``, ``async.z1`` (on the GPU where there is one, as in the book, else the CPU);
 ``async.memory.{nosync,sync}_peak_bytes``.
 """
 
@@ -13,10 +15,16 @@ import numpy as np
 import torch
 
 from .devices import synchronize, unavailable
-from .results import metric, not_applicable
+from .results import iqr, metric, not_applicable
 from .timing import naive_time
 
-ASYNC_UNITS = {"nosync_s": "s", "sync_s": "s", "nosync_over_sync": "x", "z0": "", "z1": ""}
+ASYNC_UNITS = {
+    "nosync_s": "s",
+    "sync_s": "s",
+    "nosync_iqr_s": "s",
+    "sync_iqr_s": "s",
+    "nosync_over_sync": "x",
+}
 
 
 def _torch_async(device: torch.device, size: int, steps: int, repeats: int) -> dict[str, float]:
@@ -30,23 +38,29 @@ def _torch_async(device: torch.device, size: int, steps: int, repeats: int) -> d
     runs = [
         (naive_time(loop, device, False), naive_time(loop, device, True)) for _ in range(repeats)
     ]
-    nosync, sync = (statistics.median(times) for times in zip(*runs))
+    nosync, sync = zip(*runs)
+    return {
+        "nosync_s": statistics.median(nosync),
+        "sync_s": statistics.median(sync),
+        "nosync_iqr_s": iqr(nosync),
+        "sync_iqr_s": iqr(sync),
+        "nosync_over_sync": statistics.median(nosync) / statistics.median(sync),
+    }
+
+
+def dependency_example(device: torch.device) -> list[dict]:
+    """The book's z = x * y + 2 on ones, computed on ``device``."""
     x = torch.ones((1, 2), device=device)
     y = torch.ones((1, 2), device=device)
     z = (x * y + 2).cpu()
-    return {
-        "nosync_s": nosync,
-        "sync_s": sync,
-        "nosync_over_sync": nosync / sync,
-        "z0": z[0, 0].item(),
-        "z1": z[0, 1].item(),
-    }
+    return [metric(f"async.z{j}", z[0, j].item(), "", str(device)) for j in (0, 1)]
 
 
 def asynchrony(size: int = 1000, steps: int = 10, repeats: int = 3, seed: int = 0) -> list[dict]:
     """The book's numpy vs torch benchmark: ``steps`` times a ``size``² normal matrix and its
     square, on the CPU with numpy, then with torch on the CPU and on CUDA, each the median of
-    ``repeats`` book-style single runs without and with synchronization, plus z = x * y + 2.
+    ``repeats`` book-style single runs without and with synchronization, plus z = x * y + 2
+    on the GPU (the CPU without one).
 
     On the CPU torch ops return when done, so nosync_over_sync is about 1; on CUDA they return
     once queued, the book's illusion of speed."""
@@ -66,14 +80,20 @@ def asynchrony(size: int = 1000, steps: int = 10, repeats: int = 3, seed: int = 
     ]
     reason = unavailable(cuda=1)
     if reason:
-        return rows + [
-            not_applicable(f"async.cuda.{k}", reason, unit) for k, unit in ASYNC_UNITS.items()
-        ]
+        return (
+            rows
+            + dependency_example(torch.device("cpu"))
+            + [not_applicable(f"async.cuda.{k}", reason, unit) for k, unit in ASYNC_UNITS.items()]
+        )
     cuda = torch.device("cuda", 0)
-    return rows + [
-        metric(f"async.cuda.{k}", v, ASYNC_UNITS[k], str(cuda))
-        for k, v in _torch_async(cuda, size, steps, repeats).items()
-    ]
+    return (
+        rows
+        + dependency_example(cuda)
+        + [
+            metric(f"async.cuda.{k}", v, ASYNC_UNITS[k], str(cuda))
+            for k, v in _torch_async(cuda, size, steps, repeats).items()
+        ]
+    )
 
 
 def queue_memory(size: int = 4096, steps: int = 100) -> list[dict]:

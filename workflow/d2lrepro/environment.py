@@ -8,10 +8,6 @@ import platform
 import subprocess
 from pathlib import Path
 
-import torch
-
-from .devices import cuda_count, usable_cores
-
 
 def cpu_model() -> str:
     try:
@@ -24,6 +20,13 @@ def cpu_model() -> str:
 
 
 def describe() -> dict:
+    """The machine, the devices torch sees and the versions."""
+    # Here, not at the top: the report and the summaries read footers only, and importing
+    # torch costs each of those jobs a second.
+    import torch
+
+    from .devices import cuda_count, usable_cores
+
     count = cuda_count()
     cuda = count > 0
     return {

@@ -1,7 +1,5 @@
 """The book's own multi-GPU code, as written: one process driving several GPUs.
 
-The printed examples (fresh parameters, ``allreduce``, ``split_batch``) come from here too.
-
 From scratch, each minibatch is split with ``nn.parallel.scatter``, every device keeps a copy
 of the parameters, the gradients are summed by the book's ``allreduce`` and each copy takes the
 same SGD step. The concise version wraps ResNet-18 in ``nn.DataParallel``. Both need two or
@@ -21,7 +19,7 @@ from torch.nn import functional as F
 from . import models
 from .data import Data, evaluate_accuracy, load_data
 from .devices import describe, unavailable
-from .results import HISTORY_COLUMNS, diverged, metric, write_csv, write_not_applicable
+from .results import HISTORY_COLUMNS, diverged, write_csv, write_not_applicable
 from .timing import Clock
 
 log = logging.getLogger(__name__)
@@ -36,21 +34,21 @@ def allreduce(data: list[torch.Tensor]) -> None:
         tensor[:] = data[0].to(tensor.device)
 
 
-def split_batch(
-    X: torch.Tensor, y: torch.Tensor, n: int
-) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """The book's ``split_batch``: rows of ``X`` and ``y`` in ``n`` contiguous, nearly equal
-    chunks (``torch.tensor_split``: always ``n`` chunks, the first ones one row longer)."""
-    if X.shape[0] != y.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows, y has {y.shape[0]}")
-    return list(torch.tensor_split(X, n)), list(torch.tensor_split(y, n))
-
-
 def scatter(X: torch.Tensor, devices: list[torch.device]) -> list[torch.Tensor]:
-    """``nn.parallel.scatter`` on CUDA devices; the same split and copies on others."""
+    """``nn.parallel.scatter`` on CUDA devices; on others the same contiguous, nearly equal
+    row chunks (``torch.tensor_split``: the first ones one row longer), copied."""
     if all(d.type == "cuda" for d in devices):
         return list(nn.parallel.scatter(X, devices))
     return [chunk.to(d) for chunk, d in zip(torch.tensor_split(X, len(devices)), devices)]
+
+
+def split_batch(
+    X: torch.Tensor, y: torch.Tensor, devices: list[torch.device]
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The book's ``split_batch``: ``X`` and ``y`` scattered over ``devices``."""
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows, y has {y.shape[0]}")
+    return scatter(X, devices), scatter(y, devices)
 
 
 def _epochs(
@@ -104,7 +102,7 @@ def train_scratch(
     copies = [[p.detach().clone().to(d).requires_grad_() for p in params] for d in devices]
 
     def step(X, y):
-        shards_x, shards_y = scatter(X, devices), scatter(y, devices)
+        shards_x, shards_y = split_batch(X, y, devices)
         y_hats = [models.lenet_forward(x, W) for x, W in zip(shards_x, copies)]
         losses = [
             F.cross_entropy(y_hat, t, reduction="none").sum() for y_hat, t in zip(y_hats, shards_y)
@@ -159,38 +157,6 @@ def train_concise(
         )
 
     return _epochs(data, devices, epochs, batch_size, seed, step, evaluate, "resnet18", lr)
-
-
-def demonstrations() -> list[dict]:
-    """The book's printed examples: fresh parameters, allreduce of [[1, 1]] and [[2, 2]], and
-    the scatter of a 4x5 batch over two devices (here tensors of one process)."""
-    b1 = models.lenet_params()[1]
-    rows = [
-        metric("params.b1_abs_sum", b1.abs().sum().item()),
-        metric("params.b1_requires_grad", float(b1.requires_grad)),
-        metric("params.b1_grad_is_none", float(b1.grad is None)),
-    ]
-    data = [torch.ones((1, 2)) * (i + 1) for i in range(2)]
-    allreduce(data)
-    rows += [
-        metric(f"allreduce.shard{i}.{j}", t[0, j].item())
-        for i, t in enumerate(data)
-        for j in range(2)
-    ]
-    shards, _ = split_batch(torch.arange(20).reshape(4, 5), torch.arange(4), 2)
-    rows += [
-        metric(f"scatter.shard{i}.{end}_row", shard[k, 0].item() // 5)
-        for i, shard in enumerate(shards)
-        for end, k in (("first", 0), ("last", -1))
-    ]
-    # The seed's split_and_load of a 6 x 4 batch over two devices.
-    shards, _ = split_batch(torch.arange(24).reshape(6, 4), torch.arange(6), 2)
-    rows += [
-        metric(f"split6x4.shard{i}.{end}_row", shard[k, 0].item() // 4)
-        for i, shard in enumerate(shards)
-        for end, k in (("first", 0), ("last", -1))
-    ]
-    return rows
 
 
 def run_book(runs: dict, seed: int, data_path, outputs: dict) -> None:

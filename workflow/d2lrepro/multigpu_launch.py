@@ -4,12 +4,15 @@ machine lacks the devices."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
-import subprocess
+import os
 import sys
 from pathlib import Path
+
+from torch.distributed import run as torchrun
 
 from .devices import unavailable
 from .multigpu_run import TOPK_COLUMNS, main
@@ -20,20 +23,38 @@ CHECKPOINTS = Path("results/multidevice/checkpoints")
 log = logging.getLogger(__name__)
 
 
+def torchrun_argv(devices: int, argv: list[str]) -> list[str]:
+    """torchrun's arguments for ``devices`` workers of this module: --standalone picks a free
+    port, so jobs running at once never collide, and --max-restarts 0 ends the group when a
+    worker dies."""
+    flags = ["--standalone", f"--nproc-per-node={devices}", "--max-restarts=0"]
+    return [*flags, "-m", "d2lrepro.multigpu_run", *argv]
+
+
 def command(devices: int, argv: list[str]) -> list[str]:
-    """The command that runs this module on ``devices`` workers. One worker runs as a plain
-    process; more run under torchrun: --standalone picks a free port, so jobs running at once
-    never collide, and --max-restarts 0 ends the group when a worker dies."""
-    python = [sys.executable]
-    if devices > 1:
-        python += [
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc-per-node={devices}",
-            "--max-restarts=0",
-        ]
-    return [*python, "-m", "d2lrepro.multigpu_run", *argv]
+    """The command line that runs this module on ``devices`` workers."""
+    if devices == 1:
+        return [sys.executable, "-m", "d2lrepro.multigpu_run", *argv]
+    return [sys.executable, "-m", "torch.distributed.run", *torchrun_argv(devices, argv)]
+
+
+@contextlib.contextmanager
+def _output_to(log_path):
+    """Send this process's stdout and stderr, and so its children's, to ``log_path``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(log_path, "a") as stream:
+        for fd in (1, 2):
+            os.dup2(stream.fileno(), fd)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, old in zip((1, 2), saved):
+                os.dup2(old, fd)
+                os.close(old)
 
 
 def run_argv(run: dict) -> list[str]:
@@ -57,15 +78,14 @@ def run_argv(run: dict) -> list[str]:
 
 
 def _launch(devices: int, argv: list[str], log_path) -> None:
-    """Run the workers; one runs in this process (the job's own), which saves a Python start."""
+    """Run the workers. The job's own process is the worker of a 1-device run and torchrun's
+    agent for more (its workers write to the log), which saves a Python and torch start."""
+    log.info("as %s", " ".join(command(devices, argv)))
     if devices == 1:
-        log.info("one worker in this process: %s", " ".join(argv))
         main(argv)
         return
-    cmd = command(devices, argv)
-    log.info("%s", " ".join(cmd))
-    with open(log_path, "a") as stream:
-        subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=True)
+    with _output_to(log_path):
+        torchrun.main(torchrun_argv(devices, argv))
 
 
 def launch_training(
@@ -108,14 +128,17 @@ def launch_training(
     checkpoint.unlink()
 
 
-def launch_cost_model(costs: dict, outputs: dict, seed: int, timeout: float, log_path) -> None:
-    """The cost model of each model of ``costs`` between 2 devices, written to
-    ``outputs[model]``, or why it cannot be measured here."""
+def launch_probes(
+    costs: dict, outputs: dict, examples, seed: int, timeout: float, log_path
+) -> None:
+    """One launch of 2 workers that train nothing: the cost model of each model of ``costs``,
+    written to ``outputs[model]``, and the section's printed examples, written to ``examples``;
+    or why they cannot be measured here."""
     reason = unavailable(2)
     if reason:
-        for model in costs:
-            write_not_applicable(outputs[model], reason)
+        for path in [*outputs.values(), examples]:
+            write_not_applicable(path, reason)
         return
     spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
-    argv = ["--cost-model", json.dumps(spec), "--seed", str(seed)]
-    _launch(2, [*argv, "--timeout", str(timeout)], log_path)
+    argv = ["--cost-model", json.dumps(spec), "--examples-out", str(examples)]
+    _launch(2, [*argv, "--seed", str(seed), "--timeout", str(timeout)], log_path)

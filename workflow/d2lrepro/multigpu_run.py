@@ -31,8 +31,8 @@ from .data import evaluate_accuracy, load_data, save
 from .devices import describe, device_for, pin_to_core, world_size
 from .multigpu_concise import concise_setup
 from .multigpu_cost import COST_COLUMNS, cost_model
-from .multigpu_scratch import scratch_setup
-from .results import HISTORY_COLUMNS, diverged, write_csv
+from .multigpu_scratch import printed_examples, scratch_setup, shard
+from .results import HISTORY_COLUMNS, diverged, write_csv, write_metrics
 from .timing import Clock
 
 MODELS = ("lenet", "resnet18")
@@ -118,9 +118,9 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
         with Clock(device) as clock:
             for batch, i in enumerate(range(0, n, args.batch_size), start=1):
                 idx = order[i : i + args.batch_size]
-                shard = torch.tensor_split(idx, world)[rank]
-                y = data.train_y[shard]
-                y_hat, loss = step(data.train_x[shard], y, len(idx))
+                mine = shard(idx, rank, world)
+                y = data.train_y[mine]
+                y_hat, loss = step(data.train_x[mine], y, len(idx))
                 hits = y_hat.topk(min(5, y_hat.shape[1]), dim=1).indices == y[:, None]
                 counts[0] += loss
                 counts[1] += hits[:, 0].sum()
@@ -228,11 +228,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="measure the cost model instead of training, for each model of "
         '{"MODEL": {"batches": [per-device batch sizes], "repeats": N, "out": CSV}}',
     )
+    parser.add_argument(
+        "--examples-out",
+        type=Path,
+        help="with --cost-model on 2 workers: CSV of the section's printed examples",
+    )
     # tests: the last rank dies
     parser.add_argument("--fail-at-epoch", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.cost_model is None and (args.data is None or args.out is None):
         parser.error("training needs --data and --out")
+    if args.examples_out is not None and args.cost_model is None:
+        parser.error("--examples-out goes with --cost-model")
     if args.model == "lenet" and (args.momentum or args.weight_decay):
         parser.error("the from-scratch LeNet uses plain SGD: no --momentum or --weight-decay")
     return args
@@ -266,6 +273,10 @@ def main(argv: list[str] | None = None) -> None:
             rows = cost_model(model, net, step, spec["batches"], spec["repeats"], args.seed, device)
             if rank == 0:
                 write_csv(rows, spec["out"], COST_COLUMNS)
+        if args.examples_out is not None:
+            rows = printed_examples(device)
+            if rank == 0:
+                write_metrics(rows, args.examples_out)
     else:
         history, topk_rows = train(args, device, rank)
         if rank == 0:

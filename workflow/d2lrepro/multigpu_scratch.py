@@ -1,6 +1,7 @@
 """Training on multiple GPUs, from scratch, one process per device: the book's allreduce on
-``torch.distributed`` and the from-scratch LeNet's training step. The book's own one-process
-code is :mod:`d2lrepro.multigpu_book`."""
+``torch.distributed``, the rows each worker takes of a batch, the from-scratch LeNet's training
+step and the section's printed examples. The book's own one-process code is
+:mod:`d2lrepro.multigpu_book`."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
+from . import models
 from .devices import world_size
-from .models import ScratchLeNet
+from .results import metric
 
 
 def dist_allreduce_(tensor: torch.Tensor) -> torch.Tensor:
@@ -19,6 +21,12 @@ def dist_allreduce_(tensor: torch.Tensor) -> torch.Tensor:
         dist.reduce(tensor, dst=0)
         dist.broadcast(tensor, src=0)
     return tensor
+
+
+def shard(batch: torch.Tensor, rank: int, world: int) -> torch.Tensor:
+    """Worker ``rank``'s rows of a global ``batch``: contiguous, nearly equal chunks, one per
+    worker, the first ones a row longer (the book's ``split_batch``)."""
+    return torch.tensor_split(batch, world)[rank]
 
 
 def sync_grads(params) -> None:
@@ -37,7 +45,7 @@ def scratch_setup(seed: int, lr: float, device: torch.device):
     """This worker's from-scratch LeNet, no optimizer, and ``step(x, y, global_batch)``: the
     summed cross-entropy of this worker's shard, gradients summed over the workers, and
     ``p -= lr * grad / global_batch`` (``d2l.sgd``); returns the logits and the shard's loss."""
-    net = ScratchLeNet(seed).to(device)
+    net = models.ScratchLeNet(seed).to(device)
     params = list(net.parameters())
 
     def step(x, y, global_batch):
@@ -52,3 +60,33 @@ def scratch_setup(seed: int, lr: float, device: torch.device):
         return y_hat.detach(), loss.detach()
 
     return net, None, step
+
+
+def printed_examples(device: torch.device) -> list[dict]:
+    """The section's printed examples, made by 2 workers on their own devices: LeNet's fresh
+    parameters copied to worker 0's device (``get_params``), the allreduce of [[1, 1]] held by
+    worker 0 and [[2, 2]] held by worker 1, and the rows each worker takes of a 4x5 batch and
+    of seed 003's 6x4 batch. Every worker returns every worker's rows."""
+    rank, world = dist.get_rank(), world_size()
+    if world != 2:
+        raise ValueError(f"the printed examples need 2 workers, not {world}")
+    where = str(device)
+    rows = []
+    if rank == 0:
+        b1 = models.lenet_params()[1].detach().to(device).requires_grad_()
+        rows += [
+            metric("params.b1_abs_sum", b1.abs().sum().item(), device=where),
+            metric("params.b1_requires_grad", float(b1.requires_grad), device=where),
+            metric("params.b1_grad_is_none", float(b1.grad is None), device=where),
+        ]
+    held = dist_allreduce_(torch.full((1, 2), float(rank + 1), device=device))
+    rows += [metric(f"allreduce.shard{rank}.{j}", held[0, j].item(), device=where) for j in (0, 1)]
+    for name, (n, width) in {"scatter": (4, 5), "split6x4": (6, 4)}.items():
+        mine = shard(torch.arange(n * width, device=device).reshape(n, width), rank, world)
+        rows += [
+            metric(f"{name}.shard{rank}.{end}_row", mine[k, 0].item() // width, device=where)
+            for end, k in (("first", 0), ("last", -1))
+        ]
+    gathered = [None] * world
+    dist.all_gather_object(gathered, rows)
+    return [row for worker in gathered for row in worker]

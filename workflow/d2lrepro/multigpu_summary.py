@@ -20,6 +20,20 @@ BOOK_CURVE_IDS = {
     "resnet18.2": "mgpuc.2gpu",
 }
 
+# The printed examples' metrics, as the 2 workers of d2lrepro.multigpu_scratch make them.
+EXAMPLE_METRICS = [
+    "params.b1_abs_sum",
+    "params.b1_requires_grad",
+    "params.b1_grad_is_none",
+    *(f"allreduce.shard{r}.{j}" for r in range(2) for j in range(2)),
+    *(
+        f"{name}.shard{r}.{end}_row"
+        for name in ("scatter", "split6x4")
+        for r in range(2)
+        for end in ("first", "last")
+    ),
+]
+
 
 def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     """Final test accuracy, mean seconds per epoch (the book's timer.avg) and samples/s of a
@@ -91,6 +105,13 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
         metric(f"cost.{model}.step_over_sum", last.measured_step / (last.t1 + last.t2), "x"),
         crossover,
     ]
+
+
+def example_metrics(examples: pd.DataFrame) -> list[dict]:
+    """The printed examples as the 2 workers made them, or why they could not be made here."""
+    if "metric" not in examples:
+        return [not_applicable(name, examples["note"].iloc[0]) for name in EXAMPLE_METRICS]
+    return examples.fillna({"unit": "", "note": "", "status": ""}).to_dict("records")
 
 
 def draw_test_acc(
@@ -169,7 +190,7 @@ def summarize(
     runs: list,
     costs: list,
     topk,
-    demonstrations: list[dict],
+    examples,
     footer: str,
     metrics_out,
     figures: dict,
@@ -177,10 +198,10 @@ def summarize(
 ) -> None:
     """Metrics and figures of every training run (``runs``: history CSVs named after the run,
     the book's code as ``book_<model>.2.csv``) and cost model (``cost_<model>.csv``), beside
-    the book's curves (``book``)."""
+    the book's curves (``book``), and the printed examples (``examples``, a metrics CSV)."""
     histories = {Path(p).name.removesuffix(".csv"): pd.read_csv(p) for p in runs}
     cost_tables = {Path(p).stem.removeprefix("cost_"): pd.read_csv(p) for p in costs}
-    rows = list(demonstrations)
+    rows = example_metrics(pd.read_csv(examples))
     for name, history in histories.items():
         rows += run_metrics(name, history, book)
     by_name = {r["metric"]: r for r in rows}

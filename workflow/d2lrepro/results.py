@@ -39,11 +39,16 @@ def exploded(loss: float, first: float) -> bool:
     return not math.isfinite(loss) or loss > DIVERGENCE_FACTOR * first
 
 
+def iqr(values) -> float:
+    """The interquartile range of ``values`` (0 for one value)."""
+    series = pd.Series(values)
+    return float(series.quantile(0.75) - series.quantile(0.25))
+
+
 def late_iqr(values, last: int = 5) -> float:
     """The interquartile range of a run's last ``last`` epoch values: how much its final
     number moves from epoch to epoch, the noise an ordering of one run per setting must beat."""
-    tail = pd.Series(values).iloc[-last:]
-    return float(tail.quantile(0.75) - tail.quantile(0.25))
+    return iqr(pd.Series(values).iloc[-last:])
 
 
 def diverged(losses: list[float]) -> bool:

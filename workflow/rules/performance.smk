@@ -71,6 +71,7 @@ rule hardware:
         code=code("hardware"),
     output:
         sweep="results/performance/memory_sweep.csv",
+        latency="results/performance/latency.csv",
         metrics="results/performance/hardware_metrics.csv",
         figure=figure("hw", "memory_sweep"),
     log:

@@ -28,15 +28,18 @@ rule multidevice_train:
         "../scripts/multidevice_train.py"
 
 
-rule cost_model:
+# Two workers that train nothing: the cost model of each model and the printed examples, in
+# one launch (a torchrun start costs seconds).
+rule multidevice_probes:
     input:
-        code=code("cost_model"),
+        code=code("multidevice_probes"),
     output:
         **{m: f"results/multidevice/cost_{m}.csv" for m in MULTIGPU_MODELS},
+        examples="results/multidevice/examples.csv",
     log:
-        "logs/cost_model.log",
+        "logs/multidevice_probes.log",
     benchmark:
-        "benchmarks/cost_model.tsv"
+        "benchmarks/multidevice_probes.tsv"
     conda:
         ENV
     threads: all_cores
@@ -45,7 +48,7 @@ rule cost_model:
         timeout=S["multidevice"]["timeout"],
         seed=S["seed"],
     script:
-        "../scripts/cost_model.py"
+        "../scripts/multidevice_probes.py"
 
 
 # The book's own code path: one process driving 2 GPUs (nn.parallel.scatter, nn.DataParallel),
@@ -76,6 +79,7 @@ rule multidevice_summary:
         book=expand("results/multidevice/book_{model}.2.csv", model=MULTIGPU_MODELS),
         topk="results/multidevice/resnet18_momentum.1.topk.csv",
         costs=expand("results/multidevice/cost_{model}.csv", model=MULTIGPU_MODELS),
+        examples="results/multidevice/examples.csv",
         book_curves="workflow/reference/book_curves.csv",
         environment="results/environment.json",
         code=code("multidevice_summary"),

@@ -4,8 +4,9 @@ from d2lrepro import environment, hardware, logs, results
 
 logs.setup(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
-sweep, rows, caches = hardware.measure(snakemake.params.hardware)
+sweep, latency, rows, caches = hardware.measure(snakemake.params.hardware)
 results.write_csv(sweep, snakemake.output.sweep)
+results.write_csv(latency if latency is not None else [], snakemake.output.latency)
 results.write_metrics(rows, snakemake.output.metrics)
-footer = environment.footer(snakemake.input.environment, threads=1)  # the sweep sums on one core
-hardware.plot_memory_sweep(sweep, snakemake.output.figure, footer, caches)
+footer = environment.footer(snakemake.input.environment, threads=1)  # both sweeps use one core
+hardware.plot_memory_sweep(sweep, latency, snakemake.output.figure, footer, caches)

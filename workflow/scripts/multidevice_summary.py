@@ -1,11 +1,11 @@
-from d2lrepro import environment, logs, multigpu_book, multigpu_summary, reference
+from d2lrepro import environment, logs, multigpu_summary, reference
 
 logs.setup(snakemake.log[0])
 multigpu_summary.summarize(
     runs=[*snakemake.input.runs, *snakemake.input.book],
     costs=snakemake.input.costs,
     topk=snakemake.input.topk,
-    demonstrations=multigpu_book.demonstrations(),
+    examples=snakemake.input.examples,
     footer=environment.footer(snakemake.input.environment, threads=1, if_no_gpu=True),
     metrics_out=snakemake.output.metrics,
     figures=snakemake.output,

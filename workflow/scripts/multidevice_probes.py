@@ -1,9 +1,10 @@
 from d2lrepro import logs, multigpu_launch
 
 logs.setup(snakemake.log[0])
-multigpu_launch.launch_cost_model(
+multigpu_launch.launch_probes(
     snakemake.params.costs,
     {model: snakemake.output[model] for model in snakemake.params.costs},
+    snakemake.output.examples,
     snakemake.params.seed,
     snakemake.params.timeout,
     snakemake.log[0],
