@@ -50,6 +50,22 @@ def all_cores(wildcards):
         return 1
 
 
+def needs(mem_mb, runtime, gpus=0):
+    """What a job asks of a scheduler besides its threads: memory (MB), wall time (minutes)
+    and GPUs (a number, or a function of the wildcards). Only the book preset, the one made
+    for machines with GPUs, asks for GPUs."""
+    return {
+        "mem_mb": mem_mb,
+        "runtime": runtime,
+        "gpu": gpus if SETTINGS.preset == "book" else 0,
+    }
+
+
+def run_devices(wildcards):
+    """The devices of multi-device run ``wildcards.run``."""
+    return S["multidevice"]["runs"][wildcards.run]["devices"]
+
+
 def figure(section, name):
     """A figure of the claims ledger, also flagged for `snakemake --report`."""
     return report(

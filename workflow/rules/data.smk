@@ -15,6 +15,9 @@ rule fetch_data:
     localrule: True
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(1000, 10),
     script:
         "../scripts/fetch_data.py"
 
@@ -34,6 +37,9 @@ rule prepare_fashion_mnist:
         "benchmarks/prepare_fashion_mnist.tsv"
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
     script:
         "../scripts/prepare_fashion_mnist.py"
 
@@ -51,6 +57,9 @@ rule prepare_airfoil:
         "benchmarks/prepare_airfoil.tsv"
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(1000, 10),
     params:
         examples=S["airfoil"]["examples"],
     script:

@@ -22,6 +22,9 @@ rule intro:
         "benchmarks/intro.tsv"
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
     params:
         step=S["intro"]["grid_step"],
     script:
@@ -41,6 +44,9 @@ rule traces:
         "benchmarks/traces.tsv"
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
     params:
         runs=S["traces"]["runs"],
         steps=S["traces"]["steps"],
@@ -63,6 +69,9 @@ rule weights:
         "benchmarks/weights.tsv"
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
     params:
         weights=S["weights"],
     script:
@@ -82,6 +91,8 @@ rule airfoil_run:
     conda:
         ENV
     threads: 1
+    resources:
+        **needs(2000, 30),
     params:
         name=lambda w: plain(AIRFOIL.instance(w)["setting"]),
         setting=lambda w: S["airfoil"]["settings"][
@@ -115,6 +126,9 @@ rule airfoil_summary:
         "benchmarks/airfoil_summary.tsv"
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(2000, 30),
     params:
         settings=S["airfoil"]["settings"],
         batch_size=S["airfoil"]["batch_size"],
@@ -141,6 +155,9 @@ rule lr_schedule_plots:
         "benchmarks/lr_schedule_plots.tsv"
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
     script:
         "../scripts/lr_schedule_plots.py"
 
@@ -161,6 +178,8 @@ rule lr_train:
     conda:
         ENV
     threads: 1
+    resources:
+        **needs(4000, 240, gpus=1),
     params:
         epochs=S["lr_schedules"]["epochs"],
         batch_size=S["lr_schedules"]["batch_size"],
@@ -193,5 +212,8 @@ rule lr_summary:
         "benchmarks/lr_summary.tsv"
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
     script:
         "../scripts/lr_summary.py"

@@ -18,6 +18,8 @@ rule hybridize:
     conda:
         ENV
     threads: all_cores
+    resources:
+        **needs(4000, 60, gpus=1),
     params:
         hybridize=S["hybridize"],
         seed=S["seed"],
@@ -37,6 +39,8 @@ rule asynchrony:
     conda:
         ENV
     threads: all_cores
+    resources:
+        **needs(4000, 30, gpus=1),
     params:
         asynchrony=S["asynchrony"],
         seed=S["seed"],
@@ -58,6 +62,8 @@ rule autopar:
     conda:
         ENV
     threads: all_cores
+    resources:
+        **needs(8000, 60, gpus=2),
     params:
         autopar=S["autopar"],
         seed=S["seed"],
@@ -81,6 +87,8 @@ rule hardware:
     conda:
         ENV
     threads: all_cores
+    resources:
+        **needs(4000, 30, gpus=1),
     params:
         hardware=S["hardware"],
     script:

@@ -8,6 +8,9 @@ rule describe_environment:
     localrule: True
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(1000, 10),
     script:
         "../scripts/describe_environment.py"
 
@@ -29,6 +32,9 @@ rule evaluate_claims:
     localrule: True
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
     params:
         preset=SETTINGS.preset,
         deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
@@ -55,6 +61,9 @@ rule report:
     localrule: True
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
     params:
         requested=SETTINGS.requested,
         preset=SETTINGS.preset,

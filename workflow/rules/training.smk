@@ -19,6 +19,8 @@ rule multidevice_train:
     conda:
         ENV
     threads: all_cores
+    resources:
+        **needs(8000, 480, gpus=run_devices),
     params:
         run=lambda w: S["multidevice"]["runs"][w.run],
         timeout=S["multidevice"]["timeout"],
@@ -43,6 +45,8 @@ rule multidevice_probes:
     conda:
         ENV
     threads: all_cores
+    resources:
+        **needs(8000, 60, gpus=2),
     params:
         costs={m: S["multidevice"]["cost_model"][m] for m in MULTIGPU_MODELS},
         timeout=S["multidevice"]["timeout"],
@@ -66,6 +70,8 @@ rule book_multigpu:
     conda:
         ENV
     threads: all_cores
+    resources:
+        **needs(8000, 240, gpus=2),
     params:
         runs={m: S["multidevice"]["runs"][f"{m}.2"] for m in MULTIGPU_MODELS},
         seed=S["seed"],
@@ -96,5 +102,8 @@ rule multidevice_summary:
         "benchmarks/multidevice_summary.tsv"
     conda:
         ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
     script:
         "../scripts/multidevice_summary.py"

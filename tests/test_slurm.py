@@ -1,0 +1,156 @@
+"""The workflow through the SLURM profile on a one-node SLURM brought up on this machine
+(Debian's slurmctld, slurmd and munge; .ci/run installs them). Skipped, with the reason, where
+they are missing or the tests cannot start daemons (not root)."""
+
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_workflow import OUTPUTS
+
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
+# One of each kind of rule: data, a 1-thread training run, a timing that wants the whole node,
+# and a 2-worker torchrun launch inside one SLURM job.
+TARGETS = [
+    "results/data/fashion_mnist.pt",
+    "results/optimization/lr_schedules/constant.book.csv",
+    "results/performance/hybridize_metrics.csv",
+    "results/multidevice/lenet.2.csv",
+]
+TIMING_RULES = ("hybridize", "multidevice_train")
+# Where every SLURM command looks without SLURM_CONF: the steps srun starts inside a job do.
+SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
+
+pytestmark = pytest.mark.e2e
+
+
+def _why_not() -> str:
+    if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
+        return "the SLURM executor plugin is not installed (pip install -e '.[slurm]')"
+    missing = [d for d in DAEMONS if not (shutil.which(d) or Path("/usr/sbin", d).exists())]
+    if missing:
+        packages = "slurmctld slurmd slurm-client munge"
+        return f"not installed: {', '.join(missing)} (apt-get install {packages})"
+    if os.geteuid() != 0:
+        return "starting slurmd needs root"
+    if SYSTEM_CONF.exists():
+        return f"{SYSTEM_CONF} exists: a SLURM is configured here, and the test leaves it alone"
+    return ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def slurm(tmp_path):
+    """A one-node SLURM cluster on this machine: its config path; the daemons stop after."""
+    reason = _why_not()
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path / "cluster"
+    for sub in ("state", "spool", "log"):
+        (root / sub).mkdir(parents=True)
+    host, cpus = socket.gethostname().split(".")[0], os.cpu_count()
+    conf = SYSTEM_CONF
+    conf.parent.mkdir(exist_ok=True)
+    conf.write_text(
+        f"""ClusterName=test
+SlurmctldHost={host}
+SlurmUser=root
+SlurmctldPort={_free_port()}
+SlurmdPort={_free_port()}
+AuthType=auth/munge
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc={root}/log/jobcomp.txt
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+MinJobAge=600
+ReturnToService=2
+NodeName={host} CPUs={cpus} RealMemory=16000 State=UNKNOWN
+PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+    )
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    started = []
+    if subprocess.run(["munge", "-n"], capture_output=True).returncode:
+        Path("/run/munge").mkdir(exist_ok=True)
+        shutil.chown("/run/munge", "munge", "munge")
+        subprocess.run(["su", "-s", "/bin/sh", "munge", "-c", "/usr/sbin/munged"], check=True)
+        started.append(Path("/run/munge/munged.pid"))
+    subprocess.run(["slurmctld", "-f", conf], check=True, env=env)
+    subprocess.run(["slurmd", "-f", conf], check=True, env=env)
+    started += [root / "slurmd.pid", root / "slurmctld.pid"]
+    try:
+        for _ in range(30):
+            state = subprocess.run(
+                ["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env
+            )
+            if state.stdout.strip() == "idle":
+                break
+            time.sleep(1)
+        else:
+            pytest.fail(f"the SLURM node never came up: {state.stdout}{state.stderr}")
+        yield conf
+    finally:
+        for pid_file in started:
+            if pid_file.exists():
+                subprocess.run(["kill", pid_file.read_text().strip()])
+        conf.unlink()
+
+
+def test_the_slurm_profile_runs_jobs_through_sbatch(slurm, repo, mirror, tmp_path):
+    env = {**os.environ, "SLURM_CONF": str(slurm)}
+    cpus = str(os.cpu_count())
+    outputs = {}
+    for where in ("slurm", "local"):
+        workdir = tmp_path / where
+        shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
+        command = [sys.executable, "-m", "snakemake", *TARGETS, "--config", "preset=smoke"]
+        command += [f"data_mirror={mirror}"]
+        if where == "slurm":
+            command += ["--workflow-profile", "profiles/slurm"]
+            # This cluster has no accounting database and one small node.
+            command += ["--slurm-status-command", "squeue", "--slurm-no-account"]
+            command += ["--slurm-keep-successful-logs"]
+            command += ["--slurm-init-seconds-before-status-checks", "2"]
+            command += ["--set-threads", *(f"{rule}={cpus}" for rule in TIMING_RULES)]
+        else:
+            command += ["--cores", cpus]
+        done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-4000:]
+        outputs[where] = workdir
+    # Every job went through sbatch: the executor logs each one under its rule and SLURM job id,
+    # and SLURM's completion log has that job as completed.
+    completed = {
+        line.split()[0].removeprefix("JobId="): line
+        for line in (tmp_path / "cluster" / "log" / "jobcomp.txt").read_text().splitlines()
+    }
+    slurm_logs = tmp_path / "slurm" / ".snakemake" / "slurm_logs"
+    for rule in ("prepare_fashion_mnist", "lr_train", "hybridize", "multidevice_train"):
+        job_ids = [log.stem for log in (slurm_logs / f"rule_{rule}").rglob("*.log")]
+        assert job_ids, f"no SLURM job for rule {rule}"
+        assert all("JobState=COMPLETED" in completed[i] for i in job_ids), completed
+    # Deterministic outputs agree with a local run's.
+    for target in ("results/data/fashion_mnist.pt",):
+        slurm_bytes = (outputs["slurm"] / target).read_bytes()
+        assert slurm_bytes == (outputs["local"] / target).read_bytes()
