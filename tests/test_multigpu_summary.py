@@ -75,3 +75,9 @@ def test_the_curve_is_judged_against_the_band_of_the_editions():
     low = inside.assign(test_acc=inside["test_acc"] - 0.1)
     rows = {r["metric"]: r["value"] for r in summary.run_metrics("lenet.1", low, BOOK)}
     assert abs(rows["lenet.1.curve_excess"] - 0.1) < 1e-9
+
+
+def test_printed_examples_not_made_here_are_not_applicable():
+    rows = summary.example_metrics(pd.DataFrame({"note": ["needs 2 devices"]}))
+    assert [r["metric"] for r in rows] == summary.EXAMPLE_METRICS
+    assert all(r["status"] == "not applicable" and r["note"] == "needs 2 devices" for r in rows)
