@@ -24,12 +24,13 @@ def test_book_semantics_apply_the_schedule_one_epoch_late():
     assert lr_schedulers.epoch_lrs("multistep", 30, "book") == [pytest.approx(0.125)] * 30
 
 
-def history(run, semantics, accs, diverged=False):
+def history(run, semantics, accs, diverged=False, seed=0):
     n = len(accs)
     return pd.DataFrame(
         {
             "run": run,
             "semantics": semantics,
+            "seed": seed,
             "epoch": range(1, n + 1),
             "lr": 0.1,
             "train_loss": 0.5,
@@ -59,12 +60,46 @@ def test_training_metrics():
     assert m["cosine.book.late_train_gain"]["value"] == pytest.approx(0.6)
     diverged = m["warmup.book.test_acc"]
     assert math.isnan(diverged["value"]) and diverged["status"] == "failed"
-    assert diverged["note"].startswith("warmup (book) diverged at epoch 1")
+    assert diverged["note"].startswith("warmup (book) seed 0 diverged at epoch 1")
+
+
+def test_seeds_give_medians_and_the_spread_across_seeds():
+    finals = [0.80, 0.84, 0.90]
+    h = pd.concat(
+        [history("cosine", "book", [0.5] * 5 + [a], seed=i) for i, a in enumerate(finals)]
+    )
+    m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
+    assert m["cosine.book.seeds"] == 3
+    assert m["cosine.book.test_acc"] == pytest.approx(0.84)
+    assert m["cosine.book.test_acc_spread"] == pytest.approx(0.05)  # IQR of the three finals
+    assert m["cosine.book.gap_spread"] == 0  # every seed's gap is 0.05
+
+
+def test_one_seed_has_the_spread_of_its_last_epochs():
+    h = history("cosine", "book", [0.1, 0.80, 0.82, 0.84, 0.86, 0.88])
+    m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
+    assert m["cosine.book.test_acc_spread"] == pytest.approx(0.04)
+    assert m["cosine.book.early_test_acc_spread"] == pytest.approx(0.04)
+
+
+def test_an_exact_quirk_must_hold_for_every_seed():
+    same = history("warmup", "book", [0.7, 0.7, 0.8]).assign(lr=[0.3, 0.0, 0.06])
+    other = same.assign(seed=1, test_acc=[0.7, 0.72, 0.8])
+    m = {
+        r["metric"]: r["value"]
+        for r in lr_training.training_metrics(pd.concat([same, same.assign(seed=2), other]), BOOK)
+    }
+    assert m["warmup.book.test_acc_epoch2_minus_1"] == pytest.approx(0.02)
 
 
 def test_figures(tmp_path):
     h = pd.concat(
-        [history(r, s, [0.1, 0.2, 0.3]) for r in ("cosine", "warmup") for s in ("book", "intended")]
+        [
+            history(r, s, [0.1, 0.2, 0.3], seed=seed)
+            for r in ("cosine", "warmup")
+            for s in ("book", "intended")
+            for seed in (0, 1)
+        ]
     )
     lr_training.draw_lrs(h, tmp_path / "lrs.png")
     lr_training.draw_early(h, tmp_path / "early.png", "footer")

@@ -9,9 +9,10 @@ from d2lrepro.results import diverged
 BOOK = reference.load()
 
 
-def history(losses, acc=0.8, seconds=2.0):
+def history(losses, acc=0.8, seconds=2.0, seed=0):
     return pd.DataFrame(
         {
+            "seed": seed,
             "epoch": range(1, len(losses) + 1),
             "train_loss": losses,
             "test_acc": acc,
@@ -31,7 +32,7 @@ def test_a_diverged_run_fails_its_metrics_and_the_comparisons_built_on_them():
     rows = summary.run_metrics("lenet.1", history([2.3, 1.0, 1e20]), BOOK)
     rows += summary.run_metrics("lenet.2", history([2.3, 0.9, 0.8], seconds=1.0), BOOK)
     assert all(r["status"] == "failed" for r in rows[:3])
-    assert rows[0]["note"] == "lenet.1 diverged at epoch 3 (train loss 1e+20)"
+    assert rows[0]["note"] == "lenet.1 seed 0 diverged at epoch 3 (train loss 1e+20)"
     compared = by_name(summary.comparison_metrics(by_name(rows), "lenet"))
     assert compared["lenet.speedup"]["status"] == "failed"
     assert math.isnan(compared["lenet.speedup"]["value"])
@@ -46,6 +47,24 @@ def test_comparisons_of_healthy_runs_and_runs_this_machine_cannot_make():
     absent = summary.run_metrics("lenet.2", pd.DataFrame({"note": ["needs 2 devices"]}), BOOK)
     compared = by_name(summary.comparison_metrics(by_name(rows[:3] + absent), "lenet"))
     assert compared["lenet.efficiency"]["status"] == "not applicable"
+
+
+def test_several_seeds_give_the_median_and_the_spread_across_seeds(tmp_path):
+    for seed, acc in enumerate([0.70, 0.80, 0.90, 0.86]):
+        history([2.3] * 6, acc=acc, seed=seed).drop(columns="seed").to_csv(
+            tmp_path / f"lenet.1.seed{seed}.csv", index=False
+        )
+    runs = summary.load_runs(sorted(tmp_path.glob("*.csv")))
+    assert list(runs) == ["lenet.1"] and sorted(runs["lenet.1"]["seed"].unique()) == [0, 1, 2, 3]
+    m = {r["metric"]: r["value"] for r in summary.run_metrics("lenet.1", runs["lenet.1"], BOOK)}
+    assert abs(m["lenet.1.test_acc"] - 0.83) < 1e-12
+    assert abs(m["lenet.1.test_acc_spread"] - (0.87 - 0.775)) < 1e-12
+
+
+def test_one_seed_has_the_spread_of_its_last_epochs():
+    run = history([2.3] * 6).assign(test_acc=[0.1, 0.80, 0.82, 0.84, 0.86, 0.88])
+    m = {r["metric"]: r["value"] for r in summary.run_metrics("lenet.1", run, BOOK)}
+    assert abs(m["lenet.1.test_acc_spread"] - 0.04) < 1e-12
 
 
 def test_cost_metrics_compare_computation_and_communication_at_both_ends():

@@ -49,6 +49,7 @@ def test_figures_with_a_book_counterpart_draw_it(monkeypatch, tmp_path):
     run = pd.DataFrame(
         {
             "run": "cosine",
+            "seed": 0,
             "epoch": [1, 2],
             "train_loss": [1.0, 0.5],
             "train_acc": [0.6, 0.8],

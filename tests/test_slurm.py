@@ -20,9 +20,9 @@ DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
 # and a 2-worker torchrun launch inside one SLURM job.
 TARGETS = [
     "results/data/fashion_mnist.pt",
-    "results/optimization/lr_schedules/constant.book.csv",
+    "results/optimization/lr_schedules/constant.book.seed0.csv",
     "results/performance/hybridize_metrics.csv",
-    "results/multidevice/lenet.2.csv",
+    "results/multidevice/lenet.2.seed0.csv",
 ]
 TIMING_RULES = ("hybridize", "multidevice_train")
 # Where every SLURM command looks without SLURM_CONF: the steps srun starts inside a job do.

@@ -20,7 +20,7 @@ from torch import nn
 from . import lr_schedulers as schedules
 from . import plotting, reference
 from .data import Data, evaluate_accuracy, prepare_data
-from .results import exploded, failed, late_iqr, metric
+from .results import exploded, failed, late_iqr, metric, seed_spread
 from .timing import Clock
 
 COLUMNS = [
@@ -188,40 +188,68 @@ def train(
     return frame
 
 
+def _run_values(h: pd.DataFrame) -> dict:
+    """One seed's numbers: final accuracies, the train-test gap, early test accuracy, the gains
+    of the second half, and the quirks of the book's code."""
+    last = h.iloc[-1]
+    return {
+        "train_loss": last.train_loss,
+        "train_acc": last.train_acc,
+        "test_acc": last.test_acc,
+        "gap": last.train_acc - last.test_acc,
+        "early_test_acc": h["test_acc"].head(EARLY_EPOCHS).mean(),
+        "samples_per_s": h["samples_per_s"].median(),
+        # Does the second half of training still help? (the book: test accuracy stalls
+        # while train accuracy keeps rising)
+        "late_test_gain": h["test_acc"].iloc[len(h) // 2 :].max()
+        - h["test_acc"].iloc[: len(h) // 2].max(),
+        "late_train_gain": last.train_acc - h["train_acc"].iloc[len(h) // 2 - 1],
+        # Quirks of the book's code, whatever the scale: the lr each epoch ran with, and the
+        # test accuracy of epochs 1 and 2 (warm-up's epoch 2 runs at lr 0).
+        "lr_min": h["lr"].min(),
+        "lr_max": h["lr"].max(),
+        "test_acc_epoch2_minus_1": h["test_acc"].iloc[1] - h["test_acc"].iloc[0],
+    }
+
+
+def _one_run_spreads(h: pd.DataFrame) -> dict:
+    """With one seed, the spread of each compared number is its run's epoch-to-epoch noise
+    over the last epochs (early test accuracy borrows the test accuracy's)."""
+    test = late_iqr(h["test_acc"])
+    return {
+        "test_acc": test,
+        "gap": late_iqr(h["train_acc"] - h["test_acc"]),
+        "early_test_acc": test,
+    }
+
+
 def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
-    """Per run and semantics: final accuracies, the train-test gap, early test accuracy, the
-    gains of the second half, and (book semantics) how far the test-accuracy curve strays
-    outside the band of the book's editions."""
+    """Per run and semantics, over its seeds: the median of each seed's numbers, the spread of
+    the numbers orderings compare (IQR across seeds, or one run's late-epoch IQR), and (book
+    semantics) how far the median test-accuracy curve strays outside the band of the book's
+    editions. A run of which any seed diverged has failed metrics, with the reason."""
     rows = []
-    for (run, semantics), h in history.groupby(["run", "semantics"], sort=False):
-        key, last, device = f"{run}.{semantics}", h.iloc[-1], h["device"].iloc[0]
-        values = {
-            "train_loss": last.train_loss,
-            "train_acc": last.train_acc,
-            "test_acc": last.test_acc,
-            "test_acc_iqr": late_iqr(h["test_acc"]),
-            "gap": last.train_acc - last.test_acc,
-            "early_test_acc": h["test_acc"].head(EARLY_EPOCHS).mean(),
-            "samples_per_s": h["samples_per_s"].median(),
-            # Does the second half of training still help? (the book: test accuracy stalls
-            # while train accuracy keeps rising)
-            "late_test_gain": h["test_acc"].iloc[len(h) // 2 :].max()
-            - h["test_acc"].iloc[: len(h) // 2].max(),
-            "late_train_gain": last.train_acc - h["train_acc"].iloc[len(h) // 2 - 1],
-        }
-        # Quirks of the book's code, whatever the scale: the lr each epoch ran with, and
-        # the test accuracy of epochs 1 and 2 (warm-up's epoch 2 runs at lr 0).
-        values["lr_min"], values["lr_max"] = h["lr"].min(), h["lr"].max()
-        values["test_acc_epoch2_minus_1"] = h["test_acc"].iloc[1] - h["test_acc"].iloc[0]
+    for (run, semantics), g in history.groupby(["run", "semantics"], sort=False):
+        key, device = f"{run}.{semantics}", g["device"].iloc[0]
+        seeds = [h for _, h in g.groupby("seed")]
+        per_seed = pd.DataFrame([_run_values(h) for h in seeds])
+        values = per_seed.median().to_dict()
+        # An exact quirk holds only if it holds for every seed: keep the worst one.
+        quirk = per_seed["test_acc_epoch2_minus_1"]
+        values["test_acc_epoch2_minus_1"] = quirk.loc[quirk.abs().idxmax()]
+        one_run = _one_run_spreads(seeds[0])
+        values |= {f"{name}_spread": seed_spread(per_seed[name], one_run[name]) for name in one_run}
+        values["seeds"] = len(seeds)
         if semantics == "book":
+            curve = g.groupby("epoch")["test_acc"].median()
             values["curve_excess"] = reference.band_excess(
-                book, BOOK_CURVE_IDS[run], "test_acc", h["epoch"], h["test_acc"]
+                book, BOOK_CURVE_IDS[run], "test_acc", curve.index, curve.values
             )
-        if h["diverged"].any():
-            at = h[h["diverged"]].iloc[0]
+        if g["diverged"].any():
+            at = g[g["diverged"]].iloc[0]
             note = (
-                f"{run} ({semantics}) diverged at epoch {at.epoch}: train loss {at.train_loss:.3g}"
-                f" at lr {at.lr:.3g}"
+                f"{run} ({semantics}) seed {at.seed} diverged at epoch {at.epoch}: train loss"
+                f" {at.train_loss:.3g} at lr {at.lr:.3g}"
             )
             rows += [failed(f"{key}.{name}", note, device=device) for name in values]
         else:
@@ -232,16 +260,27 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
 
 
 def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> None:
-    """The book's animator plot: train loss, train acc and test acc against epoch, with the
-    book's test-accuracy curves in grey."""
+    """The book's animator plot: train loss, train acc and test acc against epoch (medians over
+    seeds; with several seeds, the range of test acc as a band), the book's test-accuracy
+    curves in grey."""
     fig, ax = plotting.figure()
+    columns = ["train_loss", "train_acc", "test_acc"]
+    median = h.groupby("epoch")[columns].median()
+    seeds = h["seed"].nunique()
     plotting.plot_lines(
         ax,
-        h["epoch"],
-        [h["train_loss"], h["train_acc"], h["test_acc"]],
+        median.index,
+        [median[c] for c in columns],
         "epoch",
-        legend=["train loss", "train acc", "test acc"],
+        legend=[
+            "train loss",
+            "train acc",
+            f"test acc (median of {seeds} seeds)" if seeds > 1 else "test acc",
+        ],
     )
+    if seeds > 1:
+        spread = h.groupby("epoch")["test_acc"].agg(["min", "max"])
+        ax.fill_between(spread.index, spread["min"], spread["max"], color="C2", alpha=0.2)
     ax.set_xlim(0, h["epoch"].max())
     ax.set_ylim(0, max(1.0, min(h["train_loss"].max(), 2.5)))  # a diverged loss stays in view
     reference.draw(ax, book, BOOK_CURVE_IDS[h["run"].iloc[0]], "test_acc")
@@ -255,6 +294,7 @@ def draw_lrs(history: pd.DataFrame, path) -> None:
     fig, axes = plotting.figure(figsize=(7, 2.5), ncols=2, sharey=True)
     for ax, (semantics, h) in zip(axes, history.groupby("semantics", sort=False)):
         for run, r in h.groupby("run", sort=False):
+            r = r[r["seed"] == r["seed"].iloc[0]]  # every seed runs the same lrs
             ax.plot(r["epoch"], r["lr"], label=run)
         ax.set(title=f"{semantics} semantics", xlabel="epoch", ylabel="lr")
         ax.grid(True)
@@ -263,15 +303,16 @@ def draw_lrs(history: pd.DataFrame, path) -> None:
 
 
 def draw_early(history: pd.DataFrame, path, footer: str) -> None:
-    """Test accuracy of the first epochs, cosine with and without warm-up."""
+    """Test accuracy of the first epochs (median over seeds), cosine with and without
+    warm-up."""
     fig, ax = plotting.figure()
     for (run, semantics), h in history[history["run"].isin(["cosine", "warmup"])].groupby(
         ["run", "semantics"]
     ):
-        head = h.head(2 * EARLY_EPOCHS)
+        head = h[h["epoch"] <= 2 * EARLY_EPOCHS].groupby("epoch")["test_acc"].median()
         ax.plot(
-            head["epoch"],
-            head["test_acc"],
+            head.index,
+            head.values,
             "-" if run == "warmup" else "--",
             marker="o" if semantics == "book" else "x",
             label=f"{run} ({semantics})",

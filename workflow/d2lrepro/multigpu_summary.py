@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from . import plotting, reference
-from .results import failed, late_iqr, metric, not_applicable, write_metrics
+from .results import failed, late_iqr, metric, not_applicable, seed_spread, write_metrics
 
 # The ledger id of each run's test-accuracy curve in the book.
 BOOK_CURVE_IDS = {
@@ -35,12 +35,23 @@ EXAMPLE_METRICS = [
 ]
 
 
+def load_runs(paths) -> dict[str, pd.DataFrame]:
+    """Histories by run name, the seeds of a run (files ``<run>.seed<n>.csv``) concatenated
+    with a ``seed`` column; the book's code runs once (``book_<model>.2.csv``)."""
+    runs: dict[str, list] = {}
+    for path in paths:
+        name, _, seed = Path(path).name.removesuffix(".csv").partition(".seed")
+        runs.setdefault(name, []).append(pd.read_csv(path).assign(seed=int(seed or 0)))
+    return {name: pd.concat(frames, ignore_index=True) for name, frames in runs.items()}
+
+
 def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
-    """Final test accuracy, mean seconds per epoch (the book's timer.avg) and samples/s of a
-    run, and for a run the book drew, how far its test-accuracy curve strays outside the band
-    of the book's editions; not applicable where the machine lacks its devices, failed where
-    the run diverged."""
-    names = ("test_acc", "test_acc_iqr", "sec_per_epoch", "samples_per_s")
+    """Over the run's seeds: the median final test accuracy and its spread (IQR across seeds,
+    or with one seed its last five epochs' IQR), mean seconds per epoch (the book's
+    timer.avg), samples/s, and for a run the book drew, how far the median test-accuracy
+    curve strays outside the band of the book's editions; not applicable where the machine
+    lacks its devices, failed where a seed diverged."""
+    names = ("test_acc", "test_acc_spread", "sec_per_epoch", "samples_per_s")
     names += ("curve_excess",) if name in BOOK_CURVE_IDS else ()
     note = history["note"].dropna().astype(str) if "note" in history else pd.Series(dtype=str)
     if len(note) and note.iloc[0]:
@@ -48,17 +59,24 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
     device = str(history["devices"].iloc[0])
     if history["diverged"].astype(bool).any():
         at = history[history["diverged"].astype(bool)].iloc[0]
-        why = f"{name} diverged at epoch {at.epoch} (train loss {at.train_loss:.3g})"
+        why = f"{name} seed {at.seed} diverged at epoch {at.epoch} (train loss {at.train_loss:.3g})"
         return [failed(f"{name}.{n}", why, device=device) for n in names]
+    seeds = [h for _, h in history.groupby("seed")]
+    final = pd.Series([h["test_acc"].iloc[-1] for h in seeds])
     rows = [
-        metric(f"{name}.test_acc", history["test_acc"].iloc[-1], device=device),
-        metric(f"{name}.test_acc_iqr", late_iqr(history["test_acc"]), device=device),
+        metric(f"{name}.test_acc", final.median(), device=device),
+        metric(
+            f"{name}.test_acc_spread",
+            seed_spread(final, late_iqr(seeds[0]["test_acc"])),
+            device=device,
+        ),
         metric(f"{name}.sec_per_epoch", history["seconds"].mean(), "s", device),
         metric(f"{name}.samples_per_s", history["samples_per_s"].median(), "samples/s", device),
     ]
     if name in BOOK_CURVE_IDS:
+        curve = history.groupby("epoch")["test_acc"].median()
         excess = reference.band_excess(
-            book, BOOK_CURVE_IDS[name], "test_acc", history["epoch"], history["test_acc"]
+            book, BOOK_CURVE_IDS[name], "test_acc", curve.index, curve.values
         )
         rows.append(metric(f"{name}.curve_excess", excess, device=device))
     return rows
@@ -117,8 +135,8 @@ def example_metrics(examples: pd.DataFrame) -> list[dict]:
 def draw_test_acc(
     histories: dict[str, pd.DataFrame], path, footer: str, book: pd.DataFrame
 ) -> None:
-    """Test accuracy per epoch, one line per run that could be made on this machine, and the
-    book's curves of the same runs in grey."""
+    """Test accuracy per epoch (median over seeds), one line per run that could be made on
+    this machine, and the book's curves of the same runs in grey."""
     fig, ax = plotting.figure()
     for name in histories:
         if name in BOOK_CURVE_IDS:
@@ -129,9 +147,10 @@ def draw_test_acc(
             how = (
                 "one process (book's code)" if name.startswith("book_") else "a process per device"
             )
+            curve = h.groupby("epoch")["test_acc"].median()
             ax.plot(
-                h["epoch"],
-                h["test_acc"],
+                curve.index,
+                curve.values,
                 "-o",
                 markersize=3,
                 label=f"{name.split('.')[-1]} device(s), {how}",
@@ -199,7 +218,7 @@ def summarize(
     """Metrics and figures of every training run (``runs``: history CSVs named after the run,
     the book's code as ``book_<model>.2.csv``) and cost model (``cost_<model>.csv``), beside
     the book's curves (``book``), and the printed examples (``examples``, a metrics CSV)."""
-    histories = {Path(p).name.removesuffix(".csv"): pd.read_csv(p) for p in runs}
+    histories = load_runs(runs)
     cost_tables = {Path(p).stem.removeprefix("cost_"): pd.read_csv(p) for p in costs}
     rows = example_metrics(pd.read_csv(examples))
     for name, history in histories.items():

@@ -51,6 +51,12 @@ def late_iqr(values, last: int = 5) -> float:
     return iqr(pd.Series(values).iloc[-last:])
 
 
+def seed_spread(per_seed, one_run: float) -> float:
+    """The spread an ordering between settings must beat: the IQR across seeds where there are
+    several, else ``one_run``, the single run's own estimate (its late-epoch IQR)."""
+    return iqr(per_seed) if len(per_seed) > 1 else one_run
+
+
 def diverged(losses: list[float]) -> bool:
     """Whether a run whose per-epoch losses so far are ``losses`` has diverged by now."""
     return any(exploded(loss, losses[0]) for loss in losses)

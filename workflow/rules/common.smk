@@ -91,7 +91,13 @@ MULTIGPU_MODELS = sorted({run["model"] for run in S["multidevice"]["runs"].value
 
 
 def lr_runs():
-    """Every (run, semantics) pair; a constant lr has no schedule to apply late."""
-    semantics = S["lr_schedules"]["semantics"]
-    pairs = [("constant", "book")] + [(r, s) for r in LR_RUNS[1:] for s in semantics]
-    return [f"results/optimization/lr_schedules/{r}.{s}.csv" for r, s in pairs]
+    """Every (run, semantics, seed); a constant lr has no schedule to apply late."""
+    lr = S["lr_schedules"]
+    pairs = [("constant", "book")] + [
+        (r, s) for r in LR_RUNS[1:] for s in lr["semantics"]
+    ]
+    return [
+        f"results/optimization/lr_schedules/{r}.{s}.seed{seed}.csv"
+        for r, s in pairs
+        for seed in lr["seeds"]
+    ]

@@ -167,14 +167,15 @@ rule lr_train:
         data="results/data/fashion_mnist.pt",
         code=code("lr_train"),
     output:
-        "results/optimization/lr_schedules/{run}.{semantics}.csv",
+        "results/optimization/lr_schedules/{run}.{semantics}.seed{seed}.csv",
     log:
-        "logs/lr_train/{run}.{semantics}.log",
+        "logs/lr_train/{run}.{semantics}.seed{seed}.log",
     benchmark:
-        "benchmarks/lr_train/{run}.{semantics}.tsv"
+        "benchmarks/lr_train/{run}.{semantics}.seed{seed}.tsv"
     wildcard_constraints:
         run="|".join(LR_RUNS),
         semantics="|".join(lr_schedulers.SEMANTICS),
+        seed=r"\d+",
     conda:
         ENV
     threads: 1
@@ -185,7 +186,7 @@ rule lr_train:
         batch_size=S["lr_schedules"]["batch_size"],
         train_subset=S["lr_schedules"]["train_subset"],
         test_subset=S["lr_schedules"]["test_subset"],
-        seed=S["seed"],
+        seed=lambda w: int(w.seed),
     script:
         "../scripts/lr_train.py"
 

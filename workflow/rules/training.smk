@@ -8,14 +8,15 @@ rule multidevice_train:
         data="results/data/fashion_mnist.pt",
         code=code("multidevice_train"),
     output:
-        history="results/multidevice/{run}.csv",
-        topk="results/multidevice/{run}.topk.csv",
+        history="results/multidevice/{run}.seed{seed}.csv",
+        topk="results/multidevice/{run}.seed{seed}.topk.csv",
     log:
-        "logs/multidevice_train/{run}.log",
+        "logs/multidevice_train/{run}.seed{seed}.log",
     benchmark:
-        "benchmarks/multidevice_train/{run}.tsv"
+        "benchmarks/multidevice_train/{run}.seed{seed}.tsv"
     wildcard_constraints:
         run="|".join(re.escape(r) for r in S["multidevice"]["runs"]),
+        seed=r"\d+",
     conda:
         ENV
     threads: all_cores
@@ -25,7 +26,7 @@ rule multidevice_train:
         run=lambda w: S["multidevice"]["runs"][w.run],
         timeout=S["multidevice"]["timeout"],
         topk_every=S["multidevice"]["topk_every"],
-        seed=S["seed"],
+        seed=lambda w: int(w.seed),
     script:
         "../scripts/multidevice_train.py"
 
@@ -81,9 +82,14 @@ rule book_multigpu:
 
 rule multidevice_summary:
     input:
-        runs=expand("results/multidevice/{run}.csv", run=S["multidevice"]["runs"]),
+        runs=expand(
+            "results/multidevice/{run}.seed{seed}.csv",
+            run=S["multidevice"]["runs"],
+            seed=S["multidevice"]["seeds"],
+        ),
         book=expand("results/multidevice/book_{model}.2.csv", model=MULTIGPU_MODELS),
-        topk="results/multidevice/resnet18_momentum.1.topk.csv",
+        # The top-k log of the first seed: the book draws one run.
+        topk=f"results/multidevice/resnet18_momentum.1.seed{S['multidevice']['seeds'][0]}.topk.csv",
         costs=expand("results/multidevice/cost_{model}.csv", model=MULTIGPU_MODELS),
         examples="results/multidevice/examples.csv",
         book_curves="workflow/reference/book_curves.csv",

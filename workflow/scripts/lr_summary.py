@@ -5,11 +5,12 @@ from d2lrepro import environment, logs, lr_training, reference, results
 log = logs.setup(snakemake.log[0])
 history = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
 footer = environment.footer(snakemake.input.environment, int(history["threads"].max()))
-for (run, semantics), h in history.groupby(["run", "semantics"], sort=False):
+for (run, semantics, seed), h in history.groupby(["run", "semantics", "seed"], sort=False):
     log.info(
-        "LeNet %s (%s): %.0f samples/s median over %d epochs on %s with %d threads",
+        "LeNet %s (%s, seed %d): %.0f samples/s median over %d epochs on %s with %d threads",
         run,
         semantics,
+        seed,
         h["samples_per_s"].median(),
         len(h),
         h["device"].iloc[0],

@@ -8,9 +8,10 @@ p, w = snakemake.params, snakemake.wildcards
 device = devices.device_for(0, 1)
 lrs = lr_schedulers.epoch_lrs(w.run, p.epochs, w.semantics)
 log.info(
-    "%s (%s semantics) on %s with %d threads; lr per epoch: %s",
+    "%s (%s semantics, seed %d) on %s with %d threads; lr per epoch: %s",
     w.run,
     w.semantics,
+    p.seed,
     device,
     snakemake.threads,
     ", ".join(f"{lr:.4g}" for lr in lrs),
@@ -27,6 +28,12 @@ history = lr_training.train(
     log=log,
 )
 results.write_csv(
-    history.assign(run=w.run, semantics=w.semantics, device=str(device), threads=snakemake.threads),
+    history.assign(
+        run=w.run,
+        semantics=w.semantics,
+        seed=p.seed,
+        device=str(device),
+        threads=snakemake.threads,
+    ),
     snakemake.output[0],
 )
