@@ -234,3 +234,54 @@ def test_two_jobs_at_once_do_not_collide(data, tmp_path):
         _, err = job.communicate(timeout=180)
         assert job.returncode == 0, err[-3000:]
     assert all(len(pd.read_csv(tmp_path / f"{i}.csv")) == 1 for i in range(2))
+
+
+FAKE_SRUN = """#!{python}
+# srun on a machine of its own: each task a process here, as if each ran on its own node.
+import subprocess, sys
+args = sys.argv[1:]
+tasks = int(next(a for a in args if a.startswith("--ntasks=")).split("=")[1])
+command = args[next(i for i, a in enumerate(args) if not a.startswith("--")) :]
+sys.exit(max(p.wait() for p in [subprocess.Popen(command) for _ in range(tasks)]))
+"""
+
+
+def test_two_nodes_train_like_one_node_with_two_workers(data, tmp_path, monkeypatch, caplog):
+    """A run over 2 nodes (here two torchrun agents on this host, started by srun, meeting at
+    a c10d rendezvous on it) gives the losses of one node with 2 workers."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN.format(python=sys.executable))
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    monkeypatch.chdir(tmp_path)
+    spec = {"model": "lenet", "devices": 2, "nodes": 2, "epochs": 2, "batch_size": 64, "lr": 0.2}
+    caplog.set_level("INFO", logger="d2lrepro.multigpu_launch")
+    multigpu_launch.launch_training(
+        "lenet.2",
+        spec,
+        0,
+        data=data,
+        history=tmp_path / "nodes.csv",
+        topk=tmp_path / "nodes.topk.csv",
+        topk_every=1,
+        timeout=60,
+        log_path=tmp_path / "nodes.log",
+    )
+    assert "srun --nodes=2 --ntasks=2" in caplog.text and "--nproc-per-node=1" in caplog.text
+    ok(run([*multigpu_launch.run_argv(spec), "--data", data, "--out", tmp_path / "one.csv"], 2))
+    nodes, one = pd.read_csv(tmp_path / "nodes.csv"), pd.read_csv(tmp_path / "one.csv")
+    assert set(nodes["world_size"]) == {2} and nodes["devices"].iloc[0] == one["devices"].iloc[0]
+    assert nodes["train_loss"].tolist() == pytest.approx(one["train_loss"].tolist(), rel=1e-6)
+    assert nodes["test_acc"].tolist() == one["test_acc"].tolist()
+
+
+def test_a_run_across_nodes_needs_an_allocation_of_them(monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
+    assert multigpu_launch.nodes_unavailable(2, 2).startswith("needs 2 nodes, this job has 1")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    assert multigpu_launch.nodes_unavailable(2, 2) == ""
+    argv = multigpu_launch.torchrun_argv(4, [], nodes=2, endpoint="node1:29400", run_id="r")
+    assert {"--nnodes=2", "--nproc-per-node=2", "--rdzv-endpoint=node1:29400"} <= set(argv)
+    assert "--standalone" not in argv and "--standalone" in multigpu_launch.torchrun_argv(2, [])

@@ -154,3 +154,61 @@ def test_the_slurm_profile_runs_jobs_through_sbatch(slurm, repo, mirror, tmp_pat
     for target in ("results/data/fashion_mnist.pt",):
         slurm_bytes = (outputs["slurm"] / target).read_bytes()
         assert slurm_bytes == (outputs["local"] / target).read_bytes()
+
+
+def _through_slurm(conf, repo, mirror, workdir, targets, *options, preset="smoke"):
+    """Snakemake run of ``targets`` through the SLURM profile in a copy of the repository."""
+    shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
+    command = [sys.executable, "-m", "snakemake", *targets, "--config", f"preset={preset}"]
+    command += [f"data_mirror={mirror}", "--workflow-profile", "profiles/slurm"]
+    command += ["--slurm-status-command", "squeue", "--slurm-no-account"]
+    command += ["--slurm-init-seconds-before-status-checks", "2", *options]
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
+
+
+def test_a_partition_the_cluster_lacks_stops_with_the_rule_and_sbatchs_reason(
+    slurm, repo, mirror, tmp_path
+):
+    done = _through_slurm(
+        slurm,
+        repo,
+        mirror,
+        tmp_path / "w",
+        ["results/figures/intro/risk.png"],
+        "--default-resources",
+        "slurm_partition=nowhere",
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "intro" in said and "invalid partition" in said.lower(), said[-3000:]
+
+
+def test_a_job_killed_for_time_names_its_rule_and_job_id_and_leaves_its_checkpoint(
+    slurm, repo, mirror, tmp_path
+):
+    """The 1-device LeNet at the book's scale (minutes here) given a 1-minute limit: SLURM
+    kills it after an epoch or two; the epochs done stay in its checkpoint, which a rerun
+    resumes from (tests/test_multigpu_run.py checks the resumed result)."""
+    workdir = tmp_path / "w"
+    done = _through_slurm(
+        slurm,
+        repo,
+        mirror,
+        workdir,
+        ["results/multidevice/lenet.1.seed0.csv"],
+        "--set-resources",
+        "multidevice_train:runtime=1",
+        "--set-threads",
+        "multidevice_train=1",
+        preset="cpu",
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode != 0
+    job_ids = [log.stem for log in (workdir / ".snakemake" / "slurm_logs").rglob("*.log")]
+    failed = [
+        line for line in said.splitlines() if "TIMEOUT" in line and any(i in line for i in job_ids)
+    ]
+    assert failed and "multidevice_train" in said, said[-3000:]
+    checkpoints = list((workdir / "results" / "multidevice" / "checkpoints").glob("lenet.1-*.pt"))
+    assert len(checkpoints) == 1

@@ -143,6 +143,26 @@ def test_timing_and_training_rules_run_alone(repo):
         assert blocks and all("threads: 3" in j for j in blocks), rule
 
 
+def test_a_run_across_nodes_asks_slurm_for_them(repo, tmp_path):
+    """One task (a torchrun agent) per node, started by the job itself: the executor's `mpi`
+    resource, which a one-node run does not carry."""
+    extra = tmp_path / "nodes.yaml"
+    extra.write_text(
+        "multidevice:\n  runs:\n    lenet.4: {model: lenet, devices: 4, nodes: 2, epochs: 1,"
+        " batch_size: 256, lr: 0.2}\n"
+    )
+    targets = ["results/multidevice/lenet.4.seed0.csv", "results/multidevice/lenet.2.seed0.csv"]
+    result = snakemake(repo, "-n", "--forceall", "--configfile", extra, "--", *targets)
+    lines = result.stdout.splitlines()
+    asked = {  # run -> the resources line of its job
+        line.split("run=")[1].split(",")[0]: next(r for r in lines[i:] if "resources:" in r)
+        for i, line in enumerate(lines)
+        if "wildcards: run=" in line
+    }
+    assert all(r in asked["lenet.4"] for r in ("nodes=2", "tasks=2", "mpi=srun"))
+    assert "mpi=" not in asked["lenet.2"] and "nodes=" not in asked["lenet.2"]
+
+
 def test_bad_config_stops_before_any_job(repo):
     result = snakemake(repo, "-n", "--config", "intro={grid_step: fine}", check=False)
     assert result.returncode != 0

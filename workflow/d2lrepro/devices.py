@@ -59,6 +59,19 @@ def device_for(rank: int, workers: int) -> torch.device:
     return torch.device("cpu")
 
 
+def node_workers() -> int:
+    """Workers of this run on this node: torchrun's LOCAL_WORLD_SIZE, which differs from
+    WORLD_SIZE when the run spans nodes (1 outside torchrun)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", 1)))
+
+
+def run_devices(world: int) -> list[torch.device]:
+    """The device of each of a run's ``world`` workers, as their nodes assign them (torchrun
+    numbers the workers node by node)."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    return [device_for(rank % local, local) for rank in range(world)]
+
+
 def pin_to_core(rank: int) -> None:
     """Make this CPU worker one device: pin it to core ``rank`` (modulo the usable cores)
     and give torch one thread."""

@@ -12,7 +12,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn import functional as F
 
-from .devices import describe, device_for, world_size
+from .devices import describe, run_devices, world_size
 from .multigpu_scratch import sync_grads
 from .timing import Clock
 
@@ -63,7 +63,7 @@ def cost_model(
     world = world_size()
     params = list(net.parameters())
     generator = torch.Generator().manual_seed(seed)
-    devices = describe([device_for(r, world) for r in range(world)])
+    devices = describe(run_devices(world))
     rows = []
     for b in batches:
         x = torch.rand((b, 1, 28, 28), generator=generator).to(device)

@@ -1,6 +1,7 @@
 """Starting multi-device runs from the workflow: one worker in the job's own process, more under
-``torchrun``; checkpoints named after the run's settings; "not applicable here" where the
-machine lacks the devices."""
+``torchrun`` (across the nodes of a SLURM allocation with ``srun``, one torchrun agent per node
+meeting at a c10d rendezvous); checkpoints named after the run's settings; "not applicable
+here" where the machine lacks the devices or the job the nodes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import hashlib
 import json
 import logging
 import os
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,12 +26,54 @@ CHECKPOINTS = Path("results/multidevice/checkpoints")
 log = logging.getLogger(__name__)
 
 
-def torchrun_argv(devices: int, argv: list[str]) -> list[str]:
-    """torchrun's arguments for ``devices`` workers of this module: --standalone picks a free
-    port, so jobs running at once never collide, and --max-restarts 0 ends the group when a
-    worker dies."""
-    flags = ["--standalone", f"--nproc-per-node={devices}", "--max-restarts=0"]
+def torchrun_argv(
+    devices: int, argv: list[str], nodes: int = 1, endpoint: str = "", run_id: str = ""
+) -> list[str]:
+    """torchrun's arguments for ``devices`` workers of this module, on one node or spread
+    evenly over ``nodes``. On one node --standalone picks a free port, so jobs running at once
+    never collide; across nodes every agent meets the others at the c10d rendezvous
+    ``endpoint`` (host:port) under ``run_id``. --max-restarts 0 ends the group when a worker
+    dies."""
+    if nodes == 1:
+        where = ["--standalone"]
+    else:
+        where = [
+            f"--nnodes={nodes}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={endpoint}",
+            f"--rdzv-id={run_id}",
+        ]
+    flags = [*where, f"--nproc-per-node={devices // nodes}", "--max-restarts=0"]
     return [*flags, "-m", "d2lrepro.multigpu_run", *argv]
+
+
+def allocated_nodes() -> int:
+    """Nodes of the SLURM allocation this job runs in (1 outside SLURM)."""
+    return int(os.environ.get("SLURM_JOB_NUM_NODES", 1))
+
+
+def free_port() -> int:
+    """A TCP port free on this host now, for the rendezvous this host serves."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
+def across_nodes(nodes: int, devices: int, argv: list[str], run_id: str) -> list[str]:
+    """The command that starts one torchrun agent on each of ``nodes`` nodes of this SLURM
+    allocation (srun, one task per node); this node, where the job runs, serves the
+    rendezvous."""
+    endpoint = f"{socket.gethostname()}:{free_port()}"
+    return [
+        "srun",
+        f"--nodes={nodes}",
+        f"--ntasks={nodes}",
+        "--ntasks-per-node=1",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *torchrun_argv(devices, argv, nodes, endpoint, run_id),
+    ]
 
 
 def command(devices: int, argv: list[str]) -> list[str]:
@@ -77,15 +122,35 @@ def run_argv(run: dict) -> list[str]:
     ]
 
 
-def _launch(devices: int, argv: list[str], log_path) -> None:
+def _launch(devices: int, argv: list[str], log_path, nodes: int = 1, run_id: str = "") -> None:
     """Run the workers. The job's own process is the worker of a 1-device run and torchrun's
-    agent for more (its workers write to the log), which saves a Python and torch start."""
+    agent for more on one node (its workers write to the log), which saves a Python and torch
+    start; across nodes srun starts an agent per node."""
+    if nodes > 1:
+        cmd = across_nodes(nodes, devices, argv, run_id)
+        log.info("as %s", " ".join(cmd))
+        with open(log_path, "a") as stream:
+            subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=True)
+        return
     log.info("as %s", " ".join(command(devices, argv)))
     if devices == 1:
         main(argv)
         return
     with _output_to(log_path):
         torchrun.main(torchrun_argv(devices, argv))
+
+
+def nodes_unavailable(nodes: int, devices: int) -> str:
+    """Why a run of ``devices`` devices over ``nodes`` nodes cannot happen in this job; ""
+    when it can. Each node must hold its share of the devices (the config check makes sure
+    they split evenly)."""
+    have = allocated_nodes()
+    if nodes > have:
+        return (
+            f"needs {nodes} nodes, this job has {have}: run it on a SLURM cluster"
+            " (snakemake --workflow-profile profiles/slurm asks for the nodes)"
+        )
+    return unavailable(devices // nodes)
 
 
 def launch_training(
@@ -95,7 +160,8 @@ def launch_training(
 
     The checkpoint lives outside the outputs, so an interrupted job resumes from it; its name
     carries the run's settings, so a changed setting never resumes from a stale one."""
-    reason = unavailable(run["devices"])
+    nodes = run.get("nodes", 1)
+    reason = nodes_unavailable(nodes, run["devices"])
     if reason:
         write_not_applicable(history, reason)
         write_csv([], topk, TOPK_COLUMNS)
@@ -124,6 +190,8 @@ def launch_training(
             *topk_args,
         ],
         log_path,
+        nodes,
+        run_id=f"{name}-{key}-{os.environ.get('SLURM_JOB_ID', os.getpid())}",
     )
     checkpoint.unlink()
 

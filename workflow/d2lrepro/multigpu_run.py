@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from .data import evaluate_accuracy, load_data, save
-from .devices import describe, device_for, pin_to_core, world_size
+from .devices import describe, device_for, node_workers, pin_to_core, run_devices, world_size
 from .multigpu_concise import concise_setup
 from .multigpu_cost import COST_COLUMNS, cost_model
 from .multigpu_scratch import printed_examples, scratch_setup, shard
@@ -107,7 +107,7 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
     config = _config(args, world)
     history, topk_rows, done = _resume(args, net, optimizer, generator, config)
     n = len(data.train_y)
-    devices = describe([device_for(r, world) for r in range(world)])
+    devices = describe(run_devices(world))
     for epoch in range(done + 1, args.epochs + 1):
         if epoch == args.fail_at_epoch and rank == world - 1:
             raise RuntimeError(f"rank {rank} fails at epoch {epoch} as asked (--fail-at-epoch)")
@@ -249,11 +249,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     rank = int(os.environ.get("RANK", 0))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    workers = int(os.environ.get("WORLD_SIZE", 1))
     logging.basicConfig(
         level=logging.INFO, format=f"%(asctime)s rank {rank} %(levelname)s: %(message)s"
     )
-    device = device_for(local_rank, workers)
+    # Devices are per node: a run over 2 nodes of 4 GPUs uses cuda:0..3 on each.
+    device = device_for(local_rank, node_workers())
     if device.type == "cpu":
         pin_to_core(local_rank)
     if "WORLD_SIZE" in os.environ:

@@ -70,6 +70,23 @@ def validate(config: dict, schema: dict | None = None) -> dict:
     return config
 
 
+def check_runs(runs: dict) -> None:
+    """What the schema cannot say about the multi-device runs: the devices split evenly over
+    the nodes, and the global batch over the devices."""
+    for name, run in runs.items():
+        devices, nodes, batch = run["devices"], run.get("nodes", 1), run["batch_size"]
+        if devices % nodes:
+            raise ConfigError(
+                f"config key 'multidevice.runs.{name}': {devices} devices do not split evenly"
+                f" over {nodes} nodes"
+            )
+        if batch % devices:
+            raise ConfigError(
+                f"config key 'multidevice.runs.{name}': batch_size {batch} does not split"
+                f" evenly over {devices} devices"
+            )
+
+
 def merge(base: dict, overlay: dict) -> dict:
     """Deep-merge ``overlay`` into a copy of ``base``; dicts merge, anything else replaces."""
     merged = copy.deepcopy(base)
@@ -131,4 +148,5 @@ def resolve(
     values = merge(book, config["presets"].get(preset, {}))
     # A preset overlay may only change known keys to valid values: validate the result too.
     validate(values | {"presets": {}}, schema)
+    check_runs(values["multidevice"]["runs"])
     return Settings(requested, preset, values, deviations(book, values))

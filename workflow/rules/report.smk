@@ -5,7 +5,6 @@ rule describe_environment:
         "results/environment.json",
     log:
         "logs/describe_environment.log",
-    localrule: True
     conda:
         ENV
     threads: 1

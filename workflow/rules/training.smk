@@ -22,6 +22,9 @@ rule multidevice_train:
     threads: all_cores
     resources:
         **needs(8000, 480, gpus=run_devices),
+        nodes=spanning_nodes,
+        tasks=spanning_nodes,
+        mpi=lambda w: "srun" if spanning_nodes(w) else None,
     params:
         run=lambda w: S["multidevice"]["runs"][w.run],
         timeout=S["multidevice"]["timeout"],
