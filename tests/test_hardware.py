@@ -77,3 +77,15 @@ def test_figure(tmp_path):
         path = tmp_path / "mem.png"
         hardware.plot_memory_sweep(sweep, lat, path, "footer", caches={"L1d": 32768})
         assert path.stat().st_size > 0
+
+
+def test_overheads_time_one_large_and_many_small_copies_and_a_launch(cuda_count):
+    cuda_count(0)
+    rows = {
+        r["metric"]: r for r in hardware.overheads({"transfer_mib": 1, "transfer_chunk_kib": 4})
+    }
+    cpu = {k: r["value"] for k, r in rows.items() if ".cpu." in k}
+    assert cpu["transfers.cpu.many.median_s"] > cpu["transfers.cpu.one.median_s"] > 0
+    assert cpu["transfers.cpu.one.iqr_s"] >= 0 and 0 < cpu["launch.cpu.us"] < 1000
+    gpu = [r for k, r in rows.items() if ".cuda." in k]
+    assert len(gpu) == 5 and all(r["status"] == "not applicable" for r in gpu)

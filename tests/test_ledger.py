@@ -1,9 +1,12 @@
 """Every claim of the shipped ledger can fail: evidence that contradicts the book, one check at
 a time, must read "not reproduced"."""
 
+import re
+
 import pandas as pd
 import pytest
 
+from conftest import REPO
 from d2lrepro import claims
 from d2lrepro.results import metric
 
@@ -63,3 +66,31 @@ def test_every_claim_names_what_it_is_judged_at_when_it_trains():
     for claim in CLAIMS:
         if claim["id"] in trained:
             assert claim.get("depends_on"), claim["id"]
+
+
+BOOK_LEDGER = REPO.parent / "shared" / "reference" / "book_outputs.md"
+
+
+def book_ids(text: str) -> list[str]:
+    """The ids of the book ledger's sections 2 to 15 (its chapters' sections), in its order:
+    the first cell of their table rows."""
+    ids = []
+    for section in re.split(r"^## ", text, flags=re.M):
+        number = re.match(r"(\d+)\.", section)
+        if number and 2 <= int(number.group(1)) <= 15:
+            ids += re.findall(r"^\|\s*([a-z][a-z0-9_]*\.[\w.]+)\s*\|", section, re.M)
+    return list(dict.fromkeys(ids))
+
+
+def test_book_ids_are_read_from_the_tables_of_the_chapters_sections():
+    text = "## 1. Helpers\n| x.y | a |\n## 2. Intro\n| id | a |\n|---|\n| intro.risk | b |\n"
+    assert book_ids(text + "| intro.risk | c |\n## 16. Notes\n| z.w | d |\n") == ["intro.risk"]
+
+
+def test_every_book_id_has_a_claim_in_the_books_order():
+    if not BOOK_LEDGER.exists():
+        pytest.skip(f"no book ledger at {BOOK_LEDGER}")
+    ids = book_ids(BOOK_LEDGER.read_text())
+    ours = [c["id"] for c in CLAIMS]
+    assert not [i for i in ids if i not in ours], "book ids without a claim"
+    assert [i for i in ours if i in ids] == ids

@@ -100,3 +100,45 @@ def test_printed_examples_not_made_here_are_not_applicable():
     rows = summary.example_metrics(pd.DataFrame({"note": ["needs 2 devices"]}))
     assert [r["metric"] for r in rows] == summary.EXAMPLE_METRICS
     assert all(r["status"] == "not applicable" and r["note"] == "needs 2 devices" for r in rows)
+
+
+def test_model_of_a_run_comes_from_its_name():
+    names = ["lenet.2", "resnet18_momentum.1", "book_resnet18.2", "resnet18_b256.2"]
+    assert [summary.model_of(n) for n in names] == ["lenet", "resnet18", "resnet18", "resnet18"]
+
+
+def test_summarize_compares_every_pair_and_draws_every_figure(tmp_path):
+    def write(name, **settings):
+        h = history([2.3, 1.0, 0.8]).assign(world_size=1, batch_size=256, lr=0.1, train_acc=0.9)
+        h = h.assign(**settings)
+        h.drop(columns="seed").to_csv(tmp_path / f"{name}.csv", index=False)
+        return tmp_path / f"{name}.csv"
+
+    runs = [
+        write("lenet.1.seed0", model="lenet"),
+        write("lenet.2.seed0", model="lenet", seconds=1.0),
+        write("resnet18_momentum.1.seed0", model="resnet18"),
+        write("resnet18_momentum.2.seed0", model="resnet18", seconds=1.5, test_acc=0.7),
+    ]
+    pd.DataFrame({"note": ["needs 2 GPUs"]}).to_csv(tmp_path / "book_lenet.2.csv", index=False)
+    pd.DataFrame({"note": ["needs 2 devices"]}).to_csv(tmp_path / "cost_lenet.csv", index=False)
+    pd.DataFrame({"note": ["needs 2 devices"]}).to_csv(tmp_path / "examples.csv", index=False)
+    topk = tmp_path / "resnet18_momentum.1.seed0.topk.csv"
+    pd.DataFrame(
+        {"epoch": 1, "batch": [0, 50], "train_loss": [2.3, 1.1], "top1": [0.1, 0.6], "top5": 0.9}
+    ).to_csv(topk, index=False)
+    names = ["mgpu_test_acc", "mgpu_epochs", "mgpuc_test_acc", "mgpuc_epochs"]
+    figures = {n: tmp_path / f"{n}.png" for n in [*names, "throughput", "topk", "cost"]}
+    summary.summarize(
+        runs=[*runs, tmp_path / "book_lenet.2.csv"],
+        costs=[tmp_path / "cost_lenet.csv"],
+        topk=[topk],
+        examples=tmp_path / "examples.csv",
+        footer="footer",
+        metrics_out=tmp_path / "metrics.csv",
+        figures=figures,
+        book=BOOK,
+    )
+    m = pd.read_csv(tmp_path / "metrics.csv").set_index("metric")["value"]
+    assert m["lenet.speedup"] == 2.0 and abs(m["resnet18_momentum.acc_change"] + 0.1) < 1e-12
+    assert all(path.exists() for path in figures.values())

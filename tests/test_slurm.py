@@ -4,6 +4,7 @@ they are missing or the tests cannot start daemons (not root)."""
 
 import importlib.util
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -16,15 +17,20 @@ import pytest
 from test_workflow import OUTPUTS
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
-# One of each kind of rule: data, a 1-thread training run, a timing that wants the whole node,
-# and a 2-worker torchrun launch inside one SLURM job.
-TARGETS = [
-    "results/data/fashion_mnist.pt",
-    "results/optimization/lr_schedules/constant.book.seed0.csv",
-    "results/performance/hybridize_metrics.csv",
-    "results/multidevice/lenet.2.seed0.csv",
-]
-TIMING_RULES = ("hybridize", "multidevice_train")
+# Outputs that depend on nothing but the code and the config.
+DETERMINISTIC = ["results/data/fashion_mnist.pt", "results/data/airfoil.pt"]
+# The rules that run in Snakemake's own process (downloads, verdicts, report); all others go
+# to SLURM.
+LOCAL_RULES = {"fetch_data", "evaluate_claims", "report", "all"}
+TIMING_RULES = (
+    "hybridize",
+    "asynchrony",
+    "autopar",
+    "hardware",
+    "multidevice_train",
+    "multidevice_probes",
+    "book_multigpu",
+)
 # Where every SLURM command looks without SLURM_CONF: the steps srun starts inside a job do.
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 
@@ -118,42 +124,41 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
         conf.unlink()
 
 
-def test_the_slurm_profile_runs_jobs_through_sbatch(slurm, repo, mirror, tmp_path):
-    env = {**os.environ, "SLURM_CONF": str(slurm)}
+def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, tmp_path):
+    """The whole smoke preset through the profile: every job of every rule but the local ones
+    (downloads, verdicts, report) is a SLURM job that completed, and deterministic outputs
+    equal a local run's."""
     cpus = str(os.cpu_count())
-    outputs = {}
-    for where in ("slurm", "local"):
-        workdir = tmp_path / where
-        shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
-        command = [sys.executable, "-m", "snakemake", *TARGETS, "--config", "preset=smoke"]
-        command += [f"data_mirror={mirror}"]
-        if where == "slurm":
-            command += ["--workflow-profile", "profiles/slurm"]
-            # This cluster has no accounting database and one small node.
-            command += ["--slurm-status-command", "squeue", "--slurm-no-account"]
-            command += ["--slurm-keep-successful-logs"]
-            command += ["--slurm-init-seconds-before-status-checks", "2"]
-            command += ["--set-threads", *(f"{rule}={cpus}" for rule in TIMING_RULES)]
-        else:
-            command += ["--cores", cpus]
-        done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-4000:]
-        outputs[where] = workdir
-    # Every job went through sbatch: the executor logs each one under its rule and SLURM job id,
-    # and SLURM's completion log has that job as completed.
+    threads = [f"{rule}={cpus}" for rule in TIMING_RULES]
+    cluster = tmp_path / "slurm"
+    done = _through_slurm(
+        slurm, repo, mirror, cluster, [], "--slurm-keep-successful-logs", "--set-threads", *threads
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    said = done.stdout + done.stderr
+    assert (cluster / "results" / "report.html").exists()
+    local = tmp_path / "local"
+    shutil.copytree(repo, local, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
+    command = [sys.executable, "-m", "snakemake", *DETERMINISTIC, "--cores", cpus]
+    command += ["--config", "preset=smoke", f"data_mirror={mirror}"]
+    done = subprocess.run(command, cwd=local, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-4000:]
+    # The executor logs each job under its rule and SLURM job id; SLURM's completion log has
+    # that job as completed.
     completed = {
         line.split()[0].removeprefix("JobId="): line
         for line in (tmp_path / "cluster" / "log" / "jobcomp.txt").read_text().splitlines()
     }
-    slurm_logs = tmp_path / "slurm" / ".snakemake" / "slurm_logs"
-    for rule in ("prepare_fashion_mnist", "lr_train", "hybridize", "multidevice_train"):
+    slurm_logs = cluster / ".snakemake" / "slurm_logs"
+    rules = {d.name.removeprefix("rule_") for d in slurm_logs.iterdir()}
+    assert set(re.findall(r"^localrule (\w+):", said, re.M)) == LOCAL_RULES
+    assert rules == set(re.findall(r"^rule (\w+):", said, re.M))
+    assert {"lr_train", "hybridize", "multidevice_train", "multidevice_probes"} <= rules
+    for rule in rules:
         job_ids = [log.stem for log in (slurm_logs / f"rule_{rule}").rglob("*.log")]
-        assert job_ids, f"no SLURM job for rule {rule}"
-        assert all("JobState=COMPLETED" in completed[i] for i in job_ids), completed
-    # Deterministic outputs agree with a local run's.
-    for target in ("results/data/fashion_mnist.pt",):
-        slurm_bytes = (outputs["slurm"] / target).read_bytes()
-        assert slurm_bytes == (outputs["local"] / target).read_bytes()
+        assert all("JobState=COMPLETED" in completed[i] for i in job_ids), (rule, completed)
+    for target in DETERMINISTIC:
+        assert (cluster / target).read_bytes() == (local / target).read_bytes(), target
 
 
 def _through_slurm(conf, repo, mirror, workdir, targets, *options, preset="smoke"):

@@ -2,7 +2,8 @@
 reads (latency), the CPU's cache sizes, and host <-> device copies.
 
 Metrics: ``lat.{l1,l2,mib256}_ns``;
-``bandwidth.{h2d,d2h}.{pinned,pageable}.mib{N}.gbps``; ``latency.h2d.pinned.mib1.us``.
+``bandwidth.{h2d,d2h}.{pinned,pageable}.mib{N}.gbps``; ``latency.h2d.pinned.mib1.us``;
+``transfers.{cpu,cuda}.{one,many}.{median,iqr}_s``; ``launch.{cpu,cuda}.us``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pandas as pd
 import torch
 
 from . import plotting
-from .devices import cuda_count, unavailable
+from .devices import cuda_count, synchronize, unavailable
 from .results import metric, not_applicable
 from .timing import intra_op_threads, time_fn
 
@@ -92,6 +93,67 @@ def copy_latency_us(device: torch.device, mib: int = 1, repeats: int = 50) -> fl
         torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times[1:]) * 1e6
+
+
+def transfer_cost(
+    device: torch.device, total_mib: int = 16, chunk_kib: int = 4, max_run_time: float = 2.0
+) -> list[dict]:
+    """The book's summary: per-operation overheads make a few large transfers beat many small
+    ones. ``total_mib`` MiB copied by one copy call, and by one call per ``chunk_kib`` KiB
+    piece: host to host memory on the CPU, pinned host memory to the GPU with CUDA."""
+    kind = device.type
+    host = torch.ones(total_mib * MIB, dtype=torch.uint8, pin_memory=kind == "cuda")
+    target = torch.empty_like(host, device=device)
+    pieces = list(zip(target.split(chunk_kib * KIB), host.split(chunk_kib * KIB)))
+
+    def one():
+        target.copy_(host, non_blocking=True)
+
+    def many():
+        for piece, source in pieces:
+            piece.copy_(source, non_blocking=True)
+
+    rows = []
+    for name, fn in (("one", one), ("many", many)):
+        timing = time_fn(fn, device, max_run_time=max_run_time)
+        for stat in ("median", "iqr"):
+            rows.append(metric(f"transfers.{kind}.{name}.{stat}_s", timing[stat], "s", str(device)))
+    return rows
+
+
+def launch_us(device: torch.device, launches: int = 1000) -> float:
+    """Microseconds per operation of a queue of ``launches`` in-place adds on a one-element
+    tensor: on a GPU the cost of launching a kernel, on the CPU of dispatching an operator;
+    the median of 5 queues, the device idle before each and waited for after."""
+    x = torch.zeros(1, device=device)
+    times = []
+    for _ in range(6):
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in range(launches):
+            x.add_(1)
+        synchronize(device)
+        times.append((time.perf_counter() - start) / launches)
+    return statistics.median(times[1:]) * 1e6
+
+
+def overheads(cfg: dict) -> list[dict]:
+    """Per-operation overheads: many small against one large transfer, and the time per
+    launch, on the CPU and (or "not applicable here") on the first GPU."""
+    reason = unavailable(cuda=1)
+    rows = []
+    for kind in ("cpu", "cuda"):
+        names = [f"transfers.{kind}.{n}.{s}_s" for n in ("one", "many") for s in ("median", "iqr")]
+        if kind == "cuda" and reason:
+            rows += [not_applicable(n, reason, "s") for n in names]
+            rows.append(not_applicable("launch.cuda.us", reason, "µs"))
+            continue
+        device = torch.device(kind, 0) if kind == "cuda" else torch.device("cpu")
+        rows += transfer_cost(device, cfg["transfer_mib"], cfg["transfer_chunk_kib"])
+        rows.append(metric(f"launch.{kind}.us", launch_us(device), "µs", str(device)))
+    for row in rows:
+        log.info("%s: %.4g %s %s", row["metric"], row["value"], row["unit"], row["note"])
+    return rows
 
 
 def sweep_sizes(max_bytes: int, min_bytes: int = 16 * KIB) -> list[int]:
@@ -277,5 +339,5 @@ def measure(cfg: dict):
     latency = latency_sweep(cfg["latency_max_mib"] * MIB)
     for row in [] if latency is None else latency.itertuples():
         log.info("dependent read, %d bytes: %.2f ns", row.bytes, row.ns)
-    rows = latency_metrics(latency, caches) + bandwidth(cfg["bandwidth_mib"])
+    rows = latency_metrics(latency, caches) + bandwidth(cfg["bandwidth_mib"]) + overheads(cfg)
     return sweep, latency, rows, caches

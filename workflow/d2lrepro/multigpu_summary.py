@@ -83,11 +83,12 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
 
 
 def comparison_metrics(rows: dict[str, dict], model: str) -> list[dict]:
-    """Speed-up and scaling efficiency of 2 devices over 1, and the accuracy difference; these
-    inherit "not applicable" or "failed" from the runs they compare."""
+    """Speed-up and scaling efficiency of run ``<model>.2`` over ``<model>.1``, and the test
+    accuracy difference (absolute, and 2 devices minus 1); these inherit "not applicable" or
+    "failed" from the runs they compare."""
     one, two = f"{model}.1", f"{model}.2"
     needed = [rows[f"{run}.{n}"] for run in (one, two) for n in ("sec_per_epoch", "test_acc")]
-    names = ("speedup", "efficiency", "acc_diff")
+    names = ("speedup", "efficiency", "acc_diff", "acc_change")
     for status, make in (("failed", failed), ("not applicable", not_applicable)):
         notes = sorted({r["note"] for r in needed if r["status"] == status})
         if notes:
@@ -98,6 +99,7 @@ def comparison_metrics(rows: dict[str, dict], model: str) -> list[dict]:
         metric(f"{model}.speedup", speedup, "x"),
         metric(f"{model}.efficiency", speedup / 2),
         metric(f"{model}.acc_diff", abs(value[f"{two}.test_acc"] - value[f"{one}.test_acc"])),
+        metric(f"{model}.acc_change", value[f"{two}.test_acc"] - value[f"{one}.test_acc"]),
     ]
 
 
@@ -132,6 +134,26 @@ def example_metrics(examples: pd.DataFrame) -> list[dict]:
     return examples.fillna({"unit": "", "note": "", "status": ""}).to_dict("records")
 
 
+def model_of(run: str) -> str:
+    """The model a run trains, from its name: ``resnet18_momentum.1`` and
+    ``book_resnet18.2`` train ``resnet18``."""
+    return run.removeprefix("book_").split(".")[0].split("_")[0]
+
+
+def _label(name: str, h: pd.DataFrame) -> str:
+    """A run in words: its devices, batch and lr, and how it was run."""
+    first = h.iloc[0]
+    how = "one process, book's code" if name.startswith("book_") else name
+    return f"{first.world_size} dev, batch {first.batch_size}, lr {first.lr:g} ({how})"
+
+
+def _trained(histories: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The runs that trained on this machine (not the ones it could not make)."""
+    return {
+        name: h for name, h in histories.items() if "test_acc" in h and h["test_acc"].notna().any()
+    }
+
+
 def draw_test_acc(
     histories: dict[str, pd.DataFrame], path, footer: str, book: pd.DataFrame
 ) -> None:
@@ -142,22 +164,28 @@ def draw_test_acc(
         if name in BOOK_CURVE_IDS:
             what = f"{name.split('.')[-1]} device(s)"
             reference.draw(ax, book, BOOK_CURVE_IDS[name], "test_acc", what)
-    for name, h in histories.items():
-        if "test_acc" in h and h["test_acc"].notna().any():
-            how = (
-                "one process (book's code)" if name.startswith("book_") else "a process per device"
-            )
-            curve = h.groupby("epoch")["test_acc"].median()
-            ax.plot(
-                curve.index,
-                curve.values,
-                "-o",
-                markersize=3,
-                label=f"{name.split('.')[-1]} device(s), {how}",
-            )
+    for name, h in _trained(histories).items():
+        curve = h.groupby("epoch")["test_acc"].median()
+        ax.plot(curve.index, curve.values, "-o", markersize=3, label=_label(name, h))
     ax.set(xlabel="epoch", ylabel="test acc")
     ax.legend(fontsize=6)
     ax.grid(True)
+    plotting.save(fig, path, footer=footer)
+
+
+def draw_epochs(histories: dict[str, pd.DataFrame], path, footer: str) -> None:
+    """Train loss, train accuracy and test accuracy per epoch (medians over seeds) of every
+    run that could be made on this machine, one panel each."""
+    columns = ("train_loss", "train_acc", "test_acc")
+    fig, axes = plotting.figure(figsize=(9, 2.8), ncols=len(columns))
+    for name, h in _trained(histories).items():
+        curves = h.groupby("epoch")[list(columns)].median()
+        for ax, column in zip(axes, columns):
+            ax.plot(curves.index, curves[column], "-o", markersize=2, label=_label(name, h))
+    for ax, column in zip(axes, columns):
+        ax.set(xlabel="epoch", ylabel=column.replace("_", " "))
+        ax.grid(True)
+    axes[0].legend(fontsize=5)
     plotting.save(fig, path, footer=footer)
 
 
@@ -173,16 +201,21 @@ def draw_throughput(values: dict[str, float], runs: list[str], path, footer: str
     plotting.save(fig, path, footer=footer)
 
 
-def draw_topk(topk: pd.DataFrame, path, footer: str) -> None:
-    """The momentum + weight-decay run's running top-1 and top-5 training accuracy."""
-    fig, ax = plotting.figure()
-    if len(topk):
-        step = np.arange(1, len(topk) + 1)
-        ax.plot(step, topk["top1"], label="top-1")
-        ax.plot(step, topk["top5"], "m--", label="top-5")
-        ax.legend(fontsize=6)
-    ax.set(xlabel="logging step", ylabel="train accuracy")
-    ax.grid(True)
+def draw_topk(topk: dict[str, pd.DataFrame], path, footer: str) -> None:
+    """The runs that log it (the seeds' Paddle run on 1 and 2 devices): running train loss,
+    top-1 and top-5 training accuracy at each logging step."""
+    fig, axes = plotting.figure(figsize=(7, 2.8), ncols=2)
+    for i, (name, rows) in enumerate(topk.items()):
+        step = np.arange(1, len(rows) + 1)
+        axes[0].plot(step, rows["train_loss"], color=f"C{i}", label=name)
+        axes[1].plot(step, rows["top1"], color=f"C{i}", label=f"{name} top-1")
+        axes[1].plot(step, rows["top5"], "--", color=f"C{i}", label=f"{name} top-5")
+    axes[0].set(xlabel="logging step", ylabel="train loss")
+    axes[1].set(xlabel="logging step", ylabel="train accuracy")
+    for ax in axes:
+        ax.grid(True)
+        if ax.lines:
+            ax.legend(fontsize=6)
     plotting.save(fig, path, footer=footer)
 
 
@@ -208,33 +241,35 @@ def draw_cost(costs: dict[str, pd.DataFrame], path, footer: str) -> None:
 def summarize(
     runs: list,
     costs: list,
-    topk,
+    topk: list,
     examples,
     footer: str,
     metrics_out,
     figures: dict,
     book: pd.DataFrame,
 ) -> None:
-    """Metrics and figures of every training run (``runs``: history CSVs named after the run,
-    the book's code as ``book_<model>.2.csv``) and cost model (``cost_<model>.csv``), beside
-    the book's curves (``book``), and the printed examples (``examples``, a metrics CSV)."""
+    """Metrics and figures of every training run (``runs``: history CSVs named after the run
+    and seed, the book's code as ``book_<model>.2.csv``) and cost model (``cost_<model>.csv``),
+    beside the book's curves (``book``), the top-k logs (``topk``: one CSV per run that logs
+    it, ``<run>.seed<n>.topk.csv``) and the printed examples (``examples``, a metrics CSV)."""
     histories = load_runs(runs)
     cost_tables = {Path(p).stem.removeprefix("cost_"): pd.read_csv(p) for p in costs}
     rows = example_metrics(pd.read_csv(examples))
     for name, history in histories.items():
         rows += run_metrics(name, history, book)
     by_name = {r["metric"]: r for r in rows}
-    for model in ("lenet", "resnet18"):
-        rows += comparison_metrics(by_name, model)
+    pairs = sorted({n.rsplit(".", 1)[0] for n in histories if n.endswith(".2")})
+    for prefix in (p for p in pairs if f"{p}.1" in histories):
+        rows += comparison_metrics(by_name, prefix)
     values = {r["metric"]: r["value"] for r in rows}
     for model, cost in cost_tables.items():
         rows += cost_metrics(cost, model)
     write_metrics(rows, metrics_out)
-    for model, path in (("lenet", figures["lenet"]), ("resnet18", figures["resnet"])):
-        of_model = {
-            k: v for k, v in histories.items() if k.startswith((f"{model}.", f"book_{model}."))
-        }
-        draw_test_acc(of_model, path, footer, book)
+    for model, section in (("lenet", "mgpu"), ("resnet18", "mgpuc")):
+        of_model = {k: v for k, v in histories.items() if model_of(k) == model}
+        draw_test_acc(of_model, figures[f"{section}_test_acc"], footer, book)
+        draw_epochs(of_model, figures[f"{section}_epochs"], footer)
     draw_throughput(values, list(histories), figures["throughput"], footer)
-    draw_topk(pd.read_csv(topk), figures["topk"], footer)
+    logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk}
+    draw_topk({name: rows for name, rows in logs.items() if len(rows)}, figures["topk"], footer)
     draw_cost(cost_tables, figures["cost"], footer)

@@ -91,8 +91,12 @@ rule multidevice_summary:
             seed=S["multidevice"]["seeds"],
         ),
         book=expand("results/multidevice/book_{model}.2.csv", model=MULTIGPU_MODELS),
-        # The top-k log of the first seed: the book draws one run.
-        topk=f"results/multidevice/resnet18_momentum.1.seed{S['multidevice']['seeds'][0]}.topk.csv",
+        # The top-k logs of the first seed: the seeds draw one run.
+        topk=[
+            f"results/multidevice/{run}.seed{S['multidevice']['seeds'][0]}.topk.csv"
+            for run, spec in S["multidevice"]["runs"].items()
+            if spec.get("topk")
+        ],
         costs=expand("results/multidevice/cost_{model}.csv", model=MULTIGPU_MODELS),
         examples="results/multidevice/examples.csv",
         book_curves="workflow/reference/book_curves.csv",
@@ -100,9 +104,11 @@ rule multidevice_summary:
         code=code("multidevice_summary"),
     output:
         metrics="results/multidevice/metrics.csv",
-        lenet=figure("mgpu", "test_acc"),
+        mgpu_test_acc=figure("mgpu", "test_acc"),
+        mgpu_epochs=figure("mgpu", "epochs"),
         cost=figure("mgpu", "cost_model"),
-        resnet=figure("mgpuc", "test_acc"),
+        mgpuc_test_acc=figure("mgpuc", "test_acc"),
+        mgpuc_epochs=figure("mgpuc", "epochs"),
         throughput=figure("mgpuc", "throughput"),
         topk=figure("mgpuc", "topk"),
     log:
