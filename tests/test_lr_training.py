@@ -139,3 +139,18 @@ def test_a_run_that_blows_up_without_nan_is_marked_diverged(raw, monkeypatch):
     monkeypatch.setattr(lr_training, "exploded", lambda loss, first: real(next(losses), 2.3))
     df = lr_training.train(models.lenet(seed=0), raw, 4, [0.1] * 4, 128, train_subset=256)
     assert df["diverged"].tolist() == [False, False, True] and df.attrs["diverged"]
+
+
+def test_an_explosion_in_the_first_epoch_is_measured_against_the_fresh_networks_loss(
+    raw, monkeypatch
+):
+    """The reference is the first batch's loss (about ln 10 for a fresh network), not the
+    first epoch's mean, which an explosion within that epoch would inflate (seen at lr 4:
+    a first-epoch mean of 7e5, then 2.9, went unflagged)."""
+    references = []
+    real = lr_training.exploded
+    monkeypatch.setattr(
+        lr_training, "exploded", lambda loss, start: references.append(start) or real(loss, start)
+    )
+    lr_training.train(models.lenet(seed=0), raw, 2, [0.1] * 2, 128, train_subset=256)
+    assert len(set(references)) == 1 and abs(references[0] - math.log(10)) < 0.2

@@ -105,9 +105,10 @@ def train(
     values seen during training (the book's running metrics); ``test_acc`` is measured after
     the epoch in eval mode; ``seconds`` covers the training pass only.
     A loss that explodes (non-finite, or :data:`~d2lrepro.results.DIVERGENCE_FACTOR` times the
-    first epoch's) ends the run: that epoch's row has ``diverged`` True (and ``test_acc`` NaN
-    if the loss is not finite), and no later epochs are run (``df.attrs["diverged"]`` says
-    whether this happened). ``on_epoch(row)`` is called with each row as a dict.
+    loss of the first batch, so that an explosion within the first epoch counts) ends the run:
+    that epoch's row has ``diverged`` True (and ``test_acc`` NaN if the loss is not finite),
+    and no later epochs are run (``df.attrs["diverged"]`` says whether this happened).
+    ``on_epoch(row)`` is called with each row as a dict.
     """
     if len(lr_per_epoch) < epochs:
         raise ValueError(f"{epochs} epochs need {epochs} learning rates, got {len(lr_per_epoch)}")
@@ -123,6 +124,7 @@ def train(
     generator = torch.Generator().manual_seed(seed)
     rows = []
     diverged = False
+    start_loss = None  # the fresh network's loss: what an explosion is measured against
     for epoch in range(epochs):
         lr = float(lr_per_epoch[epoch])
         for group in optimizer.param_groups:
@@ -139,6 +141,8 @@ def train(
                 optimizer.zero_grad(set_to_none=True)
                 y_hat = net(x)
                 loss = loss_fn(y_hat, y)
+                if start_loss is None:
+                    start_loss = loss.item()
                 loss.backward()
                 optimizer.step()
                 with torch.no_grad():
@@ -150,8 +154,7 @@ def train(
                     break
         seconds = clock.seconds
         train_loss = loss_sum.item() / seen
-        first_loss = rows[0]["train_loss"] if rows else train_loss
-        diverged = diverged or exploded(train_loss, first_loss)
+        diverged = diverged or exploded(train_loss, start_loss)
         row = {
             "epoch": epoch + 1,
             "lr": lr,
