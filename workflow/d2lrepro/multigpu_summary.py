@@ -158,8 +158,9 @@ def draw_test_acc(
     histories: dict[str, pd.DataFrame], path, footer: str, book: pd.DataFrame
 ) -> None:
     """Test accuracy per epoch (median over seeds), one line per run that could be made on
-    this machine, and the book's curves of the same runs in grey."""
-    fig, ax = plotting.figure()
+    this machine, and the book's curves of the same runs in grey; the legend beside the axes,
+    where it hides no curve."""
+    fig, ax = plotting.figure(figsize=(6.5, 2.8))
     for name in histories:
         if name in BOOK_CURVE_IDS:
             what = f"{name.split('.')[-1]} device(s)"
@@ -168,7 +169,7 @@ def draw_test_acc(
         curve = h.groupby("epoch")["test_acc"].median()
         ax.plot(curve.index, curve.values, "-o", markersize=3, label=_label(name, h))
     ax.set(xlabel="epoch", ylabel="test acc")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=5, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(True)
     plotting.save(fig, path, footer=footer)
 
@@ -207,9 +208,9 @@ def draw_topk(topk: dict[str, pd.DataFrame], path, footer: str) -> None:
     fig, axes = plotting.figure(figsize=(7, 2.8), ncols=2)
     for i, (name, rows) in enumerate(topk.items()):
         step = np.arange(1, len(rows) + 1)
-        axes[0].plot(step, rows["train_loss"], color=f"C{i}", label=name)
-        axes[1].plot(step, rows["top1"], color=f"C{i}", label=f"{name} top-1")
-        axes[1].plot(step, rows["top5"], "--", color=f"C{i}", label=f"{name} top-5")
+        axes[0].plot(step, rows["train_loss"], ".-", color=f"C{i}", label=name)
+        axes[1].plot(step, rows["top1"], ".-", color=f"C{i}", label=f"{name} top-1")
+        axes[1].plot(step, rows["top5"], ".--", color=f"C{i}", label=f"{name} top-5")
     axes[0].set(xlabel="logging step", ylabel="train loss")
     axes[1].set(xlabel="logging step", ylabel="train accuracy")
     for ax in axes:
