@@ -237,18 +237,25 @@ def test_two_jobs_at_once_do_not_collide(data, tmp_path):
 
 
 FAKE_SRUN = """#!{python}
-# srun on a machine of its own: each task a process here, as if each ran on its own node.
-import subprocess, sys
+# srun on a machine of its own: each task a process group here, as if on its own node. With
+# FAKE_SRUN_LOSE_NODE_AFTER=DIR the last "node" vanishes (SIGKILL) once DIR holds a checkpoint.
+import glob, os, signal, subprocess, sys, time
 args = sys.argv[1:]
 tasks = int(next(a for a in args if a.startswith("--ntasks=")).split("=")[1])
 command = args[next(i for i, a in enumerate(args) if not a.startswith("--")) :]
-sys.exit(max(p.wait() for p in [subprocess.Popen(command) for _ in range(tasks)]))
+nodes = [subprocess.Popen(command, start_new_session=True) for _ in range(tasks)]
+watch = os.environ.get("FAKE_SRUN_LOSE_NODE_AFTER")
+while watch and nodes[-1].poll() is None and not glob.glob(os.path.join(watch, "*.pt")):
+    time.sleep(0.02)
+if watch and nodes[-1].poll() is None:
+    os.killpg(nodes[-1].pid, signal.SIGKILL)
+sys.exit(max(abs(node.wait()) for node in nodes))
 """
 
 
-def test_two_nodes_train_like_one_node_with_two_workers(data, tmp_path, monkeypatch, caplog):
-    """A run over 2 nodes (here two torchrun agents on this host, started by srun, meeting at
-    a c10d rendezvous on it) gives the losses of one node with 2 workers."""
+@pytest.fixture
+def two_nodes(tmp_path, monkeypatch):
+    """A 2-node SLURM allocation on this machine: a stand-in srun, the job's environment."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "srun").write_text(FAKE_SRUN.format(python=sys.executable))
@@ -256,25 +263,56 @@ def test_two_nodes_train_like_one_node_with_two_workers(data, tmp_path, monkeypa
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
     monkeypatch.chdir(tmp_path)
-    spec = {"model": "lenet", "devices": 2, "nodes": 2, "epochs": 2, "batch_size": 64, "lr": 0.2}
-    caplog.set_level("INFO", logger="d2lrepro.multigpu_launch")
+
+
+def train_on_nodes(data, tmp_path, spec, name="nodes", timeout=60):
     multigpu_launch.launch_training(
         "lenet.2",
         spec,
         0,
         data=data,
-        history=tmp_path / "nodes.csv",
-        topk=tmp_path / "nodes.topk.csv",
+        history=tmp_path / f"{name}.csv",
+        topk=tmp_path / f"{name}.topk.csv",
         topk_every=1,
-        timeout=60,
-        log_path=tmp_path / "nodes.log",
+        timeout=timeout,
+        log_path=tmp_path / f"{name}.log",
     )
-    assert "srun --nodes=2 --ntasks=2" in caplog.text and "--nproc-per-node=1" in caplog.text
+    return pd.read_csv(tmp_path / f"{name}.csv")
+
+
+def one_node(data, tmp_path, spec):
     ok(run([*multigpu_launch.run_argv(spec), "--data", data, "--out", tmp_path / "one.csv"], 2))
-    nodes, one = pd.read_csv(tmp_path / "nodes.csv"), pd.read_csv(tmp_path / "one.csv")
+    return pd.read_csv(tmp_path / "one.csv")
+
+
+def test_two_nodes_train_like_one_node_with_two_workers(data, tmp_path, two_nodes, caplog):
+    """A run over 2 nodes (here two torchrun agents on this host, started by srun, meeting at
+    a c10d rendezvous on it) gives the losses of one node with 2 workers."""
+    spec = {"model": "lenet", "devices": 2, "nodes": 2, "epochs": 2, "batch_size": 64, "lr": 0.2}
+    caplog.set_level("INFO", logger="d2lrepro.multigpu_launch")
+    nodes, one = train_on_nodes(data, tmp_path, spec), one_node(data, tmp_path, spec)
+    assert "srun --nodes=2 --ntasks=2" in caplog.text and "--nproc-per-node=1" in caplog.text
     assert set(nodes["world_size"]) == {2} and nodes["devices"].iloc[0] == one["devices"].iloc[0]
     assert nodes["train_loss"].tolist() == pytest.approx(one["train_loss"].tolist(), rel=1e-6)
     assert nodes["test_acc"].tolist() == one["test_acc"].tolist()
+
+
+def test_a_lost_node_fails_the_job_and_a_rerun_resumes_from_its_checkpoint(
+    data, tmp_path, two_nodes, monkeypatch
+):
+    spec = {"model": "lenet", "devices": 2, "nodes": 2, "epochs": 12, "batch_size": 64, "lr": 0.2}
+    checkpoints = tmp_path / multigpu_launch.CHECKPOINTS
+    monkeypatch.setenv("FAKE_SRUN_LOSE_NODE_AFTER", str(checkpoints))
+    start = time.monotonic()
+    with pytest.raises(subprocess.CalledProcessError):
+        train_on_nodes(data, tmp_path, spec, timeout=10)
+    assert time.monotonic() - start < 60
+    assert len(list(checkpoints.glob("lenet.2-*.pt"))) == 1
+    monkeypatch.delenv("FAKE_SRUN_LOSE_NODE_AFTER")
+    resumed = train_on_nodes(data, tmp_path, spec, timeout=10)
+    assert "resuming from" in (tmp_path / "nodes.log").read_text()
+    whole = one_node(data, tmp_path, spec)
+    assert resumed["train_loss"].tolist() == pytest.approx(whole["train_loss"].tolist(), rel=1e-6)
 
 
 def test_a_run_across_nodes_needs_an_allocation_of_them(monkeypatch):
