@@ -1,6 +1,7 @@
 """The workflow through the SLURM profile on a one-node SLURM brought up on this machine
-(Debian's slurmctld, slurmd and munge; .ci/run installs them). Skipped, with the reason, where
-they are missing or the tests cannot start daemons (not root)."""
+(Debian's slurmctld, slurmd, munge, and slurmdbd over a MariaDB for sacct; .ci/run installs
+them). Skipped, with the reason, where they are missing or the tests cannot start daemons (not
+root)."""
 
 import importlib.util
 import os
@@ -16,7 +17,18 @@ import pytest
 
 from test_workflow import OUTPUTS
 
-DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
+DAEMONS = (
+    "munged",
+    "slurmctld",
+    "slurmd",
+    "slurmdbd",
+    "sbatch",
+    "sacct",
+    "scontrol",
+    "mariadbd",
+    "mariadb-install-db",
+)
+PACKAGES = "slurmctld slurmd slurmdbd slurm-client munge mariadb-server"
 # Outputs that depend on nothing but the code and the config.
 DETERMINISTIC = ["results/data/fashion_mnist.pt", "results/data/airfoil.pt"]
 # The rules that run in Snakemake's own process (downloads, verdicts, report); all others go
@@ -31,8 +43,10 @@ TIMING_RULES = (
     "multidevice_probes",
     "book_multigpu",
 )
-# Where every SLURM command looks without SLURM_CONF: the steps srun starts inside a job do.
+# Where every SLURM command looks without SLURM_CONF: the steps srun starts inside a job do;
+# slurmdbd reads its own file beside it.
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
+DBD_CONF = SYSTEM_CONF.with_name("slurmdbd.conf")
 
 pytestmark = pytest.mark.e2e
 
@@ -42,8 +56,7 @@ def _why_not() -> str:
         return "the SLURM executor plugin is not installed (pip install -e '.[slurm]')"
     missing = [d for d in DAEMONS if not (shutil.which(d) or Path("/usr/sbin", d).exists())]
     if missing:
-        packages = "slurmctld slurmd slurm-client munge"
-        return f"not installed: {', '.join(missing)} (apt-get install {packages})"
+        return f"not installed: {', '.join(missing)} (apt-get install {PACKAGES})"
     if os.geteuid() != 0:
         return "starting slurmd needs root"
     if SYSTEM_CONF.exists():
@@ -57,9 +70,43 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_for(command, env, done, what):
+    """Poll ``command`` until ``done(result)``; fail the test after 30 s, naming ``what``."""
+    for _ in range(60):
+        result = subprocess.run(command, capture_output=True, text=True, env=env)
+        if done(result):
+            return
+        time.sleep(0.5)
+    pytest.fail(f"{what} never came up: {result.stdout}{result.stderr}")
+
+
+def _accounting_database(root: Path, started: list) -> int:
+    """A MariaDB server of its own, for slurmdbd: its port."""
+    data, port = root / "db", _free_port()
+    subprocess.run(
+        ["mariadb-install-db", f"--datadir={data}", "--user=root", "--skip-test-db"],
+        check=True,
+        capture_output=True,
+    )
+    server = [
+        "mariadbd",
+        f"--datadir={data}",
+        f"--socket={root / 'db.sock'}",
+        f"--port={port}",
+        "--bind-address=127.0.0.1",
+        "--user=root",
+        "--skip-grant-tables",  # a throwaway database on localhost: no accounts to set up
+    ]
+    started.append(subprocess.Popen(server, stderr=subprocess.DEVNULL))
+    ping = ["mariadb", "-h", "127.0.0.1", "-P", str(port), "-u", "root", "-e", "select 1"]
+    _wait_for(ping, None, lambda r: r.returncode == 0, "MariaDB")
+    return port
+
+
 @pytest.fixture
 def slurm(tmp_path):
-    """A one-node SLURM cluster on this machine: its config path; the daemons stop after."""
+    """A one-node SLURM cluster on this machine, with accounting (slurmdbd over MariaDB) so
+    that sacct sees its jobs: its config path; the daemons stop after."""
     reason = _why_not()
     if reason:
         pytest.skip(reason)
@@ -67,10 +114,29 @@ def slurm(tmp_path):
     for sub in ("state", "spool", "log"):
         (root / sub).mkdir(parents=True)
     host, cpus = socket.gethostname().split(".")[0], os.cpu_count()
-    conf = SYSTEM_CONF
+    conf, dbd_port = SYSTEM_CONF, _free_port()
     conf.parent.mkdir(exist_ok=True)
-    conf.write_text(
-        f"""ClusterName=test
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    started = []  # processes and pid files to stop
+    try:
+        db_port = _accounting_database(root, started)
+        DBD_CONF.write_text(
+            f"""AuthType=auth/munge
+DbdHost={host}
+DbdPort={dbd_port}
+SlurmUser=root
+PidFile={root}/slurmdbd.pid
+LogFile={root}/log/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={db_port}
+StorageUser=root
+StorageLoc=slurm_acct_db
+"""
+        )
+        DBD_CONF.chmod(0o600)
+        conf.write_text(
+            f"""ClusterName=test
 SlurmctldHost={host}
 SlurmUser=root
 SlurmctldPort={_free_port()}
@@ -85,9 +151,9 @@ SlurmdLogFile={root}/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc={root}/log/jobcomp.txt
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost={host}
+AccountingStoragePort={dbd_port}
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 MinJobAge=600
@@ -95,33 +161,51 @@ ReturnToService=2
 NodeName={host} CPUs={cpus} RealMemory=16000 State=UNKNOWN
 PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
-    )
-    env = {**os.environ, "SLURM_CONF": str(conf)}
-    started = []
-    if subprocess.run(["munge", "-n"], capture_output=True).returncode:
-        Path("/run/munge").mkdir(exist_ok=True)
-        shutil.chown("/run/munge", "munge", "munge")
-        subprocess.run(["su", "-s", "/bin/sh", "munge", "-c", "/usr/sbin/munged"], check=True)
-        started.append(Path("/run/munge/munged.pid"))
-    subprocess.run(["slurmctld", "-f", conf], check=True, env=env)
-    subprocess.run(["slurmd", "-f", conf], check=True, env=env)
-    started += [root / "slurmd.pid", root / "slurmctld.pid"]
-    try:
-        for _ in range(30):
-            state = subprocess.run(
-                ["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env
-            )
-            if state.stdout.strip() == "idle":
-                break
-            time.sleep(1)
-        else:
-            pytest.fail(f"the SLURM node never came up: {state.stdout}{state.stderr}")
+        )
+        if subprocess.run(["munge", "-n"], capture_output=True).returncode:
+            Path("/run/munge").mkdir(exist_ok=True)
+            shutil.chown("/run/munge", "munge", "munge")
+            subprocess.run(["su", "-s", "/bin/sh", "munge", "-c", "/usr/sbin/munged"], check=True)
+            started.append(Path("/run/munge/munged.pid"))
+        subprocess.run(["slurmdbd"], check=True, env=env)
+        started.append(root / "slurmdbd.pid")
+        _wait_for(
+            ["sacctmgr", "-n", "list", "cluster"], env, lambda r: not r.returncode, "slurmdbd"
+        )
+        subprocess.run(["slurmctld", "-f", conf], check=True, env=env)
+        subprocess.run(["slurmd", "-f", conf], check=True, env=env)
+        started += [root / "slurmd.pid", root / "slurmctld.pid"]
+        idle = ["sinfo", "-h", "-o", "%t"]
+        _wait_for(idle, env, lambda r: r.stdout.strip() == "idle", "the SLURM node")
+        _wait_for(
+            ["sacctmgr", "-n", "list", "cluster"],
+            env,
+            lambda r: "test" in r.stdout,
+            "the cluster's accounting",
+        )
         yield conf
     finally:
-        for pid_file in started:
-            if pid_file.exists():
-                subprocess.run(["kill", pid_file.read_text().strip()])
-        conf.unlink()
+        for daemon in reversed(started):
+            if isinstance(daemon, subprocess.Popen):
+                daemon.terminate()
+                daemon.wait()
+            elif daemon.exists():
+                subprocess.run(["kill", daemon.read_text().strip()])
+        conf.unlink(missing_ok=True)
+        DBD_CONF.unlink(missing_ok=True)
+
+
+def sacct_states(conf) -> dict[str, str]:
+    """The state of every job SLURM's accounting holds, by job id."""
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    out = subprocess.run(
+        ["sacct", "-a", "-X", "-n", "-P", "-o", "JobID,State", "-S", "now-1days"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    return dict(line.split("|", 1) for line in out.splitlines() if line)
 
 
 def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, tmp_path):
@@ -143,12 +227,9 @@ def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, tmp_path):
     command += ["--config", "preset=smoke", f"data_mirror={mirror}"]
     done = subprocess.run(command, cwd=local, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-4000:]
-    # The executor logs each job under its rule and SLURM job id; SLURM's completion log has
-    # that job as completed.
-    completed = {
-        line.split()[0].removeprefix("JobId="): line
-        for line in (tmp_path / "cluster" / "log" / "jobcomp.txt").read_text().splitlines()
-    }
+    # The executor logs each job under its rule and SLURM job id; sacct has that job as
+    # completed.
+    states = sacct_states(slurm)
     slurm_logs = cluster / ".snakemake" / "slurm_logs"
     rules = {d.name.removeprefix("rule_") for d in slurm_logs.iterdir()}
     assert set(re.findall(r"^localrule (\w+):", said, re.M)) == LOCAL_RULES
@@ -156,7 +237,7 @@ def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, tmp_path):
     assert {"lr_train", "hybridize", "multidevice_train", "multidevice_probes"} <= rules
     for rule in rules:
         job_ids = [log.stem for log in (slurm_logs / f"rule_{rule}").rglob("*.log")]
-        assert all("JobState=COMPLETED" in completed[i] for i in job_ids), (rule, completed)
+        assert job_ids and all(states[i] == "COMPLETED" for i in job_ids), (rule, states)
     for target in DETERMINISTIC:
         assert (cluster / target).read_bytes() == (local / target).read_bytes(), target
 
@@ -166,7 +247,7 @@ def _through_slurm(conf, repo, mirror, workdir, targets, *options, preset="smoke
     shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
     command = [sys.executable, "-m", "snakemake", *targets, "--config", f"preset={preset}"]
     command += [f"data_mirror={mirror}", "--workflow-profile", "profiles/slurm"]
-    command += ["--slurm-status-command", "squeue", "--slurm-no-account"]
+    command += ["--slurm-no-account"]
     command += ["--slurm-init-seconds-before-status-checks", "2", *options]
     env = {**os.environ, "SLURM_CONF": str(conf)}
     return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
@@ -215,5 +296,6 @@ def test_a_job_killed_for_time_names_its_rule_and_job_id_and_leaves_its_checkpoi
         line for line in said.splitlines() if "TIMEOUT" in line and any(i in line for i in job_ids)
     ]
     assert failed and "multidevice_train" in said, said[-3000:]
+    assert [sacct_states(slurm)[i] for i in job_ids] == ["TIMEOUT"]
     checkpoints = list((workdir / "results" / "multidevice" / "checkpoints").glob("lenet.1-*.pt"))
     assert len(checkpoints) == 1
