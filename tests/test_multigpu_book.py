@@ -1,3 +1,4 @@
+import pandas as pd
 import torch
 
 from d2lrepro import data as datasets
@@ -34,3 +35,15 @@ def test_two_copies_take_the_step_of_one_device():
 
 def test_copies_start_from_the_books_parameters():
     assert models.lenet_params(0)[1].abs().sum() == 0
+
+
+def test_the_books_code_runs_on_as_many_gpus_as_its_run_has(cuda_count, tmp_path):
+    cuda_count(0)
+    runs = {f"lenet.{d}": {"model": "lenet", "devices": d} for d in (1, 2)}
+    outputs = {name: tmp_path / f"book_{name}.csv" for name in runs}
+    multigpu_book.run_book(runs, 0, tmp_path / "unused.pt", outputs)
+    notes = {name: pd.read_csv(path)["note"].iloc[0] for name, path in outputs.items()}
+    assert notes == {
+        "lenet.1": "the book's one-process path needs CUDA, this machine has none",
+        "lenet.2": "the book's one-process path needs 2 CUDA devices, this machine has 0",
+    }

@@ -59,14 +59,17 @@ rule multidevice_probes:
         "../scripts/multidevice_probes.py"
 
 
-# The book's own code path: one process driving 2 GPUs (nn.parallel.scatter, nn.DataParallel),
-# with the settings of the 2-device run of each model.
+# The book's own code path: one process driving 1 and 2 GPUs (nn.parallel.scatter,
+# nn.DataParallel), with the settings of the 1- and 2-device run of each model.
+BOOK_RUNS = [f"{m}.{d}" for m in MULTIGPU_MODELS for d in (1, 2)]
+
+
 rule book_multigpu:
     input:
         data="results/data/fashion_mnist.pt",
         code=code("book_multigpu"),
     output:
-        **{m: f"results/multidevice/book_{m}.2.csv" for m in MULTIGPU_MODELS},
+        **{run: f"results/multidevice/book_{run}.csv" for run in BOOK_RUNS},
     log:
         "logs/book_multigpu.log",
     benchmark:
@@ -77,7 +80,7 @@ rule book_multigpu:
     resources:
         **needs(8000, 240, gpus=2),
     params:
-        runs={m: S["multidevice"]["runs"][f"{m}.2"] for m in MULTIGPU_MODELS},
+        runs={run: S["multidevice"]["runs"][run] for run in BOOK_RUNS},
         seed=S["seed"],
     script:
         "../scripts/book_multigpu.py"
@@ -90,7 +93,7 @@ rule multidevice_summary:
             run=S["multidevice"]["runs"],
             seed=S["multidevice"]["seeds"],
         ),
-        book=expand("results/multidevice/book_{model}.2.csv", model=MULTIGPU_MODELS),
+        book=expand("results/multidevice/book_{run}.csv", run=BOOK_RUNS),
         # The top-k logs of the first seed: the seeds draw one run.
         topk=[
             f"results/multidevice/{run}.seed{S['multidevice']['seeds'][0]}.topk.csv"

@@ -5,5 +5,5 @@ multigpu_book.run_book(
     snakemake.params.runs,
     snakemake.params.seed,
     snakemake.input.data,
-    {model: snakemake.output[model] for model in snakemake.params.runs},
+    {name: snakemake.output[name] for name in snakemake.params.runs},
 )
