@@ -69,7 +69,8 @@ def run_devices(wildcards):
 def spanning_nodes(wildcards):
     """The nodes of multi-device run ``wildcards.run`` if it spans several, else None (no
     such resource): SLURM then allocates them with one task (a torchrun agent) per node, and
-    the `mpi` resource tells the executor that the job starts its tasks itself (srun)."""
+    the `mpi` resource tells the executor that the job starts its tasks itself (srun).
+    """
     nodes = S["multidevice"]["runs"][wildcards.run]["nodes"]
     return nodes if nodes > 1 else None
 
