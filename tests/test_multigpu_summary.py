@@ -3,7 +3,7 @@ import math
 import pandas as pd
 
 from d2lrepro import multigpu_summary as summary
-from d2lrepro import reference
+from d2lrepro import param_server, reference, results
 from d2lrepro.results import diverged
 
 BOOK = reference.load()
@@ -128,12 +128,15 @@ def test_summarize_compares_every_pair_and_draws_every_figure(tmp_path):
         {"epoch": 1, "batch": [0, 50], "train_loss": [2.3, 1.1], "top1": [0.1, 0.6], "top5": 0.9}
     ).to_csv(topk, index=False)
     names = ["mgpu_test_acc", "mgpu_epochs", "mgpuc_test_acc", "mgpuc_epochs"]
-    figures = {n: tmp_path / f"{n}.png" for n in [*names, "throughput", "topk", "cost"]}
+    figures = {n: tmp_path / f"{n}.png" for n in [*names, "throughput", "topk", "cost", "ps"]}
+    servers = tmp_path / "param_server.csv"
+    results.write_metrics(param_server.unmeasured_rows("needs 2 devices"), servers)
     summary.summarize(
         runs=[*runs, tmp_path / "book_lenet.2.csv"],
         costs=[tmp_path / "cost_lenet.csv"],
         topk=[topk],
         examples=tmp_path / "examples.csv",
+        servers=servers,
         footer="footer",
         metrics_out=tmp_path / "metrics.csv",
         figures=figures,

@@ -19,7 +19,8 @@ from torch.distributed import run as torchrun
 
 from .devices import unavailable
 from .multigpu_run import TOPK_COLUMNS, main
-from .results import write_csv, write_not_applicable
+from .param_server import unmeasured_rows
+from .results import write_csv, write_metrics, write_not_applicable
 
 CHECKPOINTS = Path("results/multidevice/checkpoints")
 
@@ -197,16 +198,26 @@ def launch_training(
 
 
 def launch_probes(
-    costs: dict, outputs: dict, examples, seed: int, timeout: float, log_path
+    costs: dict,
+    outputs: dict,
+    examples,
+    param_server: dict,
+    servers,
+    seed: int,
+    timeout: float,
+    log_path,
 ) -> None:
     """One launch of 2 workers that train nothing: the cost model of each model of ``costs``,
-    written to ``outputs[model]``, and the section's printed examples, written to ``examples``;
-    or why they cannot be measured here."""
+    written to ``outputs[model]``, the section's printed examples, written to ``examples``,
+    and the parameter-server timings of ``param_server`` (mb, repeats), written to
+    ``servers``; or why they cannot be measured here."""
     reason = unavailable(2)
     if reason:
         for path in [*outputs.values(), examples]:
             write_not_applicable(path, reason)
+        write_metrics(unmeasured_rows(reason), servers)
         return
     spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
     argv = ["--cost-model", json.dumps(spec), "--examples-out", str(examples)]
+    argv += ["--param-server", json.dumps({**param_server, "out": str(servers)})]
     _launch(2, [*argv, "--seed", str(seed), "--timeout", str(timeout)], log_path)

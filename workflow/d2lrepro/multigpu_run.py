@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from . import param_server
 from .data import evaluate_accuracy, load_data, save
 from .devices import describe, device_for, node_workers, pin_to_core, run_devices, world_size
 from .multigpu_concise import concise_setup
@@ -233,13 +234,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="with --cost-model on 2 workers: CSV of the section's printed examples",
     )
+    parser.add_argument(
+        "--param-server",
+        type=json.loads,
+        metavar="JSON",
+        help='with --cost-model: time the parameter-server strategies, {"mb": gradient MB, '
+        '"repeats": N, "out": CSV}',
+    )
     # tests: the last rank dies
     parser.add_argument("--fail-at-epoch", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.cost_model is None and (args.data is None or args.out is None):
         parser.error("training needs --data and --out")
-    if args.examples_out is not None and args.cost_model is None:
-        parser.error("--examples-out goes with --cost-model")
+    if (args.examples_out or args.param_server) and args.cost_model is None:
+        parser.error("--examples-out and --param-server go with --cost-model")
     if args.model == "lenet" and (args.momentum or args.weight_decay):
         parser.error("the from-scratch LeNet uses plain SGD: no --momentum or --weight-decay")
     return args
@@ -277,6 +285,11 @@ def main(argv: list[str] | None = None) -> None:
             rows = printed_examples(device)
             if rank == 0:
                 write_metrics(rows, args.examples_out)
+        if args.param_server is not None:
+            spec = args.param_server
+            rows = param_server.measure(spec["mb"], spec["repeats"], device)
+            if rank == 0:
+                write_metrics(rows, spec["out"])
     else:
         history, topk_rows = train(args, device, rank)
         if rank == 0:

@@ -239,11 +239,44 @@ def draw_cost(costs: dict[str, pd.DataFrame], path, footer: str) -> None:
     plotting.save(fig, path, footer=footer)
 
 
+# The book's times for 160 MB of gradients on its 4-GPU PCIe server (seconds).
+BOOK_SYNC_S = {"gather": 0.060, "host": 0.080, "ring": 0.015}
+
+
+def draw_param_server(rows: pd.DataFrame, path, footer: str) -> None:
+    """Median and IQR of each synchronization strategy beside the book's times, and of one
+    update on one server against a half on each of two; an empty panel says why."""
+    value = rows.set_index("metric")["value"].astype(float)
+    fig, axes = plotting.figure(figsize=(7, 2.8), ncols=2)
+    panels = ((axes[0], list(BOOK_SYNC_S)), (axes[1], ["update.n1", "update.n2"]))
+    for ax, names in panels:
+        shown = [n for n in names if math.isfinite(value.get(f"ps.{n}.median_s", math.nan))]
+        medians = [value[f"ps.{n}.median_s"] for n in shown]
+        ax.bar(shown, medians, yerr=[value[f"ps.{n}.iqr_s"] for n in shown], color="C0")
+        ax.set(ylabel="seconds")
+        ax.grid(True, axis="y")
+    book = list(BOOK_SYNC_S.items())
+    axes[0].scatter(
+        [n for n, _ in book],
+        [t for _, t in book],
+        color="0.5",
+        marker="_",
+        s=400,
+        zorder=3,
+        label="book, 160 MB on 4 GPUs",
+    )
+    axes[0].legend(fontsize=6)
+    axes[0].set_title("synchronize the gradient", fontsize=8)
+    axes[1].set_title("one update: 1 server vs 2", fontsize=8)
+    plotting.save(fig, path, footer=footer)
+
+
 def summarize(
     runs: list,
     costs: list,
     topk: list,
     examples,
+    servers,
     footer: str,
     metrics_out,
     figures: dict,
@@ -252,7 +285,8 @@ def summarize(
     """Metrics and figures of every training run (``runs``: history CSVs named after the run
     and seed, the book's code as ``book_<model>.2.csv``) and cost model (``cost_<model>.csv``),
     beside the book's curves (``book``), the top-k logs (``topk``: one CSV per run that logs
-    it, ``<run>.seed<n>.topk.csv``) and the printed examples (``examples``, a metrics CSV)."""
+    it, ``<run>.seed<n>.topk.csv``), the printed examples (``examples``, a metrics CSV) and
+    the parameter-server timings (``servers``, a metrics CSV, drawn only)."""
     histories = load_runs(runs)
     cost_tables = {Path(p).stem.removeprefix("cost_"): pd.read_csv(p) for p in costs}
     rows = example_metrics(pd.read_csv(examples))
@@ -274,3 +308,4 @@ def summarize(
     logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk}
     draw_topk({name: rows for name, rows in logs.items() if len(rows)}, figures["topk"], footer)
     draw_cost(cost_tables, figures["cost"], footer)
+    draw_param_server(pd.read_csv(servers), figures["ps"], footer)

@@ -34,14 +34,15 @@ rule multidevice_train:
         "../scripts/multidevice_train.py"
 
 
-# Two workers that train nothing: the cost model of each model and the printed examples, in
-# one launch (a torchrun start costs seconds).
+# Two workers that train nothing: the cost model of each model, the printed examples and the
+# parameter-server timings, in one launch (a torchrun start costs seconds).
 rule multidevice_probes:
     input:
         code=code("multidevice_probes"),
     output:
         **{m: f"results/multidevice/cost_{m}.csv" for m in MULTIGPU_MODELS},
         examples="results/multidevice/examples.csv",
+        param_server="results/multidevice/param_server.csv",
     log:
         "logs/multidevice_probes.log",
     benchmark:
@@ -53,6 +54,7 @@ rule multidevice_probes:
         **needs(8000, 60, gpus=2),
     params:
         costs={m: S["multidevice"]["cost_model"][m] for m in MULTIGPU_MODELS},
+        param_server=S["parameter_server"],
         timeout=S["multidevice"]["timeout"],
         seed=S["seed"],
     script:
@@ -102,6 +104,7 @@ rule multidevice_summary:
         ],
         costs=expand("results/multidevice/cost_{model}.csv", model=MULTIGPU_MODELS),
         examples="results/multidevice/examples.csv",
+        param_server="results/multidevice/param_server.csv",
         book_curves="workflow/reference/book_curves.csv",
         environment="results/environment.json",
         code=code("multidevice_summary"),
@@ -114,6 +117,7 @@ rule multidevice_summary:
         mgpuc_epochs=figure("mgpuc", "epochs"),
         throughput=figure("mgpuc", "throughput"),
         topk=figure("mgpuc", "topk"),
+        ps=figure("ps", "strategies"),
     log:
         "logs/multidevice_summary.log",
     benchmark:

@@ -6,6 +6,7 @@ multigpu_summary.summarize(
     costs=snakemake.input.costs,
     topk=snakemake.input.topk,
     examples=snakemake.input.examples,
+    servers=snakemake.input.param_server,
     footer=environment.footer(snakemake.input.environment, threads=1, if_no_gpu=True),
     metrics_out=snakemake.output.metrics,
     figures=snakemake.output,
