@@ -130,14 +130,19 @@ def _stage(in_channels: int, out_channels: int, first: bool) -> nn.Sequential:
     )
 
 
-def resnet18(num_classes: int = 10, in_channels: int = 1) -> nn.Sequential:
+def resnet18(num_classes: int = 10, in_channels: int = 1, large: bool = False) -> nn.Sequential:
     """The concise multi-GPU section's ResNet-18: a 3x3 stride-1 stem without max pooling
-    (small images), four stages of two residual blocks, global average pooling, one dense layer."""
-    net = nn.Sequential(
-        nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1),
-        nn.BatchNorm2d(64),
-        nn.ReLU(),
+    (small images), four stages of two residual blocks, global average pooling, one dense layer.
+    ``large``: the stem of the book's ResNet chapter for ImageNet-sized images instead (7x7
+    stride-2 convolution, then 3x3 stride-2 max pooling)."""
+    stem = (
+        [nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3)]
+        if large
+        else [nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1)]
     )
+    net = nn.Sequential(*stem, nn.BatchNorm2d(64), nn.ReLU())
+    if large:
+        net.append(nn.MaxPool2d(kernel_size=3, stride=2, padding=1))
     net.add_module("resnet_block1", _stage(64, 64, first=True))
     net.add_module("resnet_block2", _stage(64, 128, first=False))
     net.add_module("resnet_block3", _stage(128, 256, first=False))

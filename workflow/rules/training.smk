@@ -61,6 +61,25 @@ rule multidevice_probes:
         "../scripts/multidevice_probes.py"
 
 
+# FLOPs per parameter byte of AlexNet, ResNet-18 and GoogLeNet: counted, not timed.
+rule architectures:
+    input:
+        code=code("architectures"),
+    output:
+        "results/multidevice/architectures.csv",
+    log:
+        "logs/architectures.log",
+    benchmark:
+        "benchmarks/architectures.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
+    script:
+        "../scripts/architectures.py"
+
+
 # The book's own code path: one process driving 1 and 2 GPUs (nn.parallel.scatter,
 # nn.DataParallel), with the settings of the 1- and 2-device run of each model.
 BOOK_RUNS = [f"{m}.{d}" for m in MULTIGPU_MODELS for d in (1, 2)]

@@ -1,0 +1,10 @@
+import torch
+
+from d2lrepro import architectures, logs, results
+
+log = logs.setup(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+rows = architectures.ratio_metrics()
+for row in rows:
+    log.info("%s: %.4g %s", row["metric"], row["value"], row["unit"])
+results.write_metrics(rows, snakemake.output[0])
