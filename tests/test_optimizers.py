@@ -238,3 +238,14 @@ def test_rows_every_200_examples(data):
     assert df["epoch"].tolist() == pytest.approx([n / 1500 for n in range(200, 3001, 200)])
     assert df["elapsed"].is_monotonic_increasing and (df["elapsed"] > 0).all()
     assert not df["diverged"].any()
+
+
+def test_adagrad_airfoil_runs_record_the_effective_lr_from_the_state():
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.randn(100, 5, generator=g), torch.randn(100, 1, generator=g)
+    run = opt.train_airfoil("adagrad", {"lr": 0.1}, X, y, 2, 10, eval_every=20)
+    assert run["eff_lr"].notna().all() and run["eff_lr"].is_monotonic_decreasing
+    other = opt.train_airfoil("rmsprop", {"lr": 0.01, "gamma": 0.9}, X, y, 1, 10, eval_every=20)
+    assert other["eff_lr"].isna().all()
+    s = torch.tensor([4.0, 16.0, 1.0])
+    assert opt.adagrad_effective_lr(1.0, s) == pytest.approx(0.5, rel=1e-6)

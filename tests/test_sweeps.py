@@ -102,3 +102,9 @@ def test_concise_runs_train_on_the_books_mse(data):
     }
     doubled = sweeps.run_setting("x.y", setting, data, [0], {"scratch": 1}, 10, 100)
     assert concise["loss"].to_numpy() == pytest.approx(doubled["loss"].to_numpy(), rel=1e-5)
+
+
+def test_decay_exponent_reads_the_second_half():
+    steps = pd.Series(range(1, 41), dtype=float)
+    values = steps**-0.5 * (1 + (steps < 20) * 3.0)  # a start that is forgotten
+    assert sweeps.decay_exponent(steps.to_numpy(), values.to_numpy()) == pytest.approx(-0.5)

@@ -1,3 +1,4 @@
+import pandas as pd
 import pytest
 import yaml
 
@@ -48,3 +49,21 @@ def test_figures_are_written(tmp_path, config):
     figures = {k: tmp_path / f"{k}.png" for k in ("momentum_weights", "rmsprop_weights", "scalar")}
     traces.draw_weights(config["weights"], figures)
     assert all(p.stat().st_size > 1000 for p in [tmp_path / "trace.png", *figures.values()])
+
+
+def test_adagrads_effective_lr_decays_as_t_to_the_minus_half_for_a_constant_gradient():
+    still = pd.DataFrame({"run": "a", "step": range(21), "x1": 1.0, "x2": 1.0})
+    rows = {
+        r["metric"]: r["value"]
+        for r in traces.adagrad_metrics(still, {"a": {"optimizer": "adagrad", "lr": 0.4}})
+    }
+    assert rows["a.eff_lr_slope.x1"] == pytest.approx(-0.5, abs=1e-4)
+    assert rows["a.eff_lr_slope.x2"] == pytest.approx(-0.5, abs=1e-6)
+
+
+def test_on_the_2d_problem_the_gradients_shrink_and_the_decay_is_slower():
+    runs = {"adagrad": {"optimizer": "adagrad", "lr": 0.4}, "gd": {"optimizer": "gd", "lr": 0.4}}
+    trace = traces.run_traces(runs, 20, (-5.0, -2.0))
+    rows = {r["metric"]: r["value"] for r in traces.adagrad_metrics(trace, runs)}
+    assert set(rows) == {"adagrad.eff_lr_slope.x1", "adagrad.eff_lr_slope.x2"}
+    assert all(-0.5 < value < 0 for value in rows.values())

@@ -6,6 +6,7 @@ same rule drives the 2-D traces (a float64 tensor holding (x1, x2)) and the airf
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ import torch
 
 from .results import exploded
 
-COLUMNS = ["epoch", "examples", "loss", "elapsed", "diverged"]
+COLUMNS = ["epoch", "examples", "loss", "elapsed", "eff_lr", "diverged"]
 
 
 def _sgd_momentum(p, g, state, hyper):
@@ -25,10 +26,19 @@ def _sgd_momentum(p, g, state, hyper):
     p.sub_(hyper["lr"] * v)
 
 
-def _adagrad(p, g, state, hyper, eps=1e-6):
+ADAGRAD_EPS = 1e-6
+
+
+def _adagrad(p, g, state, hyper, eps=ADAGRAD_EPS):
     s = state["s"]
     s.add_(g**2)
     p.sub_(hyper["lr"] * g / torch.sqrt(s + eps))
+
+
+def adagrad_effective_lr(lr: float, s: torch.Tensor) -> float:
+    """Adagrad's step size per unit gradient, η / √(s + ε), from its state ``s`` (the running
+    sum of squared gradients): the median over the coordinates."""
+    return (lr / torch.sqrt(s + ADAGRAD_EPS)).median().item()
 
 
 def _rmsprop(p, g, state, hyper, eps=1e-6):
@@ -113,6 +123,10 @@ def torch_optimizer(
     return concise(params, hyper)
 
 
+# The gradient of f(x) = 0.1 x1^2 + 2 x2^2 is (0.2 x1, 4 x2).
+GRAD_SCALE_2D = (0.2, 4.0)
+
+
 def trace_2d(
     optimizer: str, steps: int = 20, start=(-5.0, -2.0), **hyper
 ) -> list[tuple[float, float]]:
@@ -124,7 +138,7 @@ def trace_2d(
     if optimizer == "gd":
         optimizer, hyper = "sgd_momentum", {**hyper, "momentum": 0.0}
     x = torch.tensor(start, dtype=torch.float64)  # float64, as the book's Python floats
-    scale = torch.tensor([0.2, 4.0], dtype=torch.float64)  # the gradient is scale * x
+    scale = torch.tensor(GRAD_SCALE_2D, dtype=torch.float64)
     states = init_states(optimizer, [x])
     points = [tuple(x.tolist())]
     for _ in range(steps):
@@ -207,8 +221,20 @@ def train_airfoil(
             elapsed += time.perf_counter() - start
             with torch.no_grad():
                 value = loss(features, labels).item()
+            # From-scratch Adagrad's state: the weights' effective lr (NaN for the others).
+            eff_lr = (
+                adagrad_effective_lr(hyper["lr"], states[0]["s"])
+                if implementation == "scratch" and optimizer == "adagrad"
+                else math.nan
+            )
             rows.append(
-                {"epoch": n / num_examples, "examples": n, "loss": value, "elapsed": elapsed}
+                {
+                    "epoch": n / num_examples,
+                    "examples": n,
+                    "loss": value,
+                    "elapsed": elapsed,
+                    "eff_lr": eff_lr,
+                }
             )
             if exploded(value, rows[0]["loss"]):
                 diverged = True

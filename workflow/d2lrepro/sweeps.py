@@ -89,7 +89,19 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
                 metric(f"{name}.final_loss_range", np.ptp(finals["loss"].to_numpy())),
                 metric(f"{name}.curve_excess", excess),
             ]
+            if "eff_lr" in group and group["eff_lr"].notna().all():
+                slopes = [
+                    decay_exponent(r["examples"], r["eff_lr"]) for _, r in group.groupby("seed")
+                ]
+                rows.append(metric(f"{name}.eff_lr_slope", float(np.median(slopes))))
     return rows
+
+
+def decay_exponent(steps, values) -> float:
+    """The slope of log ``values`` against log ``steps`` over the second half of the points:
+    -0.5 for a quantity that decays as t^-1/2 once the start is forgotten."""
+    half = len(steps) // 2
+    return float(np.polyfit(np.log(steps[half:]), np.log(values[half:]), 1)[0])
 
 
 def compare_implementations(

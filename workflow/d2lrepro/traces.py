@@ -37,6 +37,24 @@ def trace_metrics(trace: pd.DataFrame) -> list[dict]:
     ]
 
 
+def adagrad_metrics(trace: pd.DataFrame, runs: dict) -> list[dict]:
+    """For every Adagrad run, the decay exponent of each coordinate's effective lr
+    η / √(s_t + ε) over the steps, s_t being the running sum of the squared gradients of f at
+    the points the trace visited (the optimizer's state)."""
+    rows = []
+    for name, run in runs.items():
+        if run["optimizer"] != "adagrad":
+            continue
+        points = trace[trace["run"] == name].sort_values("step")
+        steps = np.arange(1, len(points))
+        for coordinate, scale in zip(("x1", "x2"), optimizers.GRAD_SCALE_2D):
+            g = scale * points[coordinate].to_numpy()[:-1]  # the gradient at each point left
+            eff = run["lr"] / np.sqrt(np.cumsum(g**2) + optimizers.ADAGRAD_EPS)
+            slope = np.polyfit(np.log(steps), np.log(eff), 1)[0]
+            rows.append(metric(f"{name}.eff_lr_slope.{coordinate}", slope))
+    return rows
+
+
 def draw_trace(points: pd.DataFrame, path) -> None:
     """The book's show_trace_2d: contours of f in blue, the trace '-o' in orange."""
     fig, ax = plotting.figure()
