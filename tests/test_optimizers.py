@@ -249,3 +249,13 @@ def test_adagrad_airfoil_runs_record_the_effective_lr_from_the_state():
     assert other["eff_lr"].isna().all()
     s = torch.tensor([4.0, 16.0, 1.0])
     assert opt.adagrad_effective_lr(1.0, s) == pytest.approx(0.5, rel=1e-6)
+
+
+def test_adams_first_step_with_eps_outside_and_inside_the_square_root():
+    # After one step v̂ = g and ŝ = g², so the step is lr·g/(|g| + ε) or lr·g/√(g² + ε).
+    g, eps, lr = torch.tensor([0.5, -2e-3]), 1e-6, 0.01
+    for name, scale in (("adam", g.abs() + eps), ("adam_eps_inside", torch.sqrt(g**2 + eps))):
+        p = torch.zeros(2)
+        p.grad = g.clone()
+        opt.step(name, [p], opt.init_states(name, [p]), {"lr": lr})
+        assert torch.allclose(p, -lr * g / scale, rtol=1e-6), name

@@ -57,7 +57,7 @@ def _adadelta(p, g, state, hyper, eps=1e-5):
     delta.copy_(rho * delta + (1 - rho) * g**2)
 
 
-def _adam(p, g, state, hyper, eps=1e-6, yogi=False):
+def _adam(p, g, state, hyper, eps=1e-6, yogi=False, eps_inside=False):
     beta1, beta2, v, s, t = 0.9, 0.999, state["v"], state["s"], state["t"]
     v.copy_(beta1 * v + (1 - beta1) * g)
     if yogi:  # s moves towards g**2 by at most (1 - beta2) * g**2, however large g**2 is
@@ -65,7 +65,9 @@ def _adam(p, g, state, hyper, eps=1e-6, yogi=False):
     else:
         s.copy_(beta2 * s + (1 - beta2) * g**2)
     v_hat, s_hat = v / (1 - beta1**t), s / (1 - beta2**t)
-    p.sub_(hyper["lr"] * v_hat / (torch.sqrt(s_hat) + eps))
+    # The book scales by 1 / (√ŝ + ε); its text compares 1 / √(ŝ + ε), RMSProp's form.
+    scale = torch.sqrt(s_hat + eps) if eps_inside else torch.sqrt(s_hat) + eps
+    p.sub_(hyper["lr"] * v_hat / scale)
     state["t"] = t + 1  # kept per parameter so that the caller's hyper dict stays untouched
 
 
@@ -92,6 +94,7 @@ OPTIMIZERS = {
     ),
     "adam": Optimizer(_adam, ("v", "s", "t"), lambda ps, h: torch.optim.Adam(ps, lr=h["lr"])),
     "yogi": Optimizer(partial(_adam, eps=1e-3, yogi=True), ("v", "s", "t"), None),
+    "adam_eps_inside": Optimizer(partial(_adam, eps_inside=True), ("v", "s", "t"), None),
 }
 
 
