@@ -237,18 +237,33 @@ def test_two_jobs_at_once_do_not_collide(data, tmp_path):
 
 
 FAKE_SRUN = """#!{python}
-# srun on a machine of its own: each task a process group here, as if on its own node. With
-# FAKE_SRUN_LOSE_NODE_AFTER=DIR the last "node" vanishes (SIGKILL) once DIR holds a checkpoint.
-import glob, os, signal, subprocess, sys, time
+# srun on a machine of its own: each task a process here, as if on its own node, its
+# processes marked by FAKE_NODE in their environment. The first task starts alone until the
+# rendezvous it serves listens: on a cluster only the job's node can serve it. With
+# FAKE_SRUN_LOSE_NODE_AFTER=DIR the last "node" vanishes (SIGKILL to every process it
+# started, workers included) once DIR holds a checkpoint.
+import glob, os, signal, socket, subprocess, sys, time
 args = sys.argv[1:]
 tasks = int(next(a for a in args if a.startswith("--ntasks=")).split("=")[1])
 command = args[next(i for i, a in enumerate(args) if not a.startswith("--")) :]
-nodes = [subprocess.Popen(command, start_new_session=True) for _ in range(tasks)]
+host, port = next(a for a in command if a.startswith("--rdzv-endpoint=")).split("=")[1].split(":")
+def start(node):
+    return subprocess.Popen(command, env={{**os.environ, "FAKE_NODE": str(node)}})
+nodes = [start(0)]
+while socket.socket().connect_ex((host, int(port))):
+    time.sleep(0.05)
+nodes += [start(node) for node in range(1, tasks)]
 watch = os.environ.get("FAKE_SRUN_LOSE_NODE_AFTER")
 while watch and nodes[-1].poll() is None and not glob.glob(os.path.join(watch, "*.pt")):
     time.sleep(0.02)
 if watch and nodes[-1].poll() is None:
-    os.killpg(nodes[-1].pid, signal.SIGKILL)
+    mark = f"FAKE_NODE={{tasks - 1}}".encode()
+    for environ in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            if mark in open(environ, "rb").read().split(b"\\0"):
+                os.kill(int(environ.split("/")[2]), signal.SIGKILL)
+        except OSError:
+            pass
 sys.exit(max(abs(node.wait()) for node in nodes))
 """
 
