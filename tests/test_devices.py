@@ -1,6 +1,12 @@
+import os
+import re
+import subprocess
+import sys
+import time
+
 import torch
 
-from d2lrepro import devices
+from d2lrepro import devices, settings
 
 
 def test_a_cpu_only_machine_runs_as_many_workers_as_it_has_cores(cuda_count, monkeypatch):
@@ -39,3 +45,86 @@ def test_a_recorded_machine_can_be_judged_instead_of_this_one():
 
 def test_describe_names_every_device():
     assert devices.describe([torch.device("cpu")] * 2) == "2 x CPU core"
+
+
+def claim_in_child(lock_dir, gpus, hold_s=0.0):
+    """A process that claims one of ``gpus`` and prints what CUDA_VISIBLE_DEVICES became."""
+    code = (
+        "import os, sys, time; from pathlib import Path; from d2lrepro import devices; "
+        f"devices.claim_gpus(1, lock_dir=Path({str(lock_dir)!r}), gpus={gpus!r}, poll_s=0.1); "
+        "print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
+        f"time.sleep({hold_s})"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
+    return subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env
+    )
+
+
+def test_jobs_on_one_machine_never_share_a_gpu(tmp_path):
+    """Two 1-GPU jobs on a 2-GPU machine get one GPU each (not both cuda:0); a third waits
+    until one of them ends, then gets its GPU."""
+    first, second = (claim_in_child(tmp_path, ["0", "1"], hold_s=3) for _ in range(2))
+    taken = {first.stdout.readline().strip(), second.stdout.readline().strip()}
+    assert taken == {"0", "1"}
+    third = claim_in_child(tmp_path, ["0", "1"])
+    start = time.monotonic()
+    assert third.stdout.readline().strip() in taken
+    assert time.monotonic() - start > 1  # it waited for a GPU to come free
+    for p in (first, second, third):
+        assert p.wait(timeout=30) == 0
+
+
+def test_a_claim_takes_all_its_gpus_or_none(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    holder = claim_in_child(tmp_path, ["GPU-a", "GPU-b"], hold_s=60)
+    try:
+        assert holder.stdout.readline().strip() == "GPU-a"
+        assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["GPU-a", "GPU-b"]) == ["GPU-b"]
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-b"
+        # asking for more than there are takes what there is; none asked, none taken
+        assert devices.claim_gpus(0, lock_dir=tmp_path, gpus=["GPU-a"]) == []
+    finally:
+        holder.kill()
+        holder.wait()
+        for _, handle in devices._held:
+            handle.close()
+        devices._held.clear()
+
+
+def test_under_slurm_the_allocation_is_the_claim(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    assert devices.claim_gpus(2, lock_dir=tmp_path, gpus=["0", "1"]) == []
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_job_asks_for_the_gpus_it_will_use():
+    # a machine with GPUs: at most its own, whatever the preset
+    assert settings.gpu_request(2, machine_gpus=1, book=True) == 1
+    assert settings.gpu_request(1, machine_gpus=2, book=False) == 1
+    # one without (a laptop, a login node): what the job wants, under the book preset
+    assert settings.gpu_request(2, machine_gpus=0, book=True) == 2
+    assert settings.gpu_request(2, machine_gpus=0, book=False) == 0
+
+
+def test_every_rule_that_asks_for_gpus_claims_them(repo):
+    """A GPU rule whose script forgot its claim would share cuda:0 with other jobs."""
+    blocks = [
+        block
+        for path in (repo / "workflow" / "rules").glob("*.smk")
+        for block in re.split(r"\nrule ", path.read_text())[1:]
+    ]
+    gpu_scripts = set()
+    for block in blocks:
+        if re.search(r"needs\([^)]*gpus=", block):
+            gpu_scripts.add(re.search(r'"\.\./scripts/(\w+)\.py"', block).group(1))
+    assert len(gpu_scripts) == 8
+    for script in gpu_scripts:
+        source = (repo / "workflow" / "scripts" / f"{script}.py").read_text()
+        assert "devices.claim_gpus(snakemake.resources.gpu, log)" in source, script
+        before = source[: source.index("devices.claim_gpus")].splitlines()
+        assert all(  # nothing that could start CUDA runs before the claim
+            line.startswith(("import ", "from ", "#", "log = logs.setup")) or not line
+            for line in before
+        ), script

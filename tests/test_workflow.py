@@ -248,3 +248,41 @@ def test_python_style(repo):
             text=True,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+PLAN_ON_GPUS = """
+import sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+from d2lrepro import settings
+
+settings.local_gpus = lambda: int(sys.argv[1])  # this machine, as the Snakefile sees it
+given = {k: int(v) for k, v in (arg.split("=") for arg in sys.argv[2:])}
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(
+        snakefile=Path("Snakefile"),
+        resource_settings=ResourceSettings(cores=2, resources=given),
+        config_settings=ConfigSettings(config={"preset": "smoke"}),
+    )._workflow
+    rules = {rule.name: rule for rule in workflow.rules}
+    print(workflow.global_resources["gpu"].value, rules["autopar"].resources["gpu"].value,
+          rules["lr_train"].resources["gpu"].value)
+"""
+
+
+@pytest.mark.parametrize(
+    "gpus, given, planned",
+    [("1", [], "1 1 1"), ("2", [], "2 2 1"), ("2", ["gpu=1"], "1 2 1")],
+)
+def test_snakemake_runs_one_job_per_gpu_of_this_machine(repo, gpus, given, planned):
+    """The machine's GPUs are Snakemake's `gpu` resource unless the user gave one; a job asks
+    for at most as many as there are (the 2-GPU autopar on 1 GPU: 1)."""
+    result = subprocess.run(
+        [sys.executable, "-c", PLAN_ON_GPUS, gpus, *given],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.split("\n")[-2] == planned

@@ -8,14 +8,76 @@ speed benchmark) falls back to a pinned core rather than asking for a GPU that i
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import os
+import tempfile
+import time
+from pathlib import Path
 
 import torch
+
+GPU_LOCKS = Path(tempfile.gettempdir()) / f"d2lrepro-gpus-{os.getuid()}"
+_held = []  # the lock files of this process's GPUs: a claim lasts as long as the process
 
 
 def cuda_count() -> int:
     """How many CUDA devices this process can use (0 without CUDA)."""
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (indices, or UUIDs),
+    counted through NVML so that CUDA does not start: a claim can still narrow them."""
+    count = torch.cuda.device_count()
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return [str(i) for i in range(count)]
+    return [name.strip() for name in listed.split(",")][:count]
+
+
+def claim_gpus(
+    wanted: int,
+    log: logging.Logger | None = None,
+    lock_dir: Path = GPU_LOCKS,
+    gpus: list[str] | None = None,
+    poll_s: float = 2.0,
+) -> list[str]:
+    """Make ``wanted`` GPUs (at most as many as are visible) this process's own and its
+    children's, through CUDA_VISIBLE_DEVICES; call it before anything starts CUDA.
+
+    Snakemake counts a job's GPUs but does not say which ones it gets, so each GPU has a lock
+    file on this host, held until the process ends; while other jobs hold them, it waits.
+    Under SLURM the allocation already is the claim."""
+    gpus = visible_gpus() if gpus is None else gpus
+    wanted = min(wanted, len(gpus))
+    if wanted <= 0 or "SLURM_JOB_ID" in os.environ:
+        return []
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    waited = False
+    while True:
+        held = []
+        for gpu in gpus:
+            handle = open(lock_dir / f"gpu-{gpu}.lock", "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held.append((gpu, handle))
+            except BlockingIOError:
+                handle.close()
+            if len(held) == wanted:
+                _held.extend(held)
+                claimed = [gpu for gpu, _ in held]
+                os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(claimed)
+                if log:
+                    log.info("claimed GPU %s of %s", ", ".join(claimed), ", ".join(gpus))
+                return claimed
+        # All or none: holding some while waiting for more could deadlock two 2-GPU jobs.
+        for _, handle in held:
+            handle.close()
+        if log and not waited:
+            log.info("waiting for %d free GPU(s) of %s: other jobs hold them", wanted, gpus)
+        waited = True
+        time.sleep(poll_s)
 
 
 def usable_cores() -> int:

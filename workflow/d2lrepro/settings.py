@@ -8,6 +8,7 @@ book, and the report can list them without anyone keeping that list by hand.
 from __future__ import annotations
 
 import copy
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,6 +116,26 @@ def _cuda_available() -> bool:
     import torch  # only when the preset is auto: importing torch slows every snakemake call
 
     return torch.cuda.is_available()
+
+
+def local_gpus() -> int:
+    """GPUs of this machine, for jobs run on it; 0 without an NVIDIA driver, found without
+    importing torch, which slows every snakemake call."""
+    if not (Path("/proc/driver/nvidia").exists() or shutil.which("nvidia-smi")):
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def gpu_request(wanted: int, *, machine_gpus: int, book: bool) -> int:
+    """The GPUs a job asks its scheduler for, given the GPUs of the machine that plans the run.
+    A machine with GPUs runs its jobs itself: at most its own GPUs (on fewer, a job's 2-GPU
+    parts are not applicable rather than waiting for ever). One without, such as a cluster's
+    login node, asks for the GPUs wanted under the book preset, the one made for GPUs."""
+    if machine_gpus:
+        return min(wanted, machine_gpus)
+    return wanted if book else 0
 
 
 def resolve(

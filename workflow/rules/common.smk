@@ -50,14 +50,34 @@ def all_cores(wildcards):
         return 1
 
 
+# Snakemake runs at most one job per GPU of this machine: its GPU count is the `gpu` resource
+# unless `--resources gpu=N` says otherwise, and each job claims GPUs of its own
+# (devices.claim_gpus). The Snakefile is parsed before the executor is known, so a cluster's
+# login node counts as "this machine" too; without GPUs it limits nothing.
+MACHINE_GPUS = settings.local_gpus()
+if MACHINE_GPUS and "gpu" not in workflow.global_resources:
+    workflow.register_resource("gpu", MACHINE_GPUS)
+
+
 def needs(mem_mb, runtime, gpus=0):
     """What a job asks of a scheduler besides its threads: memory (MB), wall time (minutes)
-    and GPUs (a number, or a function of the wildcards). Only the book preset, the one made
-    for machines with GPUs, asks for GPUs."""
+    and GPUs (a number, or a function of the wildcards; see settings.gpu_request)."""
+
+    def request(wanted):
+        return settings.gpu_request(
+            wanted,
+            machine_gpus=MACHINE_GPUS,
+            book=SETTINGS.preset == "book",
+        )
+
     return {
         "mem_mb": mem_mb,
         "runtime": runtime,
-        "gpu": gpus if SETTINGS.preset == "book" else 0,
+        "gpu": (
+            (lambda wildcards: request(gpus(wildcards)))
+            if callable(gpus)
+            else request(gpus)
+        ),
     }
 
 

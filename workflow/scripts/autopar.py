@@ -1,8 +1,10 @@
 import torch
 
-from d2lrepro import autopar, environment, logs, results
+from d2lrepro import autopar, devices, environment, logs, results
 
 log = logs.setup(snakemake.log[0])
+# Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
+devices.claim_gpus(snakemake.resources.gpu, log)
 torch.set_num_threads(snakemake.threads)
 log.info("automatic parallelism with %d threads: %s", snakemake.threads, snakemake.params.autopar)
 rows = autopar.measure(snakemake.params.autopar, snakemake.params.seed)

@@ -1,6 +1,8 @@
-from d2lrepro import logs, multigpu_book
+from d2lrepro import devices, logs, multigpu_book
 
-logs.setup(snakemake.log[0])
+log = logs.setup(snakemake.log[0])
+# Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
+devices.claim_gpus(snakemake.resources.gpu, log)
 multigpu_book.run_book(
     snakemake.params.runs,
     snakemake.params.seed,

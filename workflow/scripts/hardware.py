@@ -1,8 +1,10 @@
 import torch
 
-from d2lrepro import environment, hardware, logs, results
+from d2lrepro import devices, environment, hardware, logs, results
 
-logs.setup(snakemake.log[0])
+log = logs.setup(snakemake.log[0])
+# Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
+devices.claim_gpus(snakemake.resources.gpu, log)
 torch.set_num_threads(snakemake.threads)
 sweep, latency, rows, caches = hardware.measure(snakemake.params.hardware)
 results.write_csv(sweep, snakemake.output.sweep)

@@ -2,9 +2,11 @@ from pathlib import Path
 
 import torch
 
-from d2lrepro import compilers, environment, logs, results
+from d2lrepro import compilers, devices, environment, logs, results
 
 log = logs.setup(snakemake.log[0])
+# Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
+devices.claim_gpus(snakemake.resources.gpu, log)
 torch.set_num_threads(snakemake.threads)
 log.info("compilers with %d threads: %s", snakemake.threads, snakemake.params.hybridize)
 rows = compilers.measure(

@@ -3,6 +3,8 @@ import torch
 from d2lrepro import data, devices, logs, lr_schedulers, lr_training, models, results
 
 log = logs.setup(snakemake.log[0])
+# Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
+devices.claim_gpus(snakemake.resources.gpu, log)
 torch.set_num_threads(snakemake.threads)
 p, w = snakemake.params, snakemake.wildcards
 device = devices.device_for(0, 1)
