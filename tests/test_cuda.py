@@ -1,0 +1,165 @@
+"""Every CUDA path of the package at tiny sizes: streams, copy overlap, bandwidth, transfers,
+launches, queue memory, hybridization, the GPU claim, DDP over NCCL on 1 and 2 GPUs, the
+parameter-server strategies, and the book's one-process code (scatter, DataParallel).
+
+Collected everywhere and skipped without CUDA, with the reason; `pytest -m cuda` runs only
+these. Numbers are not judged here (the workflow does that): each path must run and measure.
+"""
+
+import math
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from d2lrepro import (
+    asynchrony,
+    autopar,
+    compilers,
+    devices,
+    hardware,
+    multigpu_book,
+    multigpu_launch,
+)
+from test_multigpu_book import data as book_data
+from test_multigpu_run import LENET, fake_fashion_mnist, ok, run
+
+GPUS = devices.cuda_count()
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(GPUS == 0, reason="needs CUDA, this machine has none"),
+]
+two_gpus = pytest.mark.skipif(GPUS < 2, reason=f"needs 2 CUDA devices, this machine has {GPUS}")
+FAST = {"min_run_time": 0.01, "max_run_time": 0.2}
+CUDA0 = torch.device("cuda", 0)
+
+
+def measured(rows: list[dict], prefix: str) -> dict[str, float]:
+    """The values of the rows named ``prefix``..., each of which must be a measured number."""
+    picked = {row["metric"]: row for row in rows if row["metric"].startswith(prefix)}
+    assert picked, prefix
+    for name, row in picked.items():
+        assert not row["status"] and math.isfinite(row["value"]), (name, row)
+    return {name: row["value"] for name, row in picked.items()}
+
+
+@pytest.fixture(scope="module")
+def fashion(tmp_path_factory):
+    return fake_fashion_mnist(tmp_path_factory.mktemp("data") / "fashion_mnist.pt")
+
+
+def test_the_gpu_queue_and_its_memory():
+    rows = asynchrony.asynchrony(size=64, steps=2, repeats=1)
+    assert measured(rows, "async.cuda.")["async.cuda.sync_s"] > 0
+    assert measured(rows, "async.z") == {"async.z0": 3.0, "async.z1": 3.0}
+    assert {row["device"] for row in rows if row["metric"].startswith("async.z")} == {"cuda:0"}
+    peaks = measured(asynchrony.queue_memory(size=256, steps=3), "async.memory.")
+    assert all(peak >= 256 * 256 * 4 for peak in peaks.values())
+
+
+def test_two_streams_and_overlapped_copies():
+    measured(autopar.autopar_streams(size=64, n=2, **FAST), "autopar.streams.")
+    measured(autopar.copy_overlap(size=64, n=2, **FAST), "copy.")
+
+
+@two_gpus
+def test_two_gpus_in_parallel():
+    measured(autopar.autopar_gpus(size=64, n=2, **FAST), "autopar.gpus.")
+
+
+def test_copies_and_launches():
+    rates = measured(hardware.bandwidth(sizes_mib=(1,), **FAST), "bandwidth.")
+    assert len(rates) == 4 and all(rate > 0 for rate in rates.values())
+    assert measured(hardware.bandwidth(sizes_mib=(1,), **FAST), "latency.")
+    measured(hardware.transfer_cost(CUDA0, total_mib=1, chunk_kib=64, max_run_time=0.2), "")
+    assert hardware.launch_us(CUDA0, launches=10) > 0
+    sweep = hardware.memory_sweep(max_bytes=1 << 20, devices=["cuda:0"], **FAST)
+    assert set(sweep["device"]) == {"cuda:0"} and (sweep.filter(like="gbps") > 0).all().all()
+
+
+def test_hybridization_on_the_gpu():
+    rows = compilers.hybridize(
+        batch_sizes=(1,),
+        modes=("eager", "script"),
+        n_calls=2,
+        device="cuda:0",
+        prefix="hyb.cuda",
+        **FAST,
+    )
+    measured(rows, "hyb.cuda.batch1.eager.")
+    assert measured(rows, "hyb.cuda.batch1.script.")["hyb.cuda.batch1.script.max_abs_diff"] <= 1e-4
+
+
+def test_a_claimed_gpu_is_all_that_torch_sees(tmp_path):
+    code = (
+        "from pathlib import Path; import torch; from d2lrepro import devices; "
+        f"devices.claim_gpus(1, lock_dir=Path({str(tmp_path)!r})); "
+        "print(torch.cuda.device_count(), torch.cuda.get_device_name(0))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    assert out.split()[0] == "1"
+
+
+RESNET = ["--model", "resnet18", "--epochs", 1, "--batch-size", 16, "--lr", 0.05]
+RESNET += ["--train-subset", 64, "--test-subset", 32]
+
+
+@pytest.mark.parametrize("model", [LENET, RESNET], ids=["lenet", "resnet18"])
+@pytest.mark.parametrize("world", [1, pytest.param(2, marks=two_gpus)])
+def test_training_on_gpus(model, world, fashion, tmp_path):
+    """LeNet from scratch (own allreduce) and ResNet-18 (DDP), over NCCL with 2 GPUs."""
+    out = tmp_path / "history.csv"
+    argv = [*model, "--data", fashion, "--out", out, "--checkpoint", tmp_path / "run.pt"]
+    ok(run(argv, nproc=world if world > 1 else None))
+    history = pd.read_csv(out)
+    assert set(history["world_size"]) == {world}
+    assert history["devices"].iloc[0].startswith(f"{world} x ")
+    assert "CPU core" not in history["devices"].iloc[0]
+
+
+@two_gpus
+def test_probes_and_parameter_servers_on_two_gpus(tmp_path):
+    costs = {"lenet": {"batches": [2], "repeats": 1}}
+    outputs = {"lenet": tmp_path / "cost_lenet.csv"}
+    servers = tmp_path / "ps.csv"
+    multigpu_launch.launch_probes(
+        costs,
+        outputs,
+        tmp_path / "examples.csv",
+        {"mb": 1, "repeats": 2},
+        servers,
+        seed=0,
+        timeout=120,
+        log_path=tmp_path / "probes.log",
+    )
+    assert (pd.read_csv(outputs["lenet"])["t1"] > 0).all()
+    ps = pd.read_csv(servers).set_index("metric")
+    assert ps["status"].isna().all(), ps[ps["status"].notna()]
+    assert ps.loc["ps.host.median_s", "value"] > 0  # through host memory: CUDA only
+
+
+def test_the_books_code_on_one_gpu():
+    data = book_data()
+    for train in (multigpu_book.train_scratch, multigpu_book.train_concise):
+        history = train(data, [CUDA0], 1, 32, 0.1)
+        assert history["train_loss"].notna().all() and history["test_acc"].between(0, 1).all()
+
+
+@two_gpus
+def test_the_books_code_on_two_gpus():
+    gpus = [CUDA0, torch.device("cuda", 1)]
+    shards = multigpu_book.scatter(torch.arange(20.0).reshape(4, 5), gpus)
+    assert [s.device for s in shards] == gpus
+    assert [s[:, 0].tolist() for s in shards] == [[0, 5], [10, 15]]
+    data = book_data()
+    one = multigpu_book.train_scratch(data, gpus[:1], 2, 32, 0.2)
+    two = multigpu_book.train_scratch(data, gpus, 2, 32, 0.2)
+    assert two["train_loss"].tolist() == pytest.approx(one["train_loss"].tolist(), rel=1e-2)
+    concise = multigpu_book.train_concise(data, gpus, 1, 32, 0.1)  # nn.DataParallel
+    assert concise["train_loss"].notna().all()
