@@ -60,6 +60,10 @@ def test_summary_takes_the_median_final_loss(data):
     finals = runs[runs.setting == "momentum.lr0.02_m0.5"].groupby("seed")["loss"].last()
     assert summary["momentum.lr0.02_m0.5.final_loss"] == pytest.approx(finals.median())
     assert summary["momentum.concise.diverged_seeds"] == 0
+    per_epoch = [
+        summary[f"{s}.sec_per_epoch"] for s in ("momentum.lr0.02_m0.5", "momentum.concise")
+    ]
+    assert summary["airfoil.slowest_sec_per_epoch"] == max(per_epoch) > 0
 
 
 def test_divergent_setting_is_recorded_not_raised(data):

@@ -94,6 +94,9 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
                     decay_exponent(r["examples"], r["eff_lr"]) for _, r in group.groupby("seed")
                 ]
                 rows.append(metric(f"{name}.eff_lr_slope", float(np.median(slopes))))
+    per_epoch = {r["metric"]: r["value"] for r in rows if r["metric"].endswith(".sec_per_epoch")}
+    slowest = max(per_epoch, key=per_epoch.get)
+    rows.append(metric("airfoil.slowest_sec_per_epoch", per_epoch[slowest], "s", note=slowest))
     return rows
 
 

@@ -130,3 +130,15 @@ def lr_runs():
         for r, s in pairs
         for seed in lr["seeds"]
     ]
+
+
+WARMUP_VARIANTS = ["none", "linear"]
+
+
+def warmup_runs():
+    """One output per peak lr of the warm-up sweep and variant (all seeds in one job)."""
+    return [
+        f"results/optimization/warmup_sweep/lr{lr}.{variant}.csv"
+        for lr in S["warmup_sweep"]["lrs"]
+        for variant in WARMUP_VARIANTS
+    ]

@@ -191,9 +191,35 @@ rule lr_train:
         "../scripts/lr_train.py"
 
 
+rule warmup_sweep:
+    input:
+        data="results/data/fashion_mnist.pt",
+        code=code("warmup_sweep"),
+    output:
+        "results/optimization/warmup_sweep/lr{lr}.{warmup}.csv",
+    log:
+        "logs/warmup_sweep/lr{lr}.{warmup}.log",
+    benchmark:
+        "benchmarks/warmup_sweep/lr{lr}.{warmup}.tsv"
+    wildcard_constraints:
+        lr=r"\d+(\.\d+)?",
+        warmup="|".join(WARMUP_VARIANTS),
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(4000, 60, gpus=1),
+    params:
+        sweep=S["warmup_sweep"],
+        lr=lambda w: float(w.lr),
+    script:
+        "../scripts/warmup_sweep.py"
+
+
 rule lr_summary:
     input:
         runs=lr_runs(),
+        warmup_sweep=warmup_runs(),
         book_curves="workflow/reference/book_curves.csv",
         environment="results/environment.json",
         code=code("lr_summary"),
@@ -207,6 +233,7 @@ rule lr_summary:
         multistep=figure("lrs", "multifactor_train"),
         cosine=figure("lrs", "cosine_train"),
         warmup=figure("lrs", "warmup_train"),
+        warmup_sweep=figure("lrs", "warmup_sweep"),
     log:
         "logs/lr_summary.log",
     benchmark:
