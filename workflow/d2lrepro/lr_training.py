@@ -369,9 +369,11 @@ def warmup_sweep_metrics(runs: pd.DataFrame) -> list[dict]:
             metric(f"warmup_sweep.{variant}.failed_runs", int((~g["trained"]).sum())),
             metric(f"warmup_sweep.{variant}.highest_lr", highest[variant]),
         ]
+    lr = {variant: f"{value:g}" if value else "none" for variant, value in highest.items()}
     note = (
-        f"warm-up rescued {rescued} and broke {broken} of {len(pairs)} (lr, seed) pairs; every"
-        f" seed trained up to lr {highest['none']:g} without warm-up, {highest['linear']:g} with"
+        f"warm-up rescued {rescued} and broke {broken} of {len(pairs)} (lr, seed) pairs; the"
+        f" highest peak lr at which every seed trained: {lr['none']} without warm-up,"
+        f" {lr['linear']} with"
     )
     return rows + [
         metric("warmup_sweep.pairs", len(pairs)),
