@@ -240,3 +240,35 @@ def test_a_failed_check_carries_the_measurements_notes():
     )
     assert row["verdict"] == claims.NOT_REPRODUCED
     assert row["reason"].endswith("; note: the allocator reuses blocks")
+
+
+def shipped_claim(claim_id):
+    return next(c for s in claims.load()["sections"] for c in s["claims"] if c["id"] == claim_id)
+
+
+@pytest.mark.parametrize(
+    "claim_id, supports, contradicts",
+    [
+        (
+            "lrs.warmup_high_lr",
+            [metric("warmup_sweep.none.failed_runs", 6), metric("warmup_sweep.sign_p", 1 / 64)],
+            [metric("warmup_sweep.none.failed_runs", 6), metric("warmup_sweep.sign_p", 0.5)],
+        ),
+        (
+            "lrs.warmup_high_lr",  # no lr of the sweep was high enough to fail without warm-up
+            [metric("warmup_sweep.none.failed_runs", 1), metric("warmup_sweep.sign_p", 0.03)],
+            [metric("warmup_sweep.none.failed_runs", 0), metric("warmup_sweep.sign_p", 1.0)],
+        ),
+        (
+            "data.train_ch11.sec_per_epoch",
+            [metric("airfoil.slowest_sec_per_epoch", 0.2)],
+            [metric("airfoil.slowest_sec_per_epoch", 2.5)],
+        ),
+    ],
+)
+def test_new_claims_follow_their_evidence(claim_id, supports, contradicts):
+    claim = shipped_claim(claim_id)
+    held = claims.evaluate_claim(claim, pd.DataFrame(supports), CPU_ONLY)
+    refuted = claims.evaluate_claim(claim, pd.DataFrame(contradicts), CPU_ONLY)
+    assert held["verdict"] == claims.REPRODUCED
+    assert refuted["verdict"] == claims.NOT_REPRODUCED

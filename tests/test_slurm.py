@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from test_workflow import OUTPUTS
+from test_workflow import OUTPUTS, TIMING_RULES
 
 DAEMONS = (
     "munged",
@@ -34,15 +34,6 @@ DETERMINISTIC = ["results/data/fashion_mnist.pt", "results/data/airfoil.pt"]
 # The rules that run in Snakemake's own process (downloads, verdicts, report); all others go
 # to SLURM.
 LOCAL_RULES = {"fetch_data", "evaluate_claims", "report", "all"}
-TIMING_RULES = (
-    "hybridize",
-    "asynchrony",
-    "autopar",
-    "hardware",
-    "multidevice_train",
-    "multidevice_probes",
-    "book_multigpu",
-)
 # Where every SLURM command looks without SLURM_CONF: the steps srun starts inside a job do;
 # slurmdbd reads its own file beside it.
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")

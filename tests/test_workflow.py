@@ -12,6 +12,16 @@ import yaml
 
 from d2lrepro import claims, imports
 
+# They take every core, so the scheduler runs nothing beside them.
+TIMING_RULES = (
+    "hybridize",
+    "asynchrony",
+    "autopar",
+    "hardware",
+    "multidevice_train",
+    "multidevice_probes",
+    "book_multigpu",
+)
 OUTPUTS = {
     ".git",
     ".venv",
@@ -127,18 +137,9 @@ def test_sweep_expands_one_job_per_setting(repo):
 
 def test_timing_and_training_rules_run_alone(repo):
     """They take every core, so the scheduler runs nothing beside them."""
-    exclusive = [
-        "hybridize",
-        "asynchrony",
-        "autopar",
-        "hardware",
-        "multidevice_train",
-        "multidevice_probes",
-        "book_multigpu",
-    ]
     result = snakemake(repo, "-n", "--forceall", "--cores", "3", "--config", "preset=smoke")
     jobs = (result.stdout + result.stderr).split("\n\n")
-    for rule in exclusive:
+    for rule in TIMING_RULES:
         blocks = [j for j in jobs if f"rule {rule}:" in j]
         assert blocks and all("threads: 3" in j for j in blocks), rule
 
