@@ -242,6 +242,15 @@ def test_a_failed_check_carries_the_measurements_notes():
     assert row["reason"].endswith("; note: the allocator reuses blocks")
 
 
+def timings(prefix, **medians_and_iqrs):
+    """Metric rows of parameter-server timings: {strategy: (median, IQR)}."""
+    return [
+        metric(f"{prefix}.{name}.{stat}_s", value)
+        for name, pair in medians_and_iqrs.items()
+        for stat, value in zip(("median", "iqr"), pair)
+    ]
+
+
 def shipped_claim(claim_id):
     return next(c for s in claims.load()["sections"] for c in s["claims"] if c["id"] == claim_id)
 
@@ -263,6 +272,21 @@ def shipped_claim(claim_id):
             "data.train_ch11.sec_per_epoch",
             [metric("airfoil.slowest_sec_per_epoch", 0.2)],
             [metric("airfoil.slowest_sec_per_epoch", 2.5)],
+        ),
+        (
+            "ps.sync160.all",  # 4 GPUs: the book's 60 against 15 ms, and gather no slower
+            timings("ps.all", gather=(0.060, 0.002), ring=(0.015, 0.001)),
+            timings("ps.all", gather=(0.016, 0.002), ring=(0.015, 0.001)),
+        ),
+        (
+            "ps.scale.all",  # 4 servers: each a quarter of the time, or all of it
+            timings("ps.all", **{"update.n1": (0.040, 0.001), "update.split_x_n": (0.044, 0.002)}),
+            timings("ps.all", **{"update.n1": (0.040, 0.001), "update.split_x_n": (0.160, 0.002)}),
+        ),
+        (
+            "ps.scale",
+            timings("ps", **{"update.n1": (0.040, 0.001), "update.split_x_n": (0.042, 0.002)}),
+            timings("ps", **{"update.n1": (0.040, 0.001), "update.split_x_n": (0.080, 0.002)}),
         ),
     ],
 )

@@ -124,24 +124,26 @@ def test_training_on_gpus(model, world, fashion, tmp_path):
 
 
 @two_gpus
-def test_probes_and_parameter_servers_on_two_gpus(tmp_path):
+def test_probes_and_parameter_servers_on_gpus(tmp_path):
     costs = {"lenet": {"batches": [2], "repeats": 1}}
     outputs = {"lenet": tmp_path / "cost_lenet.csv"}
-    servers = tmp_path / "ps.csv"
     multigpu_launch.launch_probes(
-        costs,
-        outputs,
-        tmp_path / "examples.csv",
-        {"mb": 1, "repeats": 2},
-        servers,
-        seed=0,
-        timeout=120,
-        log_path=tmp_path / "probes.log",
+        costs, outputs, tmp_path / "examples.csv", 0, 120, tmp_path / "probes.log"
     )
     assert (pd.read_csv(outputs["lenet"])["t1"] > 0).all()
+    servers = tmp_path / "ps.csv"
+    spec = {"mb": 1, "repeats": 2, "max_devices": 8}
+    multigpu_launch.launch_param_server(spec, servers, 120, tmp_path / "ps.log")
     ps = pd.read_csv(servers).set_index("metric")
-    assert ps["status"].isna().all(), ps[ps["status"].notna()]
+    two = ps[~ps.index.str.startswith("ps.all.")]
+    assert two["status"].isna().all(), two[two["status"].notna()]
     assert ps.loc["ps.host.median_s", "value"] > 0  # through host memory: CUDA only
+    # on all the GPUs where there are more than 2
+    on_all = ps[ps.index.str.startswith("ps.all.")]
+    if torch.cuda.device_count() > 2:
+        assert on_all["status"].isna().all() and ps.loc["ps.all.workers", "value"] > 2
+    else:
+        assert (on_all["status"] == "not applicable").all()
 
 
 def test_the_books_code_on_one_gpu():

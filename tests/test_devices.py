@@ -119,7 +119,7 @@ def test_every_rule_that_asks_for_gpus_claims_them(repo):
     for block in blocks:
         if re.search(r"needs\([^)]*gpus=", block):
             gpu_scripts.add(re.search(r'"\.\./scripts/(\w+)\.py"', block).group(1))
-    assert len(gpu_scripts) == 9
+    assert len(gpu_scripts) == 10
     for script in gpu_scripts:
         source = (repo / "workflow" / "scripts" / f"{script}.py").read_text()
         assert "devices.claim_gpus(snakemake.resources.gpu, log)" in source, script

@@ -145,3 +145,21 @@ def test_summarize_compares_every_pair_and_draws_every_figure(tmp_path):
     m = pd.read_csv(tmp_path / "metrics.csv").set_index("metric")["value"]
     assert m["lenet.speedup"] == 2.0 and abs(m["resnet18_momentum.acc_change"] + 0.1) < 1e-12
     assert all(path.exists() for path in figures.values())
+
+
+def test_the_parameter_server_figure_draws_each_run_or_says_why(tmp_path):
+    measured = [
+        results.metric(f"{p}.{name}.{stat}_s", seconds)
+        for p, seconds in (("ps", 0.2), ("ps.all", 0.1))
+        for name in param_server.STRATEGIES
+        for stat in ("median", "iqr")
+    ]
+    workers = [results.metric("ps.workers", 2), results.metric("ps.all.workers", 4)]
+    both = pd.DataFrame(measured + workers)
+    summary.draw_param_server(both, tmp_path / "both.png", "footer")
+    only_two = both[~both["metric"].str.startswith("ps.all.")]
+    absent = pd.DataFrame(param_server.unmeasured_rows("this machine has 2 devices", "ps.all"))
+    summary.draw_param_server(pd.concat([only_two, absent]), tmp_path / "two.png", "footer")
+    none = pd.DataFrame(param_server.unmeasured_rows("needs 2 devices"))
+    summary.draw_param_server(none, tmp_path / "none.png", "footer")
+    assert all((tmp_path / f"{n}.png").stat().st_size > 0 for n in ("both", "two", "none"))

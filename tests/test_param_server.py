@@ -1,10 +1,13 @@
-"""The parameter-server strategies on 2 gloo workers (CPU processes)."""
+"""The parameter-server strategies on gloo workers (CPU processes), and their launch on 2
+workers and on all the machine's devices."""
 
+import pandas as pd
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from d2lrepro import param_server
+from d2lrepro import multigpu_launch, param_server
 
 
 def _strategies(rank, world, store, out):
@@ -18,7 +21,7 @@ def _strategies(rank, world, store, out):
     param_server.update_share(param, grad, world, rank)
     alone = torch.zeros(6)
     param_server.update_share(alone, grad, 1, rank)
-    rows = param_server.measure(1, 2, torch.device("cpu"))
+    rows = param_server.measure(1, 2, torch.device("cpu"), prefix=f"p{world}")
     torch.save(
         {"gathered": gathered, "ringed": ringed, "param": param, "alone": alone, "rows": rows},
         f"{out}.{rank}",
@@ -42,13 +45,48 @@ def test_every_strategy_gives_every_worker_the_sum(tmp_path):
     assert got[0]["alone"].eq(-0.1).all() and got[1]["alone"].eq(0).all()
 
 
-def test_rank_0_reports_every_strategy(tmp_path):
-    mp.spawn(_strategies, args=(2, tmp_path / "store", tmp_path / "out"), nprocs=2)
+@pytest.mark.parametrize("world", [2, 3])
+def test_rank_0_reports_every_strategy(tmp_path, world):
+    mp.spawn(_strategies, args=(world, tmp_path / "store", tmp_path / "out"), nprocs=world)
     rows = {r["metric"]: r for r in torch.load(tmp_path / "out.0", weights_only=False)["rows"]}
-    assert torch.load(tmp_path / "out.1", weights_only=False)["rows"] == []
-    names = {r["metric"] for r in param_server.unmeasured_rows("x")}
-    assert set(rows) == names and rows["ps.workers"]["value"] == 2
-    for name in ("gather", "ring", "update.n1", "update.n2"):
-        assert rows[f"ps.{name}.median_s"]["value"] > 0 and rows[f"ps.{name}.iqr_s"]["value"] >= 0
-    assert rows["ps.ring.busbw_gbps"]["value"] > 0
-    assert rows["ps.host.median_s"]["status"] == "not applicable"
+    assert all(torch.load(tmp_path / f"out.{r}", weights_only=False)["rows"] == [] for r in (1,))
+    p = f"p{world}"
+    assert set(rows) == {r["metric"] for r in param_server.unmeasured_rows("x", p)}
+    assert rows[f"{p}.workers"]["value"] == world
+    for name in ("gather", "ring", "update.n1", "update.split"):
+        assert rows[f"{p}.{name}.median_s"]["value"] > 0 and rows[f"{p}.{name}.iqr_s"]["value"] >= 0
+    # n servers' time in all: n times each one's share
+    split, total = (rows[f"{p}.update.{n}.median_s"]["value"] for n in ("split", "split_x_n"))
+    assert total == pytest.approx(world * split)
+    assert rows[f"{p}.ring.busbw_gbps"]["value"] > 0
+    assert rows[f"{p}.host.median_s"]["status"] == "not applicable"
+
+
+def launch(tmp_path, max_devices):
+    out = tmp_path / "param_server.csv"
+    spec = {"mb": 1, "repeats": 2, "max_devices": max_devices}
+    multigpu_launch.launch_param_server(spec, out, timeout=60, log_path=tmp_path / "ps.log")
+    return pd.read_csv(out).set_index("metric")
+
+
+def test_a_launch_on_2_workers_and_on_all_devices(tmp_path, monkeypatch):
+    # A machine of 3 devices: on 2 cores, the third worker shares a core.
+    monkeypatch.setattr(multigpu_launch, "machine_devices", lambda: 3)
+    monkeypatch.setattr(multigpu_launch, "unavailable", lambda workers: "")
+    rows = launch(tmp_path, max_devices=8)
+    assert rows.loc["ps.workers", "value"] == 2 and rows.loc["ps.all.workers", "value"] == 3
+    measured = rows[rows["status"].isna()]
+    assert measured.index.str.startswith("ps.all.ring").any()
+    assert set(rows.index) == {
+        r["metric"] for p in ("ps", "ps.all") for r in param_server.unmeasured_rows("x", p)
+    }
+    assert not list(tmp_path.glob("param_server.*.csv"))  # the parts are gone
+
+
+def test_no_run_on_all_devices_where_they_are_2(tmp_path, monkeypatch):
+    monkeypatch.setattr(multigpu_launch, "machine_devices", lambda: 3)
+    rows = launch(tmp_path, max_devices=2)
+    assert rows.loc["ps.workers", "value"] == 2
+    gone = rows.loc[rows.index.str.startswith("ps.all.")]
+    assert (gone["status"] == "not applicable").all()
+    assert "parameter_server.max_devices is 2:" in gone["note"].iloc[0]

@@ -20,6 +20,7 @@ TIMING_RULES = (
     "hardware",
     "multidevice_train",
     "multidevice_probes",
+    "parameter_server",
     "book_multigpu",
 )
 OUTPUTS = {

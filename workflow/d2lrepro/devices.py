@@ -87,6 +87,11 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def machine_devices() -> int:
+    """The devices this machine can give a run's workers: its GPUs, else its usable cores."""
+    return cuda_count() or usable_cores()
+
+
 def worker_kind(workers: int) -> str:
     """ "cuda" when every one of ``workers`` can have its own GPU, else "cpu"."""
     return "cuda" if 0 < workers <= cuda_count() else "cpu"

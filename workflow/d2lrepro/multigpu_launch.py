@@ -15,12 +15,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 from torch.distributed import run as torchrun
 
-from .devices import unavailable
+from .devices import cuda_count, machine_devices, unavailable
 from .multigpu_run import TOPK_COLUMNS, main
 from .param_server import unmeasured_rows
-from .results import write_csv, write_metrics, write_not_applicable
+from .results import METRIC_COLUMNS, write_csv, write_metrics, write_not_applicable
 
 CHECKPOINTS = Path("results/multidevice/checkpoints")
 
@@ -198,26 +199,43 @@ def launch_training(
 
 
 def launch_probes(
-    costs: dict,
-    outputs: dict,
-    examples,
-    param_server: dict,
-    servers,
-    seed: int,
-    timeout: float,
-    log_path,
+    costs: dict, outputs: dict, examples, seed: int, timeout: float, log_path
 ) -> None:
     """One launch of 2 workers that train nothing: the cost model of each model of ``costs``,
-    written to ``outputs[model]``, the section's printed examples, written to ``examples``,
-    and the parameter-server timings of ``param_server`` (mb, repeats), written to
-    ``servers``; or why they cannot be measured here."""
+    written to ``outputs[model]``, and the section's printed examples, written to
+    ``examples``; or why they cannot be measured here."""
     reason = unavailable(2)
     if reason:
         for path in [*outputs.values(), examples]:
             write_not_applicable(path, reason)
-        write_metrics(unmeasured_rows(reason), servers)
         return
     spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
     argv = ["--cost-model", json.dumps(spec), "--examples-out", str(examples)]
-    argv += ["--param-server", json.dumps({**param_server, "out": str(servers)})]
     _launch(2, [*argv, "--seed", str(seed), "--timeout", str(timeout)], log_path)
+
+
+def launch_param_server(spec: dict, out, timeout: float, log_path) -> None:
+    """The parameter-server timings of ``spec`` (mb, repeats, max_devices) on 2 workers
+    (metrics ``ps.*``) and on all the machine's devices, at most ``max_devices`` (``ps.all.*``),
+    one launch each, written together to ``out``; what cannot run here says why."""
+    most = min(spec["max_devices"], machine_devices())
+    rows = []
+    for workers, prefix in ((2, "ps"), (most, "ps.all")):
+        reason = unavailable(workers)
+        if not reason and prefix == "ps.all" and most <= 2:
+            kind = "GPUs" if cuda_count() else "usable cores"
+            reason = (
+                f"this machine has {machine_devices()} {kind} and parameter_server.max_devices"
+                f" is {spec['max_devices']}: no more devices than the 2-worker run's"
+            )
+        if reason:
+            rows += unmeasured_rows(reason, prefix)
+            continue
+        part = Path(out).with_suffix(f".{workers}.csv")
+        measure = {"mb": spec["mb"], "repeats": spec["repeats"], "prefix": prefix, "out": str(part)}
+        argv = ["--param-server", json.dumps(measure), "--timeout", str(timeout)]
+        _launch(workers, argv, log_path)
+        measured = pd.read_csv(part, dtype={c: str for c in METRIC_COLUMNS[2:]})
+        rows += measured.fillna({c: "" for c in METRIC_COLUMNS[2:]}).to_dict("records")
+        part.unlink()
+    write_metrics(rows, out)

@@ -238,16 +238,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--param-server",
         type=json.loads,
         metavar="JSON",
-        help='with --cost-model: time the parameter-server strategies, {"mb": gradient MB, '
-        '"repeats": N, "out": CSV}',
+        help='time the parameter-server strategies, {"mb": gradient MB, "repeats": N, '
+        '"prefix": metric prefix, "out": CSV}',
     )
     # tests: the last rank dies
     parser.add_argument("--fail-at-epoch", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.cost_model is None and (args.data is None or args.out is None):
+    probes = args.cost_model is not None or args.param_server is not None
+    if not probes and (args.data is None or args.out is None):
         parser.error("training needs --data and --out")
-    if (args.examples_out or args.param_server) and args.cost_model is None:
-        parser.error("--examples-out and --param-server go with --cost-model")
+    if args.examples_out and args.cost_model is None:
+        parser.error("--examples-out goes with --cost-model")
     if args.model == "lenet" and (args.momentum or args.weight_decay):
         parser.error("the from-scratch LeNet uses plain SGD: no --momentum or --weight-decay")
     return args
@@ -270,13 +271,14 @@ def main(argv: list[str] | None = None) -> None:
         dist.init_process_group(
             "nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=args.timeout)
         )
-    if args.batch_size % world_size():
+    probes = args.cost_model is not None or args.param_server is not None
+    if not probes and args.batch_size % world_size():
         raise ValueError(
             f"--batch-size {args.batch_size} does not split evenly over {world_size()} workers"
         )
-    if args.cost_model is not None:
+    if probes:
         # One launch measures every model of the spec: a torchrun start costs seconds.
-        for model, spec in args.cost_model.items():
+        for model, spec in (args.cost_model or {}).items():
             net, _, step = build(model, args.seed, args.lr, device)
             rows = cost_model(model, net, step, spec["batches"], spec["repeats"], args.seed, device)
             if rank == 0:
@@ -287,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
                 write_metrics(rows, args.examples_out)
         if args.param_server is not None:
             spec = args.param_server
-            rows = param_server.measure(spec["mb"], spec["repeats"], device)
+            rows = param_server.measure(spec["mb"], spec["repeats"], device, spec["prefix"])
             if rank == 0:
                 write_metrics(rows, spec["out"])
     else:

@@ -244,30 +244,67 @@ BOOK_SYNC_S = {"gather": 0.060, "host": 0.080, "ring": 0.015}
 
 
 def draw_param_server(rows: pd.DataFrame, path, footer: str) -> None:
-    """Median and IQR of each synchronization strategy beside the book's times, and of one
-    update on one server against a half on each of two; an empty panel says why."""
+    """Left: seconds to synchronize the gradient by each strategy on 2 workers and on all the
+    devices (median, error bars over the IQR), beside the book's times. Right: one update's
+    time per server against the number of servers, beside one server's time divided by n
+    (the book's O(m/n)). A run that could not happen here says why under its panels."""
     value = rows.set_index("metric")["value"].astype(float)
-    fig, axes = plotting.figure(figsize=(7, 2.8), ncols=2)
-    panels = ((axes[0], list(BOOK_SYNC_S)), (axes[1], ["update.n1", "update.n2"]))
-    for ax, names in panels:
-        shown = [n for n in names if math.isfinite(value.get(f"ps.{n}.median_s", math.nan))]
-        medians = [value[f"ps.{n}.median_s"] for n in shown]
-        ax.bar(shown, medians, yerr=[value[f"ps.{n}.iqr_s"] for n in shown], color="C0")
-        ax.set(ylabel="seconds")
-        ax.grid(True, axis="y")
-    book = list(BOOK_SYNC_S.items())
-    axes[0].scatter(
-        [n for n, _ in book],
-        [t for _, t in book],
+    notes = rows.set_index("metric")["note"].fillna("")
+
+    def get(name):
+        return value.get(name, math.nan)
+
+    runs = [(p, int(n)) for p in ("ps", "ps.all") if (n := get(f"{p}.workers")) > 0]
+    fig, (sync, update) = plotting.figure(figsize=(7.5, 3), ncols=2)
+    names, width = list(BOOK_SYNC_S), 0.8 / max(len(runs), 1)
+    for i, (prefix, workers) in enumerate(runs):
+        label = f"{workers} workers"
+        x = np.arange(len(names)) + (i - (len(runs) - 1) / 2) * width
+        medians = [get(f"{prefix}.{n}.median_s") for n in names]
+        spreads = [get(f"{prefix}.{n}.iqr_s") / 2 for n in names]
+        sync.bar(x, medians, width, yerr=spreads, color=f"C{i}", label=label)
+        for xi, median in zip(x, medians):
+            if not math.isfinite(median):
+                sync.text(xi, 0, "n/a", ha="center", va="bottom", fontsize=6)
+        parts = ("update.n1", "update.split")
+        update.errorbar(
+            [1, workers],
+            [get(f"{prefix}.{n}.median_s") for n in parts],
+            yerr=[get(f"{prefix}.{n}.iqr_s") / 2 for n in parts],
+            fmt="o-",
+            color=f"C{i}",
+            label=f"run on {label}",
+        )
+    if runs:
+        servers = np.arange(1, max(n for _, n in runs) + 1)
+        one = get(f"{runs[0][0]}.update.n1.median_s")
+        update.plot(servers, one / servers, ":", color="0.5", label="1 server's time / n")
+        update.set_xticks(servers)
+    sync.scatter(
+        range(len(names)),
+        list(BOOK_SYNC_S.values()),
         color="0.5",
         marker="_",
         s=400,
         zorder=3,
         label="book, 160 MB on 4 GPUs",
     )
-    axes[0].legend(fontsize=6)
-    axes[0].set_title("synchronize the gradient", fontsize=8)
-    axes[1].set_title("one update: 1 server vs 2", fontsize=8)
+    sync.set_xticks(range(len(names)), names)
+    missing = [
+        f"no run on {'2 workers' if p == 'ps' else 'all devices'}: {notes.get(f'{p}.workers')}"
+        for p in ("ps", "ps.all")
+        if p not in dict(runs)
+    ]
+    if missing:
+        fig.supxlabel("; ".join(missing), fontsize=6.5, y=0.05)
+    for ax in (sync, update):
+        ax.set(ylabel="seconds")
+        ax.grid(True, axis="y")
+        if ax.get_legend_handles_labels()[0]:
+            ax.margins(y=0.3)  # room for the legend above the bars and the book's marks
+            ax.legend(fontsize=6, loc="upper left")
+    sync.set_title("synchronize the gradient", fontsize=8)
+    update.set_title("one update, per server, against the servers", fontsize=8)
     plotting.save(fig, path, footer=footer)
 
 

@@ -8,11 +8,13 @@ each strategy the section compares, measured by the workers of a run on their ow
   the gradients already live there, so it is not applicable.
 - ``ring``: the work split across all workers (all-reduce: reduce-scatter + all-gather
   around a ring, what NCCL and gloo do).
-- ``update.n1`` / ``update.nN``: one SGD update of all parameters on one server, and of a
-  1/N share on each of N servers at once (the book's O(m/n)).
+- ``update.n1`` / ``update.split``: one SGD update of all parameters on one server, and of a
+  1/N share on each of N servers at once; ``update.split_x_n`` is N times the latter, the
+  servers' time in all, which O(m/n) (the book's claim) keeps at ``update.n1``.
 
-Metrics: ``ps.{gather,host,ring,update.n1,update.nN}.{median,iqr}_s``, ``ps.ring.busbw_gbps``
-(the ring's bus bandwidth, 2(N-1)/N bytes per time), ``ps.workers``.
+Metrics, under a ``prefix`` per run (``ps`` for 2 workers, ``ps.all`` for all the devices):
+``{gather,host,ring,update.n1,update.split,update.split_x_n}.{median,iqr}_s``,
+``ring.busbw_gbps`` (the ring's bus bandwidth, 2(N-1)/N bytes per time) and ``workers``.
 """
 
 from __future__ import annotations
@@ -71,9 +73,13 @@ def update_share(param: torch.Tensor, grad: torch.Tensor, servers: int, rank: in
         share.sub_(grad.tensor_split(servers)[rank], alpha=LR)
 
 
-def measure(mb: int, repeats: int, device: torch.device) -> list[dict]:
-    """Every strategy on a gradient of ``mb`` MB (float32) held by each worker; rows with
-    every worker's view are returned on rank 0 (others get an empty list)."""
+STRATEGIES = ("gather", "host", "ring", "update.n1", "update.split", "update.split_x_n")
+
+
+def measure(mb: int, repeats: int, device: torch.device, prefix: str = "ps") -> list[dict]:
+    """Every strategy on a gradient of ``mb`` MB (float32) held by each worker, as metrics
+    named ``{prefix}.*``; rank 0 returns them (rank 0 times its own share), the others an
+    empty list."""
     rank, workers = dist.get_rank(), world_size()
     grad = torch.ones(mb * MB // 4, device=device)
     param = torch.zeros_like(grad)
@@ -84,31 +90,35 @@ def measure(mb: int, repeats: int, device: torch.device) -> list[dict]:
         "gather": lambda: gather(grad),
         "ring": lambda: ring(grad),
         "update.n1": lambda: update_share(param, grad, 1, rank),
-        f"update.n{workers}": lambda: update_share(param, grad, workers, rank),
+        "update.split": lambda: update_share(param, grad, workers, rank),
     }
     if host_group is not None:
         runs["host"] = lambda: via_host(grad, host_group)
-    rows = [metric("ps.workers", workers, device=where)]
-    for name, fn in runs.items():
-        times = timed(fn, device, repeats)
+    times = {name: timed(fn, device, repeats) for name, fn in runs.items()}
+    times["update.split_x_n"] = [workers * t for t in times["update.split"]]
+    rows = [metric(f"{prefix}.workers", workers, device=where)]
+    for name, seconds in times.items():
         rows += [
-            metric(f"ps.{name}.median_s", statistics.median(times), "s", where),
-            metric(f"ps.{name}.iqr_s", iqr(times), "s", where),
+            metric(f"{prefix}.{name}.median_s", statistics.median(seconds), "s", where),
+            metric(f"{prefix}.{name}.iqr_s", iqr(seconds), "s", where),
         ]
-        if name == "ring":
-            bus = 2 * (workers - 1) / workers * grad.numel() * 4 / statistics.median(times)
-            rows.append(metric("ps.ring.busbw_gbps", bus / 1e9, "GB/s", where))
+    bus = 2 * (workers - 1) / workers * grad.numel() * 4 / statistics.median(times["ring"])
+    rows.append(metric(f"{prefix}.ring.busbw_gbps", bus / 1e9, "GB/s", where))
     if host_group is None:
         reason = "the workers are CPU processes: their gradients already live in host memory"
-        rows += [not_applicable(f"ps.host.{s}_s", reason, "s") for s in ("median", "iqr")]
+        rows += [not_applicable(f"{prefix}.host.{s}_s", reason, "s") for s in ("median", "iqr")]
     return rows if rank == 0 else []
 
 
-def unmeasured_rows(reason: str, workers: int = 2) -> list[dict]:
+def unmeasured_rows(reason: str, prefix: str = "ps") -> list[dict]:
     """The metrics of :func:`measure`, not measured here, for ``reason``."""
-    names = ["ps.workers", "ps.ring.busbw_gbps"] + [
-        f"ps.{name}.{stat}_s"
-        for name in ("gather", "host", "ring", "update.n1", f"update.n{workers}")
+    timings = [
+        not_applicable(f"{prefix}.{name}.{stat}_s", reason, "s")
+        for name in STRATEGIES
         for stat in ("median", "iqr")
     ]
-    return [not_applicable(name, reason) for name in names]
+    return [
+        not_applicable(f"{prefix}.workers", reason),
+        not_applicable(f"{prefix}.ring.busbw_gbps", reason, "GB/s"),
+        *timings,
+    ]

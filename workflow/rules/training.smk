@@ -34,15 +34,14 @@ rule multidevice_train:
         "../scripts/multidevice_train.py"
 
 
-# Two workers that train nothing: the cost model of each model, the printed examples and the
-# parameter-server timings, in one launch (a torchrun start costs seconds).
+# Two workers that train nothing: the cost model of each model and the printed examples, in
+# one launch (a torchrun start costs seconds).
 rule multidevice_probes:
     input:
         code=code("multidevice_probes"),
     output:
         **{m: f"results/multidevice/cost_{m}.csv" for m in MULTIGPU_MODELS},
         examples="results/multidevice/examples.csv",
-        param_server="results/multidevice/param_server.csv",
     log:
         "logs/multidevice_probes.log",
     benchmark:
@@ -54,11 +53,33 @@ rule multidevice_probes:
         **needs(8000, 60, gpus=2),
     params:
         costs={m: S["multidevice"]["cost_model"][m] for m in MULTIGPU_MODELS},
-        param_server=S["parameter_server"],
         timeout=S["multidevice"]["timeout"],
         seed=S["seed"],
     script:
         "../scripts/multidevice_probes.py"
+
+
+# Synchronizing a gradient by each parameter-server strategy, on 2 workers and on all the
+# machine's devices (at most max_devices): every GPU the job may claim.
+rule parameter_server:
+    input:
+        code=code("parameter_server"),
+    output:
+        "results/multidevice/param_server.csv",
+    log:
+        "logs/parameter_server.log",
+    benchmark:
+        "benchmarks/parameter_server.tsv"
+    conda:
+        ENV
+    threads: all_cores
+    resources:
+        **needs(16000, 30, gpus=S["parameter_server"]["max_devices"]),
+    params:
+        spec=S["parameter_server"],
+        timeout=S["multidevice"]["timeout"],
+    script:
+        "../scripts/parameter_server.py"
 
 
 # FLOPs per parameter byte of AlexNet, ResNet-18 and GoogLeNet: counted, not timed.

@@ -1,0 +1,8 @@
+from d2lrepro import devices, logs, multigpu_launch
+
+log = logs.setup(snakemake.log[0])
+# Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
+devices.claim_gpus(snakemake.resources.gpu, log)
+multigpu_launch.launch_param_server(
+    snakemake.params.spec, snakemake.output[0], snakemake.params.timeout, snakemake.log[0]
+)
