@@ -145,6 +145,16 @@ def test_timing_and_training_rules_run_alone(repo):
         assert blocks and all("threads: 3" in j for j in blocks), rule
 
 
+def test_on_slurm_the_timing_rules_ask_for_a_whole_node(repo):
+    profile = yaml.safe_load((repo / "profiles" / "slurm" / "config.yaml").read_text())
+    exclusive = {
+        rule
+        for rule, res in profile["set-resources"].items()
+        if "--exclusive" in res["slurm_extra"]
+    }
+    assert exclusive == set(TIMING_RULES) == set(profile["set-threads"])
+
+
 def test_a_run_across_nodes_asks_slurm_for_them(repo, tmp_path):
     """One task (a torchrun agent) per node, started by the job itself: the executor's `mpi`
     resource, which a one-node run does not carry."""
