@@ -1,18 +1,22 @@
 """The workflow through the SLURM profile on a one-node SLURM brought up on this machine
 (Debian's slurmctld, slurmd, munge, and slurmdbd over a MariaDB for sacct; .ci/run installs
-them). Skipped, with the reason, where they are missing or the tests cannot start daemons (not
-root)."""
+them), with each job's memory capped by cgroups as on a cluster. Skipped, with the reason,
+where they are missing or the tests cannot start daemons (not root, no cgroup v1 memory
+controller)."""
 
+import contextlib
 import importlib.util
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from test_workflow import OUTPUTS, TIMING_RULES
@@ -35,9 +39,10 @@ DETERMINISTIC = ["results/data/fashion_mnist.pt", "results/data/airfoil.pt"]
 # to SLURM.
 LOCAL_RULES = {"fetch_data", "evaluate_claims", "report", "all"}
 # Where every SLURM command looks without SLURM_CONF: the steps srun starts inside a job do;
-# slurmdbd reads its own file beside it.
+# slurmdbd and the cgroup plugins read their own files beside it.
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 DBD_CONF = SYSTEM_CONF.with_name("slurmdbd.conf")
+CGROUP_CONF = SYSTEM_CONF.with_name("cgroup.conf")
 
 pytestmark = pytest.mark.e2e
 
@@ -50,6 +55,8 @@ def _why_not() -> str:
         return f"not installed: {', '.join(missing)} (apt-get install {PACKAGES})"
     if os.geteuid() != 0:
         return "starting slurmd needs root"
+    if not Path("/sys/fs/cgroup/memory/cgroup.procs").exists():
+        return "no cgroup v1 memory controller at /sys/fs/cgroup/memory (the test's cgroup.conf)"
     if SYSTEM_CONF.exists():
         return f"{SYSTEM_CONF} exists: a SLURM is configured here, and the test leaves it alone"
     return ""
@@ -139,8 +146,8 @@ SlurmctldPidFile={root}/slurmctld.pid
 SlurmdPidFile={root}/slurmd.pid
 SlurmctldLogFile={root}/log/slurmctld.log
 SlurmdLogFile={root}/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost={host}
@@ -149,10 +156,13 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 MinJobAge=600
 ReturnToService=2
+SlurmdTimeout=30
 NodeName={host} CPUs={cpus} RealMemory=16000 State=UNKNOWN
 PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
         )
+        # Each job's memory capped at its mem_mb, as a cluster's cgroups do.
+        CGROUP_CONF.write_text("CgroupPlugin=cgroup/v1\nConstrainRAMSpace=yes\n")
         if subprocess.run(["munge", "-n"], capture_output=True).returncode:
             Path("/run/munge").mkdir(exist_ok=True)
             shutil.chown("/run/munge", "munge", "munge")
@@ -182,8 +192,8 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
                 daemon.wait()
             elif daemon.exists():
                 subprocess.run(["kill", daemon.read_text().strip()])
-        conf.unlink(missing_ok=True)
-        DBD_CONF.unlink(missing_ok=True)
+        for path in (conf, DBD_CONF, CGROUP_CONF):
+            path.unlink(missing_ok=True)
 
 
 def sacct_states(conf) -> dict[str, str]:
@@ -233,13 +243,18 @@ def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, tmp_path):
         assert (cluster / target).read_bytes() == (local / target).read_bytes(), target
 
 
-def _through_slurm(conf, repo, mirror, workdir, targets, *options, preset="smoke"):
-    """Snakemake run of ``targets`` through the SLURM profile in a copy of the repository."""
-    shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
+def _slurm_command(mirror, targets, *options, preset="smoke"):
+    """Snakemake's command line for ``targets`` through the SLURM profile."""
     command = [sys.executable, "-m", "snakemake", *targets, "--config", f"preset={preset}"]
     command += [f"data_mirror={mirror}", "--workflow-profile", "profiles/slurm"]
     command += ["--slurm-no-account"]
-    command += ["--slurm-init-seconds-before-status-checks", "2", *options]
+    return command + ["--slurm-init-seconds-before-status-checks", "2", *options]
+
+
+def _through_slurm(conf, repo, mirror, workdir, targets, *options, preset="smoke"):
+    """Snakemake run of ``targets`` through the SLURM profile in a copy of the repository."""
+    shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
+    command = _slurm_command(mirror, targets, *options, preset=preset)
     env = {**os.environ, "SLURM_CONF": str(conf)}
     return subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
 
@@ -290,3 +305,86 @@ def test_a_job_killed_for_time_names_its_rule_and_job_id_and_leaves_its_checkpoi
     assert [sacct_states(slurm)[i] for i in job_ids] == ["TIMEOUT"]
     checkpoints = list((workdir / "results" / "multidevice" / "checkpoints").glob("lenet.1-*.pt"))
     assert len(checkpoints) == 1
+
+
+def test_a_job_killed_for_memory_names_its_rule_and_job_id(slurm, repo, mirror, tmp_path):
+    """A job given less memory than importing torch takes: the cgroup's OOM killer ends it,
+    and Snakemake says which rule and which SLURM job, with SLURM's state."""
+    workdir = tmp_path / "w"
+    done = _through_slurm(
+        slurm,
+        repo,
+        mirror,
+        workdir,
+        ["results/figures/intro/risk.png"],
+        "--set-resources",
+        "intro:mem_mb=50",
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode != 0
+    job_ids = [log.stem for log in (workdir / ".snakemake" / "slurm_logs").rglob("*.log")]
+    failed = [
+        line
+        for line in said.splitlines()
+        if "OUT_OF_MEMORY" in line and any(i in line for i in job_ids)
+    ]
+    assert failed and "intro" in said, said[-3000:]
+    assert [sacct_states(slurm)[i] for i in job_ids] == ["OUT_OF_MEMORY"]
+
+
+def _power_off(root):
+    """What a power cut does to the node: its slurmd and every process of its jobs (all in
+    the jobs' cgroups) die at once; slurmctld finds out when the node stops answering."""
+    jobs = Path("/sys/fs/cgroup").glob("*/slurm*/uid_*/job_*/**/cgroup.procs")
+    pids = {int(pid) for procs in jobs for pid in procs.read_text().split()}
+    for pid in pids | {int((root / "slurmd.pid").read_text())}:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_node_that_fails_mid_training_names_the_rule_and_job_id_and_a_rerun_resumes(
+    slurm, repo, mirror, tmp_path
+):
+    """The node loses power while the 1-device LeNet trains: slurmctld finds it not
+    answering (SlurmdTimeout, 30 s here) and ends the job as NODE_FAIL, Snakemake names its rule and
+    SLURM job id, and once the node is back a rerun resumes from the epochs its checkpoint
+    holds."""
+    env = {**os.environ, "SLURM_CONF": str(slurm)}
+    workdir, target = tmp_path / "w", "results/multidevice/lenet.1.seed0.csv"
+    longer = tmp_path / "longer.yaml"  # the smoke run of a few seconds, made 8 epochs long
+    longer.write_text(
+        "presets: {smoke: {multidevice: {runs: {lenet.1: {epochs: 8, train_subset: 6000}}}}}\n"
+    )
+    shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
+    command = _slurm_command(
+        mirror,
+        [target],
+        *("--configfile", longer, "--set-threads", "multidevice_train=1"),
+        *("--seconds-between-status-checks", "2"),
+    )
+    with subprocess.Popen(
+        command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as running:
+        try:
+            checkpoints = workdir / "results" / "multidevice" / "checkpoints"
+            deadline = time.monotonic() + 300
+            while not list(checkpoints.glob("lenet.1-*.pt")) and running.poll() is None:
+                assert time.monotonic() < deadline, "no checkpoint after 5 minutes"
+                time.sleep(0.5)
+            _power_off(tmp_path / "cluster")
+            said = running.communicate(timeout=300)[0]
+        finally:
+            running.kill()
+    assert running.returncode != 0, said[-3000:]
+    job_ids = [log.stem for log in (workdir / ".snakemake" / "slurm_logs").rglob("*.log")]
+    assert [sacct_states(slurm)[i] for i in job_ids] == ["NODE_FAIL"]
+    assert re.search(rf"SLURM-job '{job_ids[0]}' failed due to a node failure", said), said[-3000:]
+    assert "multidevice_train" in said
+    subprocess.run(["slurmd", "-f", slurm], check=True, env=env)  # back (ReturnToService=2)
+    idle = ["sinfo", "-h", "-o", "%t"]
+    _wait_for(idle, env, lambda r: r.stdout.strip() == "idle", "the node, back")
+    done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    log = (workdir / "logs" / "multidevice_train" / "lenet.1.seed0.log").read_text()
+    assert re.search(r"resuming from \S+ after epoch [1-7]\b", log), log[-2000:]
+    assert len(pd.read_csv(workdir / target)) == 8
