@@ -128,3 +128,18 @@ def test_every_rule_that_asks_for_gpus_claims_them(repo):
             line.startswith(("import ", "from ", "#", "log = logs.setup")) or not line
             for line in before
         ), script
+
+
+def test_place_puts_cpu_conv_weights_channels_last_without_changing_the_outputs():
+    from d2lrepro import models
+
+    x = torch.rand(8, 1, 28, 28)
+    for build in (models.lenet, models.ScratchLeNet):
+        default, placed = build(0), devices.place(build(0), "cpu")
+        # a 1-channel kernel is the same in either layout
+        weights = [p for p in placed.parameters() if p.dim() == 4 and p.shape[1] > 1]
+        assert weights and all(
+            p.is_contiguous(memory_format=torch.channels_last) and not p.is_contiguous()
+            for p in weights
+        )
+        torch.testing.assert_close(placed(x), default(x), rtol=1e-5, atol=1e-6)

@@ -148,6 +148,17 @@ def pin_to_core(rank: int) -> None:
     torch.set_num_threads(1)
 
 
+def place(net: torch.nn.Module, device: torch.device | str) -> torch.nn.Module:
+    """``net`` moved to ``device``; on the CPU its 4-D weights also go channels-last, so that
+    oneDNN picks its channels-last convolution and pooling kernels (a third more LeNet images/s
+    on one core of the 2-core machine; the results agree with the default layout to rounding).
+    GPUs keep the layout the book's code uses."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return net.to(device, memory_format=torch.channels_last)
+    return net.to(device)
+
+
 def describe(devices: list[torch.device]) -> str:
     """The devices a run used, in words: "2 x NVIDIA H100 80GB HBM3" or "2 x CPU core"."""
     names = [torch.cuda.get_device_name(d) if d.type == "cuda" else "CPU core" for d in devices]

@@ -35,11 +35,14 @@ def imported_modules(path: Path, package_dir: Path = PACKAGE_DIR) -> set[str]:
 
 def closure(script: Path, root: Path) -> list[str]:
     """The source files of the package under ``root`` (``workflow/d2lrepro``) that ``script``
-    runs, relative to ``root``, sorted; ``__init__.py`` is among them whenever any module is."""
+    runs, relative to ``root``, sorted; ``__init__.py`` and its imports are among them whenever
+    any module is."""
     root = Path(root).resolve()
     package_dir = root / "workflow" / PACKAGE
     seen: set[str] = set()
     todo = list(imported_modules(script, package_dir))
+    if todo:  # importing any module runs the package's __init__ first, and what it imports
+        todo += imported_modules(package_dir / "__init__.py", package_dir)
     while todo:
         module = todo.pop()
         if module not in seen:

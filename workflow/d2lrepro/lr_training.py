@@ -20,6 +20,7 @@ from torch import nn
 from . import lr_schedulers as schedules
 from . import plotting, reference
 from .data import Data, evaluate_accuracy, prepare_data
+from .devices import place
 from .results import exploded, failed, late_iqr, metric, seed_spread
 from .timing import Clock
 
@@ -120,7 +121,7 @@ def train(
     n = len(data.train_y)
     if n == 0:
         raise ValueError("no training examples")
-    net.to(device)
+    place(net, device)
     net.train()
     loss_fn = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(net.parameters(), lr=float(lr_per_epoch[0]) if epochs else 0.0)

@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from . import models
-from .devices import world_size
+from .devices import place, world_size
 from .results import metric
 
 
@@ -45,7 +45,7 @@ def scratch_setup(seed: int, lr: float, device: torch.device):
     """This worker's from-scratch LeNet, no optimizer, and ``step(x, y, global_batch)``: the
     summed cross-entropy of this worker's shard, gradients summed over the workers, and
     ``p -= lr * grad / global_batch`` (``d2l.sgd``); returns the logits and the shard's loss."""
-    net = models.ScratchLeNet(seed).to(device)
+    net = place(models.ScratchLeNet(seed), device)
     params = list(net.parameters())
 
     def step(x, y, global_batch):
