@@ -11,7 +11,6 @@ blocks in the process for reuse. Other C libraries (macOS, musl) are left as the
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 # mallopt's parameter numbers (malloc.h)
 M_TRIM_THRESHOLD = -1
@@ -27,10 +26,9 @@ def retain_freed_memory() -> bool:
     """Make glibc keep freed blocks for reuse; False where the C library has no ``mallopt``.
     Both thresholds must be set: fixing one alone turns off glibc's adaptive thresholds and
     makes it slower than its default."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    libc = ctypes.CDLL(name)
+    # The symbols already loaded into the process (the C library's among them): no search
+    # for the library file, which would start a subprocess at every import of the package.
+    libc = ctypes.CDLL(None)
     if not hasattr(libc, "mallopt"):
         return False
     return bool(
