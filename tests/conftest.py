@@ -29,3 +29,16 @@ def cuda_count(monkeypatch):
         monkeypatch.setattr(devices, "cuda_count", lambda: n)
 
     return fake
+
+
+def verdict_of(claim_id: str, rows, environment: dict | None = None) -> str:
+    """The verdict the shipped ledger gives ``claim_id`` on the metric ``rows`` (dicts or a
+    frame): mutation tests break the code a claim is about and expect "not reproduced"."""
+    import pandas as pd
+
+    from d2lrepro import claims
+
+    claim = next(c for s in claims.load()["sections"] for c in s["claims"] if c["id"] == claim_id)
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    env = environment or {"cuda_devices": 0, "usable_cores": 2}
+    return claims.evaluate_claim(claim, frame, env)["verdict"]

@@ -109,8 +109,21 @@ def test_ledger_schema_rejects_unknown_check(tmp_path):
     path = tmp_path / "claims.yaml"
     path.write_text(
         "sections:\n- id: s\n  title: t\n  source: x\n  claims:\n"
-        "  - {id: s.c, statement: s, book: b, evidence: e.csv,\n"
+        "  - {id: s.c, kind: output, statement: s, book: b, evidence: e.csv,\n"
         "     checks: [{kind: roughly, metric: a}]}\n"
+    )
+    with pytest.raises(jsonschema.ValidationError):
+        claims.load(path)
+
+
+@pytest.mark.parametrize("kind", [None, "estimate"])
+def test_every_claim_says_whether_it_is_an_output_or_a_measurement(tmp_path, kind):
+    path = tmp_path / "claims.yaml"
+    said = f"kind: {kind}, " if kind else ""
+    path.write_text(
+        "sections:\n- id: s\n  title: t\n  source: x\n  claims:\n"
+        f"  - {{id: s.c, {said}statement: s, book: b, evidence: e.csv,\n"
+        "     checks: [{kind: above, metric: a, bound: 0}]}\n"
     )
     with pytest.raises(jsonschema.ValidationError):
         claims.load(path)
@@ -126,6 +139,7 @@ def test_evaluate_writes_every_column(tmp_path):
                 "claims": [
                     {
                         "id": "s.c",
+                        "kind": "measurement",
                         "statement": "s",
                         "book": "b",
                         "evidence": "m.csv",
@@ -138,6 +152,7 @@ def test_evaluate_writes_every_column(tmp_path):
     table = claims.evaluate(ledger, lambda path: METRICS, CPU_ONLY)
     assert list(table.columns) == claims.COLUMNS
     assert table.loc[0, "verdict"] == claims.REPRODUCED and table.loc[0, "device"] == "cpu"
+    assert table.loc[0, "kind"] == "measurement"
     assert not math.isnan(METRICS.loc[0, "value"])
 
 
@@ -154,11 +169,59 @@ def test_a_diverged_or_failed_run_is_not_reproduced_with_its_reason():
     assert row["reason"] == "the run failed: lenet.1 diverged at epoch 3"
 
 
-def test_a_number_missing_without_a_reason_is_not_reproduced():
-    rows = [metric("acc", math.nan)]
-    row = evaluate_with(rows, {"kind": "above", "metric": "acc", "bound": 0.5})
+@pytest.mark.parametrize("broken", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize(
+    "check",
+    [
+        {"kind": "above", "metric": "acc", "bound": 0.5},
+        {"kind": "below", "metric": "acc", "bound": 0.5},
+        {"kind": "ratio_above", "numerator": "acc", "denominator": "b", "bound": 1},
+        {"kind": "ratio_below", "numerator": "b", "denominator": "acc", "bound": 1},
+        {"kind": "sum_of_parts", "whole": "b", "parts": ["acc", "b"]},
+        {"kind": "ordering", "metrics": ["b", "acc"], "order": "increasing"},
+    ],
+)
+def test_a_number_that_is_not_finite_is_never_reproduced(broken, check):
+    """NaN without a note, or ±inf from a broken measurement, passes no check: not even one
+    that ±inf would satisfy (inf > 0.5, -inf < 0.5)."""
+    rows = [metric("acc", broken), metric("b", 1.0)]
+    row = evaluate_with(rows, check)
     assert row["verdict"] == claims.NOT_REPRODUCED
-    assert row["reason"] == "no number was measured for acc"
+    assert row["reason"] == f"no number was measured: acc ({broken})"
+
+
+@pytest.mark.parametrize("denominator", [0.0, -0.5])
+@pytest.mark.parametrize("kind", ["ratio_above", "ratio_below"])
+def test_a_ratio_over_zero_or_a_negative_number_is_not_reproduced(kind, denominator):
+    rows = [metric("a", 2.0), metric("b", denominator)]
+    row = evaluate_with(rows, {"kind": kind, "numerator": "a", "denominator": "b", "bound": 1})
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert "denominator is not positive" in row["reason"]
+    assert f"a / b = 2 / {denominator:g}" in row["measured"]
+
+
+def test_a_whole_of_zero_is_not_reproduced():
+    rows = [metric("w", 0.0), metric("p", 1.0), metric("q", 1.0)]
+    row = evaluate_with(rows, {"kind": "sum_of_parts", "whole": "w", "parts": ["p", "q"]})
+    assert row["verdict"] == claims.NOT_REPRODUCED and "whole is not positive" in row["reason"]
+
+
+def test_a_ratio_whose_spread_reaches_zero_is_within_the_noise():
+    rows = [metric("a", 0.5), metric("b", 1.0), metric("b_iqr", 2.5)]
+    check = {"kind": "ratio_below", "numerator": "a", "denominator": "b", "bound": 1}
+    assert evaluate_with(rows, check)["verdict"] == claims.REPRODUCED
+    row = evaluate_with(rows, check | {"spread": {"b": "b_iqr"}})
+    assert row["verdict"] == claims.NOT_REPRODUCED and "within the measured spread" in row["reason"]
+
+
+@pytest.mark.parametrize("bound, passes", [(1.5, True), (1.9, False)])
+def test_sum_of_parts_with_a_bound_needs_that_saving(bound, passes):
+    """Both chains together in 1.0 s against 0.95 + 0.9 s alone: a saving of 1.85x."""
+    rows = [metric("both", 1.0), metric("a", 0.95), metric("b", 0.9)]
+    check = {"kind": "sum_of_parts", "whole": "both", "parts": ["a", "b"], "bound": bound}
+    row = evaluate_with(rows, check)
+    assert row["verdict"] == (claims.REPRODUCED if passes else claims.NOT_REPRODUCED)
+    assert f"sum / whole = 1.85 (needs sum / whole > {bound:g})" in row["measured"]
 
 
 def test_what_this_machine_cannot_measure_is_not_applicable():
@@ -194,15 +257,17 @@ def test_a_scaled_setting_makes_the_claim_not_applicable_and_keeps_the_numbers()
     assert unrelated["verdict"] == claims.NOT_REPRODUCED
 
 
-def test_a_scaled_run_that_diverged_is_still_not_applicable():
+def test_a_scaled_run_that_diverged_is_not_reproduced_and_says_it_was_scaled():
     row = evaluate_with(
         [failed("acc", "diverged at epoch 2")],
         {"kind": "above", "metric": "acc", "bound": 0.5},
         claim={"depends_on": ["lr_schedules.epochs"]},
         deviations=SCALED,
+        preset="cpu",
     )
-    assert row["verdict"] == claims.NOT_APPLICABLE
-    assert row["reason"].endswith("the scaled run also failed: diverged at epoch 2")
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert row["reason"].startswith("the run failed: diverged at epoch 2 (this run was scaled: ")
+    assert "preset cpu scaled lr_schedules.epochs = 10 (book: 30)" in row["reason"]
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path):
         [
             {
                 "id": "s.c",
+                "kind": "measurement",
                 "section": "s",
                 "statement": "It holds",
                 "book": "0.84",
@@ -61,7 +62,10 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path):
         "train.epochs",
         "Test CPU",
         "abc123",
-        "1 not reproduced",
+        "1 not reproduced: 1 measurement, 0 printed outputs",
+        "0 reproduced: 0 measurements, 0 printed outputs",
+        '<span class="kind">measurements</span>',  # the contents count the kinds apart
+        '<div class="reason">measurement</div>',
         "Not reproduced (1)",
         'href="#claim-s.c"',
     ):

@@ -23,6 +23,7 @@ SCALED_REASON = "judged at the book's scale only"
 COLUMNS = [
     "id",
     "section",
+    "kind",
     "statement",
     "book",
     "measured",
@@ -96,30 +97,33 @@ def _check(check: dict, value, name=lambda m: m) -> Outcome:
     if kind in ("ratio_above", "ratio_below"):
         num, den = check["numerator"], check["denominator"]
         n, d, bound = value(num), value(den), check["bound"]
-
-        def ratio(a, b):
-            return a / b if b > 0 else math.inf
-
-        above = kind == "ratio_above"
-        point = ratio(n, d) > bound if above else ratio(n, d) < bound
-        if above:
-            margin = ratio(n - half(num), d + half(den)) > bound
+        sign = ">" if kind == "ratio_above" else "<"
+        text = f"{name(num)} / {name(den)} = {_fmt(n)} / {_fmt(d)}"
+        if d <= 0:  # a time or size of zero is a broken measurement, not an infinite ratio
+            return Outcome(
+                f"{text}: the denominator is not positive (needs {sign} {_fmt(bound)})", False
+            )
+        if kind == "ratio_above":
+            point, margin = n / d > bound, (n - half(num)) / (d + half(den)) > bound
         else:
-            margin = ratio(n + half(num), d - half(den)) < bound
-        return noisy(
-            f"{name(num)} / {name(den)} = {_fmt(n)} / {_fmt(d)} = {ratio(n, d):.3g}"
-            f" (needs {'>' if above else '<'} {_fmt(bound)})",
-            point,
-            margin,
-        )
+            low = d - half(den)  # the noise may reach zero: then the ratio is not bounded
+            point, margin = n / d < bound, low > 0 and (n + half(num)) / low < bound
+        return noisy(f"{text} = {n / d:.3g} (needs {sign} {_fmt(bound)})", point, margin)
     if kind == "sum_of_parts":
         whole, parts = value(check["whole"]), [value(p) for p in check["parts"]]
-        margin = whole + half(check["whole"]) < sum(value(p) - half(p) for p in check["parts"])
+        bound, total = check.get("bound", 1), sum(parts)
+        text = (
+            f"{name(check['whole'])} = {_fmt(whole)}, sum of parts "
+            f"{' + '.join(_fmt(p) for p in parts)} = {_fmt(total)}"
+        )
+        if whole <= 0:
+            return Outcome(f"{text}: the whole is not positive", False)
+        needs = "needs whole < sum" if bound == 1 else f"needs sum / whole > {_fmt(bound)}"
+        low = sum(value(p) - half(p) for p in check["parts"])
         return noisy(
-            f"{name(check['whole'])} = {_fmt(whole)} (needs < sum of parts "
-            f"{' + '.join(_fmt(p) for p in parts)} = {_fmt(sum(parts))})",
-            whole < sum(parts),
-            margin,
+            f"{text}, sum / whole = {total / whole:.3g} ({needs})",
+            total / whole > bound,
+            low / (whole + half(check["whole"])) > bound,
         )
     if kind == "exact":
         v, decimals = value(check["metric"]), check.get("decimals", 6)
@@ -214,7 +218,7 @@ def evaluate_claim(
     behind a metric diverged, failed or measured nothing. The measured numbers are shown
     whenever there are any.
     """
-    row = {k: claim.get(k, "") for k in ("id", "statement", "book", "evidence")}
+    row = {k: claim.get(k, "") for k in ("id", "kind", "statement", "book", "evidence")}
     names = [n for check in claim["checks"] for n in _metrics_of(check)]
     missing = sorted(set(names) - set(metrics["metric"]))
     if missing:
@@ -230,10 +234,14 @@ def evaluate_claim(
     def name(metric):
         return metric.removeprefix(prefix)
 
+    # A metric without a finite number (NaN, or ±inf from a broken measurement) is never judged.
+    broken = sorted(m for m, v in values.items() if not math.isfinite(v))
     outcomes = []
-    if all(math.isfinite(v) for v in values.values()):
+    if not broken:
         outcomes = [_check(check, values.__getitem__, name) for check in claim["checks"]]
-    measured = "; ".join(o.measured for o in outcomes)
+    measured = "; ".join(o.measured for o in outcomes) or "; ".join(
+        f"{name(m)} = {_fmt(v)}" for m, v in values.items() if math.isfinite(v)
+    )
 
     def verdict(kind, reason):
         return row | {"measured": measured, "verdict": kind, "reason": reason}
@@ -243,17 +251,19 @@ def evaluate_claim(
         return verdict(NOT_APPLICABLE, unmet)
     failed_rows = used[status == "failed"]
     scaled = _scaled(claim.get("depends_on", []), list(deviations), preset)
-    if scaled:
-        also = f"; the scaled run also failed: {_notes(failed_rows)}" if len(failed_rows) else ""
-        return verdict(NOT_APPLICABLE, scaled + also)
     if len(failed_rows):
-        return verdict(NOT_REPRODUCED, f"the run failed: {_notes(failed_rows)}")
+        # A run that failed is a finding even when the preset scaled it: a smaller run that
+        # crashes or diverges says something is wrong, and the scale is named beside it.
+        also = f" (this run was scaled: {scaled})" if scaled else ""
+        return verdict(NOT_REPRODUCED, f"the run failed: {_notes(failed_rows)}{also}")
+    if scaled:
+        return verdict(NOT_APPLICABLE, scaled)
     not_here = used[status == "not applicable"]
     if len(not_here):
         return verdict(NOT_APPLICABLE, _notes(not_here))
-    nothing = used[used["value"].isna()]
-    if len(nothing):
-        return verdict(NOT_REPRODUCED, "no number was measured for " + ", ".join(nothing["metric"]))
+    if broken:
+        shown = ", ".join(f"{m} ({values[m]})" for m in broken)
+        return verdict(NOT_REPRODUCED, "no number was measured: " + shown)
     failed = [o.measured for o in outcomes if not o.passed]
     if not failed:
         return verdict(REPRODUCED, "")

@@ -14,6 +14,9 @@ from .claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, SCALED_REASON
 from .settings import Settings
 
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE)
+# What a claim checks: a measurement of this run, or a deterministic printed output of the
+# book's code; the report counts the two apart, since only the first depends on the machine.
+KINDS = {"measurement": "measurement", "output": "printed output"}
 TEMPLATE = Path(__file__).resolve().parents[2] / "report" / "report.html.j2"
 
 
@@ -37,6 +40,14 @@ def claim_figure(claim_id: str, figures: list[str]) -> str:
         if name in by_name:
             return by_name[name]
     return ""
+
+
+def tally(rows: list[dict]) -> dict:
+    """Verdict -> kind -> how many of ``rows`` have them."""
+    return {
+        v: {k: sum(r["verdict"] == v and r["kind"] == k for r in rows) for k in KINDS}
+        for v in VERDICTS
+    }
 
 
 def render(
@@ -73,11 +84,11 @@ def render(
                     for f in section.get("figures", [])
                 ],
                 "rows": rows,
-                "counts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS},
+                "counts": tally(rows),
                 "scaled": [r["id"] for r in rows if r["reason"].startswith(SCALED_REASON)],
             }
         )
-    counts = {v: int((claims["verdict"] == v).sum()) for v in VERDICTS}
+    counts = tally(claims.to_dict("records"))
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(template).parent),
         autoescape=True,
@@ -97,4 +108,5 @@ def render(
         commit=commit,
         built=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         verdict_class={REPRODUCED: "ok", NOT_REPRODUCED: "bad", NOT_APPLICABLE: "na"},
+        kinds=KINDS,
     )
