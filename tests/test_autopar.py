@@ -4,7 +4,11 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import verdict_of
 from d2lrepro import autopar
+from d2lrepro.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.results import metric
+from shared_cores import skip_if_shared, timed_alone
 
 FAST = {"min_run_time": 0.01, "max_run_time": 0.2}
 
@@ -58,3 +62,59 @@ def test_figure(tmp_path, cuda_count):
     par = autopar.autopar_cpu(size=8, n=1, **FAST) + autopar.autopar_gpus()
     autopar.plot_autopar(pd.DataFrame(par), tmp_path / "par.png", "footer")
     assert (tmp_path / "par.png").stat().st_size > 0
+
+
+def chains(prefix: str, a: float, b: float, both: float, iqr: float = 0.0) -> list[dict]:
+    rows = [
+        metric(f"autopar.{prefix}.{part}.{stat}", value, "s", "cuda:0")
+        for part, median in (("a", a), ("b", b), ("both", both))
+        for stat, value in (("median_s", median), ("iqr_s", iqr))
+    ]
+    return rows + [metric(f"autopar.{prefix}.sum_s", a + b, "s", "cuda:0")]
+
+
+def test_two_gpus_must_overlap_as_the_book_shows():
+    gpus = {"cuda_devices": 2, "usable_cores": 2}
+    # The book's EN numbers: (0.4660 + 0.4510) / 0.4659 = 1.97.
+    assert verdict_of("autopar.both", chains("gpus", 0.466, 0.451, 0.4659), gpus) == REPRODUCED
+    # Both chains at 1.33 times one: a saving, but not the book's.
+    slow = chains("gpus", 0.466, 0.451, 1.33 * 0.466)
+    assert verdict_of("autopar.both", slow, gpus) == NOT_REPRODUCED
+    noisy = chains("gpus", 0.466, 0.451, 0.4659, iqr=0.05)
+    assert verdict_of("autopar.both", noisy, gpus) == NOT_REPRODUCED
+    assert verdict_of("autopar.both", chains("gpus", 0.466, 0.451, 0.4659)) == NOT_APPLICABLE
+
+
+def test_two_streams_on_one_gpu_are_not_two_devices():
+    gpu = {"cuda_devices": 1, "usable_cores": 2}
+    serial = chains("streams", 0.466, 0.451, 0.9, iqr=0.01)
+    assert verdict_of("autopar.both.streams", serial, gpu) == REPRODUCED
+    overlapped = chains("streams", 0.466, 0.451, 0.4659, iqr=0.01)
+    assert verdict_of("autopar.both.streams", overlapped, gpu) == NOT_REPRODUCED
+
+
+def test_a_serialized_start_fails_and_two_free_cores_overlap(monkeypatch):
+    def measure():
+        return autopar.autopar_cpu(size=384, n=16, min_run_time=0.05, max_run_time=1.0)
+
+    # Mutation: a third of chain a runs alone before both chains start together.
+    real = autopar.concurrently
+
+    def serialized_start(pool, jobs):
+        run, x, n = jobs[0]
+        run(x, n // 3)
+        real(pool, jobs)
+
+    monkeypatch.setattr(autopar, "concurrently", serialized_start)
+    rows = measure()
+    assert values(rows)["autopar.cpu.speedup"] < 1.6
+    assert verdict_of("autopar.both.cpu", rows) == NOT_REPRODUCED
+
+    monkeypatch.undo()
+    rows, others = timed_alone(measure)
+    verdict = verdict_of("autopar.both.cpu", rows)
+    speedup = values(rows)["autopar.cpu.speedup"]
+    skip_if_shared(
+        verdict, REPRODUCED, others, f"unbroken: {verdict}, (a + b) / both = {speedup:.3g}"
+    )
+    assert verdict == REPRODUCED

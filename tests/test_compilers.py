@@ -1,12 +1,14 @@
 import json
-import math
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
+import torch
 
+from conftest import verdict_of
 from d2lrepro import compilers
+from d2lrepro.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 from d2lrepro.results import not_applicable
 
 FAST = {"min_run_time": 0.01, "max_run_time": 0.2}
@@ -21,11 +23,27 @@ def values(rows):
 
 
 def test_fancy_func_imperative_and_symbolic():
-    rows, program = compilers.imperative_vs_symbolic()
+    rows, printed = compilers.imperative_vs_symbolic()
     assert values(rows) == {"imperative.result": 10, "symbolic.result": 10}
-    assert "def fancy_func(a, b, c, d):" in program and program.endswith(
-        "print(fancy_func(1, 2, 3, 4))"
-    )
+    assert printed.startswith(compilers.evoke_()) and printed.endswith("10\n")
+    assert verdict_of("hyb.fancy_func", rows) == verdict_of("hyb.symbolic", rows) == REPRODUCED
+
+
+def test_each_result_comes_from_its_own_code(monkeypatch):
+    # Mutations: a wrong add in the module breaks the imperative cell only; a wrong add in the
+    # generated program breaks the symbolic cell only.
+    monkeypatch.setattr(compilers, "add", lambda a, b: a * b)
+    rows, _ = compilers.imperative_vs_symbolic()
+    assert values(rows) == {"imperative.result": 24, "symbolic.result": 10}
+    assert verdict_of("hyb.fancy_func", rows) == NOT_REPRODUCED
+    assert verdict_of("hyb.symbolic", rows) == REPRODUCED
+
+    monkeypatch.undo()
+    monkeypatch.setattr(compilers, "add_", lambda: "\ndef add(a, b):\n    return a - b\n")
+    rows, _ = compilers.imperative_vs_symbolic()
+    assert values(rows) == {"imperative.result": 10, "symbolic.result": 0}
+    assert verdict_of("hyb.fancy_func", rows) == REPRODUCED
+    assert verdict_of("hyb.symbolic", rows) == NOT_REPRODUCED
 
 
 @pytest.fixture(scope="module")
@@ -43,29 +61,57 @@ def test_script_matches_eager(hybrid_rows):
             assert measured[f"{prefix}.iqr_s"] >= 0 and measured[f"{prefix}.runs"] > 0
         assert measured[f"hyb.batch{batch}.eager_over_script"] > 0
     assert measured["hyb.n_calls"] == 5
+    assert verdict_of("hyb.mlp_out", hybrid_rows) == REPRODUCED
 
 
-def test_a_mode_failing_on_first_call_is_not_applicable(monkeypatch):
-    def broken(x):
-        raise RuntimeError("no C++ compiler\nmore detail")
+def test_a_missing_compiler_is_named_and_not_applicable(monkeypatch):
+    monkeypatch.setattr(compilers.shutil, "which", lambda name: None)
+    rows = compilers.hybridize(batch_sizes=(1,), modes=("eager", "compile"), n_calls=2, **FAST)
+    why = "torch.compile needs a C++ compiler (g++), and none is on the PATH"
+    for name in ("median_s", "naive_s", "max_abs_diff"):
+        row = by_name(rows)[f"hyb.batch1.compile.{name}"]
+        assert row["status"] == "not applicable" and row["note"] == why
+    assert by_name(rows)["hyb.batch1.eager_over_compile"]["note"] == why
+    assert by_name(rows)["hyb.batch1.eager.median_s"]["value"] > 0
+    assert verdict_of("hyb.bench.compile", rows) == NOT_APPLICABLE
+
+
+def test_torch_compile_on_cuda_needs_triton_and_a_c_compiler(monkeypatch):
+    from torch.utils import _triton
+
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(_triton, "has_triton", lambda: False)
+    assert "needs Triton" in compilers.missing_toolchain("compile", cuda)
+    monkeypatch.setattr(_triton, "has_triton", lambda: True)
+    monkeypatch.setattr(compilers.shutil, "which", lambda name: None)
+    monkeypatch.delenv("CC", raising=False)
+    assert compilers.missing_toolchain("compile", cuda).endswith(
+        "a C compiler for Triton's launchers (gcc or clang), and none is on the PATH"
+    )
+    assert compilers.missing_toolchain("script", cuda) == ""
+
+
+@pytest.mark.parametrize("mode, claim", [("compile", "hyb.bench.compile"), ("script", "hyb.bench")])
+@pytest.mark.parametrize("when", ["convert", "call"])
+def test_any_other_error_fails_the_claim_with_the_error(monkeypatch, mode, claim, when):
+    def broken(*args):
+        raise RuntimeError("kernel build broke\nmore detail")
 
     real = compilers.convert
+    monkeypatch.setattr(compilers, "missing_toolchain", lambda mode, device: "")
     monkeypatch.setattr(
-        compilers, "convert", lambda net, mode: broken if mode == "compile" else real(net, mode)
+        compilers,
+        "convert",
+        lambda net, m: (
+            (broken(net) if when == "convert" else broken) if m == mode else real(net, m)
+        ),
     )
-    rows = by_name(
-        compilers.hybridize(batch_sizes=(1,), modes=("eager", "compile"), n_calls=2, **FAST)
-    )
-    for name in (
-        "hyb.batch1.compile.median_s",
-        "hyb.batch1.compile.naive_s",
-        "hyb.batch1.eager_over_compile",
-    ):
-        assert (
-            math.isnan(rows[name]["value"])
-            and rows[name]["note"] == "RuntimeError: no C++ compiler"
-        )
+    rows = by_name(compilers.hybridize(batch_sizes=(1,), modes=("eager", mode), n_calls=2, **FAST))
+    for name in (f"hyb.batch1.{mode}.median_s", f"hyb.batch1.eager_over_{mode}"):
+        assert rows[name]["status"] == "failed"
+        assert rows[name]["note"] == "RuntimeError: kernel build broke"
     assert rows["hyb.batch1.eager.median_s"]["value"] > 0
+    assert verdict_of(claim, list(rows.values())) == NOT_REPRODUCED
 
 
 COMPILE_PROBE = """

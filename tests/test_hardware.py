@@ -1,8 +1,16 @@
 import math
 
 import pandas as pd
+import pytest
+import torch
 
+from conftest import verdict_of
 from d2lrepro import hardware
+from d2lrepro.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.results import metric
+from shared_cores import skip_if_shared, timed_alone
+
+MIB = 1024**2
 
 
 def test_memory_sweep_with_a_tiny_maximum():
@@ -88,3 +96,50 @@ def test_overheads_time_one_large_and_many_small_copies_and_a_launch(cuda_count)
     assert len(cpu) == 5 and all(v > 0 for k, v in cpu.items() if not k.endswith("iqr_s"))
     gpu = [r for k, r in rows.items() if ".cuda." in k]
     assert len(gpu) == 5 and all(r["status"] == "not applicable" for r in gpu)
+
+
+def latencies(l1: float, l2: float, mib256: float) -> list[dict]:
+    return [
+        metric(f"lat.{name}_ns", ns, "ns")
+        for name, ns in (("l1", l1), ("l2", l2), ("mib256", mib256))
+    ]
+
+
+def test_latency_claim_at_the_book_s_strength():
+    assert verdict_of("hw.lat", latencies(1.5, 5, 75)) == REPRODUCED  # the book's table
+    assert verdict_of("hw.lat", latencies(1.5, 4, 75)) == NOT_REPRODUCED  # L2 only 2.7x L1
+    assert verdict_of("hw.lat", latencies(1.5, 5, 46)) == NOT_REPRODUCED  # memory 9.2x L2
+
+
+def test_a_prefetchable_chain_fails_the_latency_claim(monkeypatch):
+    caches = hardware.cache_sizes()
+    if not {"L1d", "L2"} <= set(caches):
+        pytest.skip("sysfs does not report this CPU's L1d and L2 sizes")
+
+    def measure():
+        small = hardware.latency_sweep(caches["L2"] // 2, hops=100_000, repeats=3)
+        large = hardware.latency_sweep(256 * MIB, min_bytes=256 * MIB, hops=100_000, repeats=3)
+        return hardware.latency_metrics(pd.concat([small, large]), caches)
+
+    # Mutation: the chain visits the lines in order instead of shuffled, so the hardware
+    # prefetcher fetches each next line before it is read.
+    monkeypatch.setattr(torch, "randperm", lambda n, generator=None: torch.arange(n))
+    assert verdict_of("hw.lat", measure()) == NOT_REPRODUCED
+
+    monkeypatch.undo()
+    rows, others = timed_alone(measure)
+    verdict = verdict_of("hw.lat", rows)
+    ns = {row["metric"]: round(row["value"], 2) for row in rows}
+    skip_if_shared(verdict, REPRODUCED, others, f"unbroken: {verdict} ({ns})")
+    if verdict != REPRODUCED:
+        pytest.skip(f"this CPU's latencies do not reach the book's ratios: {ns} (a finding)")
+
+
+def test_one_megabyte_copy_within_the_book_s_80_us(cuda_count):
+    gpu = {"cuda_devices": 1, "usable_cores": 2}
+    copy = [metric("latency.h2d.pinned.mib1.us", 42.0, "µs", "cuda:0")]
+    assert verdict_of("hw.gpu", copy, gpu) == REPRODUCED
+    slow = [metric("latency.h2d.pinned.mib1.us", 95.0, "µs", "cuda:0")]
+    assert verdict_of("hw.gpu", slow, gpu) == NOT_REPRODUCED
+    cuda_count(0)
+    assert verdict_of("hw.gpu", hardware.bandwidth(sizes_mib=(1,))) == NOT_APPLICABLE

@@ -1,6 +1,7 @@
 import pytest
 
-from d2lrepro import intro
+from conftest import verdict_of
+from d2lrepro import claims, intro
 
 
 @pytest.fixture(scope="module")
@@ -38,3 +39,20 @@ def test_draw_writes_every_figure(tmp_path):
     paths = {n: tmp_path / f"{n}.png" for n in names}
     intro.draw(paths, 0.05)
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in paths.values())
+
+
+def test_saddle_x3_verdict_on_each_side(measured):
+    rows = intro.measure(0.01)
+    assert measured["saddle_x3.f_left_minus_f_0"] == pytest.approx(-(0.01**3))
+    assert verdict_of("intro.saddle_x3", rows) == claims.REPRODUCED
+    higher = [
+        {**r, "value": 1e-6} if r["metric"] == "saddle_x3.f_left_minus_f_0" else r for r in rows
+    ]
+    assert verdict_of("intro.saddle_x3", higher) == claims.NOT_REPRODUCED
+
+
+@pytest.mark.parametrize("f", [lambda x: x**4, lambda x: x**2])
+def test_saddle_x3_fails_for_a_function_with_a_minimum_at_0(monkeypatch, f):
+    """x⁴ has vanishing derivatives at 0 too, but 0 is its minimum; x² curves up."""
+    monkeypatch.setattr(intro, "saddle", f)
+    assert verdict_of("intro.saddle_x3", intro.measure(0.01)) == claims.NOT_REPRODUCED

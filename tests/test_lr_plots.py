@@ -3,7 +3,7 @@ import math
 import pandas as pd
 import pytest
 
-from d2lrepro import lr_schedulers, lr_training, reference, results
+from d2lrepro import lr_training, reference, results
 
 BOOK = reference.load()
 
@@ -15,13 +15,6 @@ def test_plot_values_are_the_books():
     assert v["multistep"][:15] == [0.5] * 15 and v["multistep"][15:] == [0.25] * 15
     assert [round(x, 6) for x in v["warmup"][:6]] == [0.0, 0.06, 0.12, 0.18, 0.24, 0.3]
     assert v["cosine"][20:] == [pytest.approx(0.01)] * 10
-
-
-def test_book_semantics_apply_the_schedule_one_epoch_late():
-    book = lr_schedulers.epoch_lrs("warmup", 30, "book")
-    intended = lr_schedulers.epoch_lrs("warmup", 30, "intended")
-    assert book[0] == 0.3 and book[1] == 0.0 and book[1:] == intended[:-1]
-    assert lr_schedulers.epoch_lrs("multistep", 30, "book") == [pytest.approx(0.125)] * 30
 
 
 def history(run, semantics, accs, diverged=False, seed=0):
@@ -117,6 +110,14 @@ def test_the_quirks_of_the_books_code_are_measured_from_the_history():
     m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
     assert m["warmup.book.test_acc_epoch2_minus_1"] == 0
     assert (m["warmup.book.lr_min"], m["warmup.book.lr_max"]) == (0.0, 0.3)
+    assert (m["warmup.book.lr_epoch1"], m["warmup.book.lr_epoch2"]) == (0.3, 0.0)
+
+
+def test_a_run_without_a_second_epoch_has_no_epoch_2_quirk():
+    h = history("warmup", "book", [0.7])
+    m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
+    assert math.isnan(m["warmup.book.test_acc_epoch2_minus_1"])
+    assert math.isnan(m["warmup.book.lr_epoch2"])
 
 
 def test_late_iqr_is_the_spread_of_the_last_epochs():

@@ -1,8 +1,10 @@
 import math
 
 import pytest
+import torch
 
 from d2lrepro import lr_schedulers as s
+from d2lrepro import lr_training, models
 
 
 def test_square_root():
@@ -50,44 +52,58 @@ def test_cosine_past_max_update_on_fresh_object():
     assert s.CosineScheduler(20, base_lr=0.3, final_lr=0.01)(25) == pytest.approx(0.01)
 
 
+def ran_with(run, semantics, epochs=30):
+    """The lr each epoch of the section's run ran with, read from the optimizer by the real
+    training loop (one tiny image per epoch)."""
+    images = torch.zeros(1, 28, 28, dtype=torch.uint8)
+    labels = torch.zeros(1, dtype=torch.uint8)
+    raw = {"train_images": images, "train_labels": labels}
+    raw |= {"test_images": images, "test_labels": labels}
+    df = lr_training.train(models.lenet(seed=0), raw, epochs, s.schedule(run, semantics), 1)
+    assert len(df) == epochs
+    return list(df["lr"])
+
+
 def test_book_semantics_are_one_epoch_late():
     cos = s.CosineScheduler(20, warmup_steps=5, base_lr=0.3, final_lr=0.01)
-    intended = s.epoch_lrs("warmup", 30, "intended")
-    book = s.epoch_lrs("warmup", 30, "book")
-    assert len(book) == len(intended) == 30
+    intended = ran_with("warmup", "intended")
+    book = ran_with("warmup", "book")
     assert intended == pytest.approx(s.values(cos, 30))
     assert book[0] == 0.3  # the optimizer's constructor lr
     assert book[1] == 0.0  # scheduler(0): a whole epoch at lr 0
     assert book[1:] == pytest.approx(intended[:-1])
 
-    sqrt = s.epoch_lrs("sqrt", 30, "book")
+    sqrt = ran_with("sqrt", "book")
     assert sqrt[0] == pytest.approx(0.1) and sqrt[1] == pytest.approx(0.1)
     assert sqrt[2] == pytest.approx(0.1 / math.sqrt(2))
-    assert s.epoch_lrs("sqrt", 30, "intended")[29] == pytest.approx(0.1 / math.sqrt(30))
+    assert ran_with("sqrt", "intended")[29] == pytest.approx(0.1 / math.sqrt(30))
 
-    cosine = s.epoch_lrs("cosine", 30, "book")
+    cosine = ran_with("cosine", "book")
     assert cosine[:2] == pytest.approx([0.3, 0.3])
     assert cosine[21:] == pytest.approx([0.01] * 9)
 
 
 def test_multistep_semantics():
-    assert s.epoch_lrs("multistep", 30, "book") == [0.125] * 30
-    intended = s.epoch_lrs("multistep", 30, "intended")
-    assert intended == [0.5] * 15 + [0.25] * 15
+    # the book trains with the MultiStepLR its plot loop has stepped 30 times
+    assert ran_with("multistep", "book") == [0.125] * 30
+    assert ran_with("multistep", "intended") == [0.5] * 15 + [0.25] * 15
 
 
 def test_constant_and_bad_semantics():
-    assert s.epoch_lrs("constant", 3, "book") == [0.3] * 3
-    assert s.epoch_lrs("constant", 3, "intended") == [0.3] * 3
+    assert ran_with("constant", "book", 3) == [0.3] * 3
+    assert ran_with("constant", "intended", 3) == [0.3] * 3
     with pytest.raises(ValueError):
-        s.epoch_lrs("sqrt", 3, "other")
+        s.schedule("sqrt", "other")
 
 
-def test_custom_epoch_lrs_replays_plot_for_stateful_schedulers():
-    make = lambda: s.FactorScheduler(factor=0.9, stop_factor_lr=1e-2, base_lr=2.0)  # noqa: E731
-    assert s.custom_epoch_lrs(make, 3, "intended") == pytest.approx([1.8, 1.62, 1.458])
-    # after the book's 50-call plot the object already sits at its floor
-    assert s.custom_epoch_lrs(make, 3, "book", initial_lr=2.0, plot_calls=50) == pytest.approx(
-        [2.0, 0.01, 0.01]
+def test_the_book_schedule_uses_the_object_its_plot_advanced():
+    factor = s.Experiment(
+        "factor",
+        "custom",
+        2.0,
+        make=lambda: s.FactorScheduler(factor=0.9, stop_factor_lr=1e-2, base_lr=2.0),
+        plot_calls=50,
     )
-    assert s.custom_epoch_lrs(make, 3, "book", initial_lr=2.0) == pytest.approx([2.0, 1.8, 1.62])
+    assert ran_with(factor, "intended", 3) == pytest.approx([1.8, 1.62, 1.458])
+    # after the book's 50-call plot the object already sits at its floor
+    assert ran_with(factor, "book", 3) == pytest.approx([2.0, 0.01, 0.01])

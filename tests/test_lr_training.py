@@ -1,10 +1,12 @@
+import copy
 import logging
 import math
 
 import pytest
 import torch
 
-from d2lrepro import data, lr_training, models, results
+from conftest import verdict_of
+from d2lrepro import claims, data, lr_schedulers, lr_training, models, reference, results
 
 
 def synthetic(n_train=512, n_test=256, seed=0):
@@ -169,3 +171,55 @@ def test_warmup_climbs_linearly_per_step_then_holds(raw, monkeypatch):
     lrs = [0.8, 0.8, 0.4]
     lr_training.train(models.lenet(seed=0), raw, 3, lrs, batch_size=200, warmup_steps=4)
     assert used == pytest.approx([0.2, 0.4, 0.6, 0.8, 0.8, 0.8, 0.4, 0.4, 0.4])
+
+
+def test_set_lr_is_measured_from_the_step_sgd_takes():
+    assert lr_training.lr_after_setting_by_hand() == pytest.approx(0.1)
+    rows = [results.metric("set_lr.step_lr", lr_training.lr_after_setting_by_hand())]
+    assert verdict_of("lrs.set_lr", rows) == claims.REPRODUCED
+    assert verdict_of("lrs.set_lr", [results.metric("set_lr.step_lr", 0.3)]) == (
+        claims.NOT_REPRODUCED
+    )
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda trainer, lr: copy.deepcopy(trainer.param_groups)[0].update(lr=lr),
+        lambda trainer, lr: trainer.param_groups[0].update(learning_rate=lr),
+    ],
+    ids=["a copy of param_groups", "the wrong key"],
+)
+def test_set_lr_on_a_copy_or_the_wrong_key_is_not_reproduced(monkeypatch, wrong):
+    monkeypatch.setattr(lr_training, "set_lr_by_hand", wrong)
+    step_lr = lr_training.lr_after_setting_by_hand()
+    assert step_lr == pytest.approx(0.3)  # the constructor's lr
+    rows = [results.metric("set_lr.step_lr", step_lr)]
+    assert verdict_of("lrs.set_lr", rows) == claims.NOT_REPRODUCED
+
+
+def warmup_book_metrics(raw):
+    """Warm-up under the book's semantics for 2 epochs, through the real loop and summary."""
+    history = lr_training.train(
+        models.lenet(seed=0), raw, 2, lr_schedulers.schedule("warmup", "book"), batch_size=16
+    )
+    history = history.assign(run="warmup", semantics="book", seed=0, device="cpu")
+    return lr_training.training_metrics(history, reference.load())
+
+
+def test_warmup_epochs_1_and_2_are_identical_in_the_books_loop(raw):
+    rows = warmup_book_metrics(raw)
+    m = {r["metric"]: r["value"] for r in rows}
+    assert (m["warmup.book.lr_epoch1"], m["warmup.book.lr_epoch2"]) == (0.3, 0.0)
+    assert m["warmup.book.test_acc_epoch2_minus_1"] == 0
+    assert verdict_of("lrs.warmup_train.epochs12", rows) == claims.REPRODUCED
+
+
+def test_warmup_applied_on_time_makes_epochs_1_and_2_differ(raw, monkeypatch):
+    """The mutation: the book's scheduler applied before each epoch instead of after it."""
+    monkeypatch.setattr(lr_schedulers, "BookCustom", lr_schedulers.OnTime)
+    rows = warmup_book_metrics(raw)
+    m = {r["metric"]: r["value"] for r in rows}
+    assert (m["warmup.book.lr_epoch1"], m["warmup.book.lr_epoch2"]) == (0.0, pytest.approx(0.06))
+    assert m["warmup.book.test_acc_epoch2_minus_1"] != 0
+    assert verdict_of("lrs.warmup_train.epochs12", rows) == claims.NOT_REPRODUCED

@@ -65,13 +65,15 @@ LENET = ["--model", "lenet", "--epochs", 2, "--batch-size", 64, "--lr", 0.2]
 
 
 def test_two_workers_train_like_one(data, tmp_path):
-    """Same global batches: one and two workers reach the same parameters (up to the order of
-    summation)."""
+    """Same global batches (one data order for both): one and two workers reach the same
+    parameters (up to the order of summation)."""
     for world in (1, 2):
         ok(
             run(
                 [
                     *LENET,
+                    "--order-seed",
+                    0,
                     "--data",
                     data,
                     "--out",
@@ -97,6 +99,15 @@ def test_two_workers_train_like_one(data, tmp_path):
     params = [torch.load(tmp_path / f"{w}.pt", weights_only=True)["model"] for w in (1, 2)]
     for key in params[0]:
         assert torch.allclose(params[0][key], params[1][key], rtol=0, atol=rel / 10), key
+
+
+def test_one_and_two_workers_shuffle_apart_from_the_same_parameters():
+    """As in the book: the same initial parameters (--seed), a data order per device count."""
+    args = multigpu_run.parse_args(["--data", "d.pt", "--out", "o.csv", "--seed", "1"])
+    one, two = (multigpu_run._config(args, world)["order_seed"] for world in (1, 2))
+    assert one == 1 and two != one
+    pinned = multigpu_run.parse_args(["--data", "d.pt", "--out", "o.csv", "--order-seed", "7"])
+    assert multigpu_run._config(pinned, 2)["order_seed"] == 7
 
 
 def test_resume_gives_the_uninterrupted_result(data, tmp_path):

@@ -2,8 +2,10 @@ import math
 
 import pandas as pd
 
+from conftest import verdict_of
 from d2lrepro import multigpu_summary as summary
 from d2lrepro import param_server, reference, results
+from d2lrepro.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 from d2lrepro.results import diverged
 
 BOOK = reference.load()
@@ -67,22 +69,69 @@ def test_one_seed_has_the_spread_of_its_last_epochs():
     assert abs(m["lenet.1.test_acc_spread"] - 0.04) < 1e-12
 
 
-def test_cost_metrics_compare_computation_and_communication_at_both_ends():
-    cost = pd.DataFrame(
+def cost_table(steps, t1=(1.0, 2.0, 8.0), t2=(2.0, 2.1, 2.0)):
+    return pd.DataFrame(
         {
             "batch_per_device": [16, 64, 256],
-            "t1": [1.0, 2.0, 8.0],
-            "t2": [2.0, 2.0, 2.0],
-            "max_t1_t2": [2.0, 2.0, 8.0],
-            "measured_step": [3.0, 4.0, 10.0],
+            "t1": t1,
+            "t2": t2,
+            "max_t1_t2": [max(a, b) for a, b in zip(t1, t2)],
+            "measured_step": steps,
         }
     )
+
+
+def test_cost_metrics_judge_the_models_where_t1_and_t2_balance():
+    cost = cost_table([3.0, 4.0, 10.0])
     m = {r["metric"]: r["value"] for r in summary.cost_metrics(cost, "lenet")}
     assert m["cost.lenet.t1_over_t2.smallest"] == 0.5 and m["cost.lenet.t1_over_t2.largest"] == 4
-    assert m["cost.lenet.step_over_max"] == 10 / 8 and m["cost.lenet.step_over_sum"] == 1.0
     assert m["cost.lenet.crossover_batch"] == 256
+    # At 64, t1 / t2 = 2 / 2.1 is closest to 1: max 2.1, sum 4.1.
+    assert m["cost.lenet.balanced.batch"] == 64
+    assert m["cost.lenet.balanced.step_over_max"] == 4 / 2.1
+    assert m["cost.lenet.balanced.step_over_sum"] == 4 / 4.1
+    assert m["cost.lenet.balanced.sum_error"] < m["cost.lenet.balanced.max_error"]
     flat = by_name(summary.cost_metrics(cost.assign(t2=100.0), "lenet"))
     assert flat["cost.lenet.crossover_batch"]["status"] == "failed"
+
+
+def test_the_two_cost_models_are_exclusive():
+    overlapped = summary.cost_metrics(cost_table([2.5, 2.3, 9.0]), "lenet")
+    assert verdict_of("mgpu.cost_model", overlapped) == REPRODUCED
+    assert verdict_of("mgpu.cost_model.sum", overlapped) == NOT_REPRODUCED
+    serial = summary.cost_metrics(cost_table([3.0, 4.0, 10.0]), "lenet")
+    assert verdict_of("mgpu.cost_model", serial) == NOT_REPRODUCED
+    assert verdict_of("mgpu.cost_model.sum", serial) == REPRODUCED
+    # Computation dominates everywhere: the step may fit max(t1, t2), the book's crossing not.
+    big = summary.cost_metrics(cost_table([5.0, 6.0, 9.0], t1=(4.0, 5.0, 8.0)), "lenet")
+    assert verdict_of("mgpu.cost_model", big) == NOT_REPRODUCED
+
+
+def test_two_devices_keep_the_accuracy_within_0_02():
+    def diff(acc2):
+        rows = summary.run_metrics("lenet.1", history([2.3, 1.0], acc=0.83), BOOK)
+        rows += summary.run_metrics("lenet.2", history([2.3, 1.0], acc=acc2), BOOK)
+        return summary.comparison_metrics(by_name(rows), "lenet")
+
+    assert verdict_of("mgpu.2gpu", diff(0.84)) == REPRODUCED
+    assert verdict_of("mgpu.2gpu", diff(0.80)) == NOT_REPRODUCED
+
+
+def test_ring_bandwidth_against_ethernet_and_pcie():
+    def ring(gbps, iqr=0.1):
+        return [
+            results.metric("ps.ring.busbw_gbps", gbps),
+            results.metric("ps.ring.busbw_iqr_gbps", iqr),
+        ]
+
+    assert verdict_of("ps.bw", ring(1.5)) == REPRODUCED
+    assert verdict_of("ps.bw", ring(0.9)) == NOT_REPRODUCED  # 10 GbE would do
+    assert verdict_of("ps.bw", ring(1.04)) == NOT_REPRODUCED  # within the spread
+    gpus = {"cuda_devices": 2, "usable_cores": 2}
+    assert verdict_of("ps.nvlink", ring(54, 2), gpus) == REPRODUCED  # the book's NVLink ring
+    assert verdict_of("ps.nvlink", ring(25, 1), gpus) == NOT_REPRODUCED  # PCIe 4.0, effective
+    assert verdict_of("ps.nvlink", ring(33, 4), gpus) == NOT_REPRODUCED  # within the spread
+    assert verdict_of("ps.nvlink", ring(54, 2)) == NOT_APPLICABLE  # no GPUs
 
 
 def test_the_curve_is_judged_against_the_band_of_the_editions():

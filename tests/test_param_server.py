@@ -1,13 +1,17 @@
 """The parameter-server strategies on gloo workers (CPU processes), and their launch on 2
 workers and on all the machine's devices."""
 
+import time
+
 import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from d2lrepro import multigpu_launch, param_server
+from conftest import verdict_of
+from d2lrepro import devices, multigpu_launch, param_server
+from d2lrepro.claims import NOT_REPRODUCED, REPRODUCED
 
 
 def _strategies(rank, world, store, out):
@@ -90,3 +94,63 @@ def test_no_run_on_all_devices_where_they_are_2(tmp_path, monkeypatch):
     gone = rows.loc[rows.index.str.startswith("ps.all.")]
     assert (gone["status"] == "not applicable").all()
     assert "parameter_server.max_devices is 2:" in gone["note"].iloc[0]
+
+
+def _whole(param, grad, servers, rank):
+    """A server that ignores the split and updates every parameter."""
+    if rank < servers:
+        param.sub_(grad, alpha=param_server.LR)
+
+
+def _late_second_server(param, grad, servers, rank, real=param_server.update_share):
+    """The last of several servers takes 50 ms longer than its share."""
+    if servers > 1 and rank == servers - 1:
+        time.sleep(0.05)
+    real(param, grad, servers, rank)
+
+
+def _chunked_ring(grad):
+    """The all-reduce sent in 4 KB messages: latency-bound."""
+    for chunk in grad.split(1024):
+        dist.all_reduce(chunk)
+
+
+MUTATIONS = {"whole": _whole, "late": _late_second_server, "chunked": _chunked_ring}
+
+
+def _timed(rank, world, store, out, mb, mutation):
+    torch.set_num_threads(1)
+    devices.pin_to_core(rank)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    if mutation == "chunked":
+        param_server.ring = _chunked_ring
+    elif mutation:
+        param_server.update_share = MUTATIONS[mutation]
+    rows = param_server.measure(mb, 7, torch.device("cpu"))
+    if rank == 0:
+        torch.save(rows, out)
+    dist.destroy_process_group()
+
+
+def timed_rows(tmp_path, mutation="", mb=16):
+    store, out = tmp_path / f"store{mutation}", tmp_path / f"rows{mutation}"
+    mp.spawn(_timed, args=(2, store, out, mb, mutation), nprocs=2)
+    return torch.load(out, weights_only=False)
+
+
+def test_the_split_update_is_the_slowest_servers(tmp_path):
+    rows = {r["metric"]: r["value"] for r in timed_rows(tmp_path, "late", mb=1)}
+    assert rows["ps.update.split.median_s"] >= 0.05  # rank 1's time, not rank 0's
+    assert rows["ps.update.split_x_n.median_s"] == pytest.approx(
+        2 * rows["ps.update.split.median_s"]
+    )
+
+
+def test_servers_that_ignore_the_split_fail_o_m_over_n(tmp_path):
+    assert verdict_of("ps.scale", timed_rows(tmp_path, "whole")) == NOT_REPRODUCED
+    assert verdict_of("ps.scale", timed_rows(tmp_path)) == REPRODUCED
+
+
+def test_a_latency_bound_ring_is_no_faster_than_ethernet(tmp_path):
+    # The unbroken ring of 2 gloo processes runs near 1 GB/s here: too close to judge.
+    assert verdict_of("ps.bw", timed_rows(tmp_path, "chunked", mb=1)) == NOT_REPRODUCED

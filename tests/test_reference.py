@@ -59,3 +59,47 @@ def test_figures_with_a_book_counterpart_draw_it(monkeypatch, tmp_path):
     )
     lr_training.draw_run(run, tmp_path / "b.png", "footer", BOOK)
     assert drawn == ["adam.yogi", "lrs.cosine_train"]
+
+
+def test_band_excess_judges_the_points_the_book_clipped():
+    """EN starts above the plot's top (0.35) at x = 1, ZH draws 0.36 there: the band at x = 1
+    is [0.35, inf); before both editions' first point it is [0.35, inf) alone."""
+    curves = pd.DataFrame(
+        {
+            "id": "c",
+            "edition": ["en", "zh", "zh", "en", "zh"],
+            "metric": "loss",
+            "epoch": [2, 1, 2, 3, 3],
+            "value": [0.30, 0.36, 0.31, 0.25, 0.25],
+        }
+    )
+    x = [0.5, 1, 2, 3]
+    assert reference.band_excess(curves, "c", "loss", x, [0.40, 0.50, 0.30, 0.25], clip=0.35) == 0
+    low = reference.band_excess(curves, "c", "loss", x, [0.34, 0.36, 0.30, 0.25], clip=0.35)
+    assert math.isclose(low, 0.01)
+    assert reference.band_excess(curves, "c", "loss", x, [0.34, 0.36, 0.30, 0.25]) == 0
+    assert math.isclose(
+        reference.band_excess(curves, "c", "loss", x, [0.5, 0.34, 0.30, 0.25], clip=0.35), 0.01
+    )
+
+
+def test_edition_gap_is_the_largest_gap_where_both_drew():
+    assert math.isclose(reference.edition_gap(BOOK, "momentum.concise", "loss"), 0.030)
+    assert math.isclose(reference.edition_gap(BOOK, "rmsprop.scratch", "loss"), 0.008)
+
+
+def test_airfoil_curve_tolerances_are_the_editions_own_gaps():
+    """Each airfoil curve claim's tolerance is the largest EN-ZH gap of its plot."""
+    from d2lrepro import claims
+
+    checks = {
+        check["metric"].removesuffix(".curve_excess"): check["bound"]
+        for section in claims.load()["sections"]
+        for claim in section["claims"]
+        for check in claim["checks"]
+        if check.get("metric", "").endswith(".curve_excess")
+        and claim["evidence"].endswith("airfoil_metrics.csv")
+    }
+    assert len(checks) == 13
+    for name, bound in checks.items():
+        assert bound == round(reference.edition_gap(BOOK, name, "loss"), 3), name

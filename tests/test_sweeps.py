@@ -64,6 +64,41 @@ def test_summary_takes_the_median_final_loss(data):
         summary[f"{s}.sec_per_epoch"] for s in ("momentum.lr0.02_m0.5", "momentum.concise")
     ]
     assert summary["airfoil.slowest_sec_per_epoch"] == max(per_epoch) > 0
+    assert summary["airfoil.fastest_sec_per_epoch"] == min(per_epoch) > 0
+
+
+def test_the_curve_judged_is_the_median_over_seeds(data):
+    """One seed far off the book does not move the median: curve_excess reads the median."""
+    runs = run("momentum.lr0.02_m0.5", data, seeds=(0, 1, 2))
+    off = runs.assign(loss=runs["loss"].where(runs["seed"] != 2, 9.0))
+    excess = {
+        m["metric"]: m["value"] for m in sweeps.summarize(off, BOOK) if "curve" in m["metric"]
+    }
+    median = runs.assign(loss=runs["loss"].where(runs["seed"] != 2, runs["loss"].max()))
+    again = {
+        m["metric"]: m["value"] for m in sweeps.summarize(median, BOOK) if "curve" in m["metric"]
+    }
+    assert excess == again
+
+
+def test_eps_metrics_count_decided_pairs_and_ties():
+    rows = [
+        {"eps": e, "seed": s, "variant": v, "final_loss": loss}
+        for e, s, outside, inside in [
+            (1e-6, 0, 0.25, 0.25 + 1e-8),  # a tie: float32 precision
+            (0.1, 0, 0.240, 0.245),
+            (0.1, 1, 0.240, 0.246),
+            (0.1, 2, 0.250, 0.244),
+        ]
+        for v, loss in (("outside", outside), ("inside", inside))
+    ]
+    values = {m["metric"]: m["value"] for m in sweeps.eps_metrics(pd.DataFrame(rows))}
+    assert values["adam.eps_sweep.pairs"] == 4
+    assert (values["adam.eps_sweep.outside_lower"], values["adam.eps_sweep.inside_lower"]) == (2, 1)
+    assert values["adam.eps_sweep.sign_p"] == pytest.approx(4 / 8)
+    rows[-1]["final_loss"] = math.nan  # a diverged run fails the sweep
+    (row,) = sweeps.eps_metrics(pd.DataFrame(rows))
+    assert row["status"] == "failed"
 
 
 def test_divergent_setting_is_recorded_not_raised(data):

@@ -1,8 +1,11 @@
-import pandas as pd
+import dataclasses
+
 import pytest
+import torch
 import yaml
 
-from d2lrepro import traces
+from conftest import verdict_of
+from d2lrepro import claims, optimizers, traces
 
 # The book's printed `epoch 20, x1: %f, x2: %f` for each run of config.yaml (identical in EN, ZH,
 # CL).
@@ -32,38 +35,64 @@ def test_trace_csv_matches_the_book_to_six_decimals(config):
         assert (f"{final[f'{run}.x1_final']:f}", f"{final[f'{run}.x2_final']:f}") == (x1, x2), run
 
 
-def test_weight_curves_match_closed_forms(config):
-    m = {row["metric"]: row["value"] for row in traces.weight_metrics(config["weights"])}
-    assert m["momentum_weight.beta0.95.t39"] == pytest.approx(0.95**39)
-    assert m["rmsprop_weight.gamma0.9.t0"] == pytest.approx(0.1)
-    assert m["rmsprop_weight.gamma0.9.sum"] == pytest.approx(1.0, abs=1e-9)
-    assert m["scalar.lambda19.t19"] == pytest.approx((1 - 1.9) ** 19)
-    assert m["scalar.beyond_edge.abs_final"] > 1  # eta * lambda > 2 diverges
-
-
-def test_figures_are_written(tmp_path, config):
+def test_the_trace_figure_is_written(tmp_path):
     steps = traces.run_traces(
         {"momentum.gd_eta0.4": {"optimizer": "gd", "lr": 0.4}}, 5, (-5.0, -2.0)
     )
     traces.draw_trace(steps, tmp_path / "trace.png")
-    figures = {k: tmp_path / f"{k}.png" for k in ("momentum_weights", "rmsprop_weights", "scalar")}
-    traces.draw_weights(config["weights"], figures)
-    assert all(p.stat().st_size > 1000 for p in [tmp_path / "trace.png", *figures.values()])
+    assert (tmp_path / "trace.png").stat().st_size > 1000
 
 
-def test_adagrads_effective_lr_decays_as_t_to_the_minus_half_for_a_constant_gradient():
-    still = pd.DataFrame({"run": "a", "step": range(21), "x1": 1.0, "x2": 1.0})
-    rows = {
-        r["metric"]: r["value"]
-        for r in traces.adagrad_metrics(still, {"a": {"optimizer": "adagrad", "lr": 0.4}})
-    }
-    assert rows["a.eff_lr_slope.x1"] == pytest.approx(-0.5, abs=1e-4)
-    assert rows["a.eff_lr_slope.x2"] == pytest.approx(-0.5, abs=1e-6)
+RUN = "adagrad.2d_eta0.4"
+CLAIM = "adagrad.effective_lr.2d"
 
 
-def test_on_the_2d_problem_the_gradients_shrink_and_the_decay_is_slower():
-    runs = {"adagrad": {"optimizer": "adagrad", "lr": 0.4}, "gd": {"optimizer": "gd", "lr": 0.4}}
-    trace = traces.run_traces(runs, 20, (-5.0, -2.0))
-    rows = {r["metric"]: r["value"] for r in traces.adagrad_metrics(trace, runs)}
-    assert set(rows) == {"adagrad.eff_lr_slope.x1", "adagrad.eff_lr_slope.x2"}
-    assert all(-0.5 < value < 0 for value in rows.values())
+def adagrad_rows(config):
+    cfg = config["traces"]
+    return traces.adagrad_metrics({RUN: cfg["runs"][RUN]}, cfg["steps"], cfg["start"])
+
+
+def test_adagrad_decays_as_t_to_the_minus_half_on_steady_gradients_and_slower_on_the_run(config):
+    rows = adagrad_rows(config)
+    value = {r["metric"]: r["value"] for r in rows}
+    for coordinate in ("x1", "x2"):
+        assert value[f"{RUN}.eff_lr_decay_steady.{coordinate}"] == pytest.approx(0.5, abs=1e-6)
+        assert 0 < value[f"{RUN}.eff_lr_decay.{coordinate}"] < 0.5
+    assert verdict_of(CLAIM, rows) == claims.REPRODUCED
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("eff_lr_decay.x1", 0.45),  # about t^-1/2: s_t about linear
+        ("eff_lr_decay.x2", -0.1),  # the effective lr grows
+        ("eff_lr_decay_steady.x1", 0.3),  # steady gradients not giving t^-1/2
+        ("eff_lr_decay_steady.x2", -0.5),
+    ],
+)
+def test_each_check_fails_on_evidence_against_the_book(config, name, value):
+    rows = [
+        {**row, "value": value} if row["metric"] == f"{RUN}.{name}" else row
+        for row in adagrad_rows(config)
+    ]
+    assert any(row["value"] == value for row in rows)
+    assert verdict_of(CLAIM, rows) == claims.NOT_REPRODUCED
+
+
+def _adagrad_without_sqrt(p, g, state, hyper, eps=optimizers.ADAGRAD_EPS):
+    s = state["s"]
+    s.add_(g**2)
+    p.sub_(hyper["lr"] * g / (s + eps))
+
+
+def _adagrad_without_accumulation(p, g, state, hyper, eps=optimizers.ADAGRAD_EPS):
+    s = state["s"]
+    s.copy_(g**2)
+    p.sub_(hyper["lr"] * g / torch.sqrt(s + eps))
+
+
+@pytest.mark.parametrize("rule", [_adagrad_without_sqrt, _adagrad_without_accumulation])
+def test_broken_adagrad_is_not_reproduced(config, monkeypatch, rule):
+    broken = dataclasses.replace(optimizers.OPTIMIZERS["adagrad"], rule=rule)
+    monkeypatch.setitem(optimizers.OPTIMIZERS, "adagrad", broken)
+    assert verdict_of(CLAIM, adagrad_rows(config)) == claims.NOT_REPRODUCED

@@ -1,10 +1,10 @@
-"""Asynchronous computation: numpy vs torch with and without synchronization, z = x * y + 2,
-and the peak memory of an unsynchronized CUDA queue.
+"""Asynchronous computation: numpy vs torch with and without synchronization, how long a CPU
+operator takes to return against how long until its result is read, z = x * y + 2 on the
+GPU, and the peak memory of an unsynchronized CUDA queue.
 
-Metrics: ``async.numpy_s``; ``async.{cpu,cuda}.{nosync,sync}_s`` (medians), their ``_iqr_s``
-and ``nosync_over_sync``;
-``async.z0``, ``async.z1`` (on the GPU where there is one, as in the book, else the CPU);
-``async.memory.{nosync,sync}_peak_bytes``.
+Metrics: ``async.numpy_s``; ``async.cuda.{nosync,sync}_s`` (medians), their ``_iqr_s`` and
+``nosync_over_sync``; ``async.cpu.{return,read}_s`` (medians) and their ``_iqr_s``;
+``async.z0``, ``async.z1`` (on the GPU, as in the book); ``async.memory.{nosync,sync}_peak_bytes``.
 """
 
 from __future__ import annotations
@@ -25,27 +25,56 @@ ASYNC_UNITS = {
     "sync_iqr_s": "s",
     "nosync_over_sync": "x",
 }
+RETURN_UNITS = {"return_s": "s", "read_s": "s", "return_iqr_s": "s", "read_iqr_s": "s"}
+
+
+def _alternated(names, loops, device, sync, repeats: int) -> dict[str, float]:
+    """``{name}_s`` and ``{name}_iqr_s``: median and IQR of ``repeats`` book-style single runs
+    of each loop (``sync``: whether its clock waits for ``device``), the loops alternated so
+    that all see the same load from whatever else runs on the machine."""
+    runs = [
+        [naive_time(loop, device, wait) for loop, wait in zip(loops, sync)] for _ in range(repeats)
+    ]
+    timings = {}
+    for name, times in zip(names, zip(*runs)):
+        timings |= {f"{name}_s": statistics.median(times), f"{name}_iqr_s": iqr(times)}
+    return timings
 
 
 def _torch_async(device: torch.device, size: int, steps: int, repeats: int) -> dict[str, float]:
+    """The book's loop timed without and with synchronizing ``device`` at the end."""
+
     def loop():
         for _ in range(steps):
             a = torch.randn(size, size, device=device)
             torch.mm(a, a)
 
     loop()  # the book's warm-up
-    # Alternated, so that both see the same load from whatever else runs on the machine.
-    runs = [
-        (naive_time(loop, device, False), naive_time(loop, device, True)) for _ in range(repeats)
-    ]
-    nosync, sync = zip(*runs)
-    return {
-        "nosync_s": statistics.median(nosync),
-        "sync_s": statistics.median(sync),
-        "nosync_iqr_s": iqr(nosync),
-        "sync_iqr_s": iqr(sync),
-        "nosync_over_sync": statistics.median(nosync) / statistics.median(sync),
-    }
+    timings = _alternated(("nosync", "sync"), (loop, loop), device, (False, True), repeats)
+    return timings | {"nosync_over_sync": timings["nosync_s"] / timings["sync_s"]}
+
+
+def operator_return(device: torch.device, size: int, steps: int, repeats: int) -> dict[str, float]:
+    """The book's operator, ``steps`` products of a ``size``² normal matrix made beforehand,
+    timed until the calls return to Python and until the last product's last entry has been
+    read: a synchronous backend has done the work when a call returns, so the two are close;
+    an asynchronous one returns first and makes the read wait. (On the CPU synchronizing does
+    nothing, so the book's pair, without and with a sync, would time the same code twice.)"""
+    a = torch.randn(size, size, device=device)
+
+    def products():
+        for _ in range(steps):
+            b = torch.mm(a, a)
+        return b
+
+    def returned():
+        products()
+
+    def read():
+        products()[-1, -1].item()
+
+    read()  # the book's warm-up
+    return _alternated(("return", "read"), (returned, read), device, (False, False), repeats)
 
 
 def dependency_example(device: torch.device) -> list[dict]:
@@ -58,12 +87,9 @@ def dependency_example(device: torch.device) -> list[dict]:
 
 def asynchrony(size: int = 1000, steps: int = 10, repeats: int = 3, seed: int = 0) -> list[dict]:
     """The book's numpy vs torch benchmark: ``steps`` times a ``size``² normal matrix and its
-    square, on the CPU with numpy, then with torch on the CPU and on CUDA, each the median of
-    ``repeats`` book-style single runs without and with synchronization, plus z = x * y + 2
-    on the GPU (the CPU without one).
-
-    On the CPU torch ops return when done, so nosync_over_sync is about 1; on CUDA they return
-    once queued, the book's illusion of speed."""
+    square, with numpy on the CPU, then with torch: on the CPU timed until it returns and
+    until its result is read, on CUDA without and with synchronization (each the median of
+    ``repeats`` book-style single runs), and z = x * y + 2 on the GPU."""
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
 
@@ -75,14 +101,14 @@ def asynchrony(size: int = 1000, steps: int = 10, repeats: int = 3, seed: int = 
     numpy_s = statistics.median(naive_time(numpy_loop, "cpu", False) for _ in range(repeats))
     rows = [metric("async.numpy_s", numpy_s, "s", "cpu")]
     rows += [
-        metric(f"async.cpu.{k}", v, ASYNC_UNITS[k], "cpu")
-        for k, v in _torch_async(torch.device("cpu"), size, steps, repeats).items()
+        metric(f"async.cpu.{k}", v, RETURN_UNITS[k], "cpu")
+        for k, v in operator_return(torch.device("cpu"), size, steps, repeats).items()
     ]
     reason = unavailable(cuda=1)
     if reason:
         return (
             rows
-            + dependency_example(torch.device("cpu"))
+            + [not_applicable(f"async.z{j}", reason) for j in (0, 1)]
             + [not_applicable(f"async.cuda.{k}", reason, unit) for k, unit in ASYNC_UNITS.items()]
         )
     cuda = torch.device("cuda", 0)

@@ -50,6 +50,12 @@ def _parallel_unmeasured(prefix: str, reason: str) -> list[dict]:
     )
 
 
+def concurrently(pool: ThreadPoolExecutor, jobs: list[tuple]) -> None:
+    """Start every job, ``(function, *arguments)``, on ``pool`` at once; wait for all."""
+    for future in [pool.submit(*job) for job in jobs]:
+        future.result()
+
+
 def autopar_cpu(
     size: int = 4000,
     n: int = 50,
@@ -61,13 +67,15 @@ def autopar_cpu(
     one intra-op thread, and both at once in two Python threads (mm releases the GIL)."""
     torch.manual_seed(seed)
     xa, xb = torch.rand(size, size), torch.rand(size, size)
-    with intra_op_threads(1), ThreadPoolExecutor(2) as pool:
-
-        def both():
-            for future in [pool.submit(run, xa, n), pool.submit(run, xb, n)]:
-                future.result()
-
-        parts = {"a": lambda: run(xa, n), "b": lambda: run(xb, n), "both": both}
+    # A new thread computes with torch's default thread count, whatever the caller set: each
+    # worker sets its own, else the two chains together run four threads on two cores.
+    workers = ThreadPoolExecutor(2, initializer=torch.set_num_threads, initargs=(1,))
+    with intra_op_threads(1), workers as pool:
+        parts = {
+            "a": lambda: run(xa, n),
+            "b": lambda: run(xb, n),
+            "both": lambda: concurrently(pool, [(run, xa, n), (run, xb, n)]),
+        }
         times = _time_parts(parts, "cpu", min_run_time, max_run_time)
     return _parallel_rows("autopar.cpu", times, "cpu", "two chains, one thread each")
 

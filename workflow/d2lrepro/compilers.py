@@ -13,6 +13,8 @@ import contextlib
 import io
 import logging
 import math
+import os
+import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +26,7 @@ from torch import nn
 from . import plotting
 from .devices import cuda_count
 from .models import mlp
-from .results import metric, not_applicable, one_line, unmeasured
+from .results import failed, metric, not_applicable, one_line
 from .timing import NAN_TIMING, naive_time, time_fn, timing_rows
 
 log = logging.getLogger(__name__)
@@ -64,18 +66,34 @@ def evoke_():
     return add_() + fancy_func_() + "print(fancy_func(1, 2, 3, 4))"
 
 
+def _printed(cell: Callable[[], None]) -> str:
+    """What ``cell`` prints."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cell()
+    return out.getvalue()
+
+
 def imperative_vs_symbolic() -> tuple[list[dict], str]:
-    """fancy_func(1, 2, 3, 4) called, and as the book's generated program compiled and executed;
-    returns the rows and the program."""
-    program = evoke_()
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        exec(compile(program, "", "exec"), {})
+    """The book's two cells, run as it writes them: print(fancy_func(1, 2, 3, 4)), and the
+    program that evoke_() generates, printed, compiled and executed; each result is the last
+    line the cell prints. Returns the rows and what the symbolic cell printed."""
+
+    def symbolic():
+        prog = evoke_()
+        print(prog)
+        y = compile(prog, "", "exec")
+        # Its own namespace, as a notebook's: the program's fancy_func calls the program's add,
+        # never this module's.
+        exec(y, {})
+
+    imperative = _printed(lambda: print(fancy_func(1, 2, 3, 4)))
+    printed = _printed(symbolic)
     rows = [
-        metric("imperative.result", fancy_func(1, 2, 3, 4)),
-        metric("symbolic.result", float(printed.getvalue())),
+        metric("imperative.result", float(imperative.splitlines()[-1])),
+        metric("symbolic.result", float(printed.splitlines()[-1])),
     ]
-    return rows, program
+    return rows, printed
 
 
 @contextlib.contextmanager
@@ -107,6 +125,30 @@ def _hyb_rows(prefix: str, naive: float, timing: dict, diff: float, device: str)
     ]
 
 
+def missing_toolchain(mode: str, device: torch.device) -> str:
+    """The tool that ``mode`` needs on ``device`` and this machine lacks, named ("" when none
+    is missing): torch.compile builds C++ kernels for the CPU with the compiler that its
+    inductor config names, and Triton kernels for CUDA, whose launchers Triton builds with a
+    C compiler ($CC, gcc or clang)."""
+    if mode != "compile":
+        return ""
+    # torch.compile's own modules: a second to import, so only when it is asked for
+    from torch._inductor import config as inductor_config
+    from torch.utils._triton import has_triton
+
+    if device.type == "cuda":
+        if not has_triton():
+            return "torch.compile on CUDA needs Triton, which is not installed"
+        what, names = "a C compiler for Triton's launchers", [os.environ.get("CC"), "gcc", "clang"]
+    else:
+        cxx = inductor_config.cpp.cxx
+        what, names = "a C++ compiler", list(cxx) if isinstance(cxx, list | tuple) else [cxx]
+    names = [name for name in names if name]  # None: torch would install one with conda
+    if any(shutil.which(name) for name in names):
+        return ""
+    return f"torch.compile needs {what} ({' or '.join(names)}), and none is on the PATH"
+
+
 def hybridize(
     batch_sizes=(1, 64, 1024),
     modes=MODES,
@@ -125,24 +167,30 @@ def hybridize(
     shape the net has not seen, so it includes TorchScript's profiling runs and torch.compile's
     compilation (on CUDA it also waits for the device at the end, unlike the book); median_s
     and iqr_s are the timing helper's per-call figures times ``n_calls``, its blocks of calls
-    standing for the book's loop; max_abs_diff compares the output with eager's. A mode that
-    raises (torch.compile without a working C++ toolchain, say) is not applicable with the
-    error's first line.
+    standing for the book's loop; max_abs_diff compares the output with eager's. A mode whose
+    toolchain is missing (:func:`missing_toolchain`) is not applicable, with what is missing;
+    a mode that raises anyway has failed, with the error's first line.
     """
     device = torch.device(device)
     eager = mlp(seed).to(device)
     nets = {}
-    # Every mode gets its rows; one this run leaves out is not applicable, with that reason.
-    failed = {
-        mode: "not run: not among the configured modes" for mode in MODES if mode not in modes
+    # Every mode gets its rows; one that is not measured says why: (row maker, reason).
+    unusable = {
+        mode: (not_applicable, "not run: not among the configured modes")
+        for mode in MODES
+        if mode not in modes
     }
     for mode in MODES:
-        if mode in failed:
+        if mode in unusable:
+            continue
+        missing = missing_toolchain(mode, device)
+        if missing:
+            unusable[mode] = (not_applicable, missing)
             continue
         try:
             nets[mode] = convert(eager, mode)
         except Exception as error:  # noqa: BLE001 -- a failure to convert is a result
-            failed[mode] = one_line(error)
+            unusable[mode] = (failed, one_line(error))
 
     rows = [metric(f"{prefix}.n_calls", n_calls)]
     for batch in batch_sizes:
@@ -151,27 +199,27 @@ def hybridize(
         medians = {}
         for mode in MODES:
             name = f"{prefix}.batch{batch}.{mode}"
-            if mode not in failed:
+            if mode not in unusable:
                 try:
                     naive, timing, diff = _measure_net(
                         nets[mode], x, reference, n_calls, device, min_run_time, max_run_time
                     )
                 except Exception as error:  # noqa: BLE001 -- torch.compile fails on its first call
-                    failed[mode] = one_line(error)
-            if mode in failed:
-                rows += unmeasured(
-                    _hyb_rows(name, math.nan, NAN_TIMING, math.nan, ""), failed[mode]
-                )
+                    unusable[mode] = (failed, one_line(error))
+            if mode in unusable:
+                make, reason = unusable[mode]
+                template = _hyb_rows(name, math.nan, NAN_TIMING, math.nan, "")
+                rows += [make(row["metric"], reason, row["unit"]) for row in template]
                 continue
             medians[mode] = timing["median"]
             rows += _hyb_rows(name, naive, timing, diff, str(device))
         for mode in MODES[1:]:  # eager is the reference
             name = f"{prefix}.batch{batch}.eager_over_{mode}"
-            rows.append(
-                metric(name, medians["eager"] / medians[mode], "x", str(device))
-                if "eager" in medians and mode in medians
-                else not_applicable(name, failed.get(mode) or failed["eager"], "x")
-            )
+            if "eager" in medians and mode in medians:
+                rows.append(metric(name, medians["eager"] / medians[mode], "x", str(device)))
+            else:
+                make, reason = unusable.get(mode) or unusable["eager"]
+                rows.append(make(name, reason, "x"))
     return rows
 
 
@@ -242,8 +290,8 @@ def measure(cfg: dict, seed: int, model_dir) -> list[dict]:
     """Every measurement of the section with the ``hybridize`` config: fancy_func both ways,
     the MLP in each mode on the CPU (as the book timed it) and, where there is one, on the
     first GPU (``hyb.cuda.*``), and its serialization into ``model_dir``."""
-    rows, program = imperative_vs_symbolic()
-    log.info("symbolic program:\n%s", program)
+    rows, printed = imperative_vs_symbolic()
+    log.info("the symbolic cell printed:\n%s", printed)
     timing = dict(
         batch_sizes=cfg["batch_sizes"],
         modes=cfg["modes"],

@@ -25,6 +25,11 @@ def empirical_risk(x):
     return risk(x) + 0.2 * torch.cos(5 * math.pi * x)
 
 
+def saddle(x):
+    """f(x) = x³: the section's saddle point at 0."""
+    return x**3
+
+
 def grid(start: float, stop: float, step: float) -> torch.Tensor:
     return torch.arange(start, stop, step, dtype=torch.float64)
 
@@ -68,12 +73,15 @@ def measure(step: float) -> list[dict]:
         metric("local_min.f_global", risk(best).item()),
     ]
 
-    d1, d2 = derivatives_at(lambda v: v**3, 0.0)
+    d1, d2 = derivatives_at(saddle, 0.0)
+    x = grid(-2.0, 2.0, step)
+    left = x[x < 0].max()  # the figure's grid point nearest 0 from the left
+    zero = torch.zeros((), dtype=torch.float64)
     rows += [
         metric("saddle_x3.d1_at_0", d1),
         metric("saddle_x3.d2_at_0", d2),
         # Negative: a point just left of 0 is lower, so 0 is not a minimum.
-        metric("saddle_x3.f_left_minus_f_0", (-step) ** 3 - 0.0),
+        metric("saddle_x3.f_left_minus_f_0", (saddle(left) - saddle(zero)).item()),
     ]
 
     hessian = torch.autograd.functional.hessian(
@@ -108,7 +116,7 @@ def draw(figures: dict[str, Path], step: float) -> None:
 
     fig, ax = plotting.figure()
     x = grid(-2.0, 2.0, step)
-    plotting.plot_lines(ax, x, [x**3], "x", "f(x)")
+    plotting.plot_lines(ax, x, [saddle(x)], "x", "f(x)")
     plotting.annotate(ax, "saddle point", (0, -0.2), (-0.52, -5.0))
     plotting.save(fig, figures["saddle_x3"])
 

@@ -8,22 +8,22 @@ which is what it returns for ``t > max_update``.
 The multi-step schedule is PyTorch's own ``MultiStepLR``; :func:`multistep_plot_values`
 replays the book's plotting loop on a real optimizer.
 
-:func:`epoch_lrs` gives the learning rate each training *epoch* actually runs with, under
-two semantics:
+:func:`schedule` gives the :class:`Schedule` a training loop applies to its optimizer
+(``lr_training.train`` calls its hooks), under two semantics:
 
 ``"book"``
-    What the book's ``train()`` does. Epoch 1 runs with the lr given to the optimizer's
-    constructor; at the end of epoch ``e`` (0-based) a custom scheduler's ``scheduler(e)``
-    is written into the optimizer, so epoch ``e + 1`` runs with ``scheduler(e)`` (the
-    schedule is applied one epoch late and its last value is never used). For
-    ``MultiStepLR`` the book trains with the scheduler its plotting loop has already
-    stepped ``num_epochs`` times, so training runs at ``0.5 * 0.5**2 = 0.125`` throughout.
-    The scheduler object used is the one the book has just plotted (its plot loop is
-    replayed first), which matters only for stateful schedulers.
+    The book's cell and its ``train()``: the optimizer is built with the cell's lr, and a
+    custom scheduler's ``scheduler(e)`` is written into the optimizer after epoch ``e``
+    (0-based), as the book's ``train()`` does; ``MultiStepLR`` gets ``scheduler.step()``
+    there. The scheduler object is the one the book has just plotted (its plot loop runs
+    first), which matters for stateful schedulers and for ``MultiStepLR``, whose plot loop
+    has already stepped it ``num_epochs`` times.
 
 ``"intended"``
     Epoch ``e`` runs with ``scheduler(e)`` from a fresh scheduler, and a fresh
     ``MultiStepLR`` (0.5 for epochs 0..14, 0.25 for 15..29): the schedule as plotted.
+
+Which lr each epoch ran with is read from the optimizer during training, never derived here.
 """
 
 from __future__ import annotations
@@ -110,16 +110,11 @@ def values(scheduler: Callable[[int], float], n: int) -> list[float]:
     return [float(scheduler(t)) for t in range(n)]
 
 
-def _multistep(lr: float, milestones: Sequence[int], gamma: float):
+def _multistep(optimizer, milestones: Sequence[int], gamma: float):
     # torch only here: the workflow reads EXPERIMENTS when it parses, where torch costs a second
-    import torch
+    from torch.optim.lr_scheduler import MultiStepLR
 
-    param = torch.nn.Parameter(torch.zeros(1))
-    optimizer = torch.optim.SGD([param], lr=lr)
-    scheduler = torch.optim.lr_scheduler.MultiStepLR(
-        optimizer, milestones=list(milestones), gamma=gamma
-    )
-    return optimizer, scheduler
+    return MultiStepLR(optimizer, milestones=list(milestones), gamma=gamma)
 
 
 def _book_get_lr(optimizer, scheduler) -> float:
@@ -135,24 +130,11 @@ def multistep_plot_values(
     n: int = 30, lr: float = 0.5, milestones: Sequence[int] = (15, 30), gamma: float = 0.5
 ) -> list[float]:
     """The book's multi-step plot: a real ``MultiStepLR`` read and stepped ``n`` times."""
-    optimizer, scheduler = _multistep(lr, milestones, gamma)
+    import torch
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    scheduler = _multistep(optimizer, milestones, gamma)
     return [_book_get_lr(optimizer, scheduler) for _ in range(n)]
-
-
-def _multistep_epoch_lrs(
-    num_epochs: int, lr: float, milestones: Sequence[int], gamma: float, pre_steps: int
-) -> list[float]:
-    """Lr of each epoch of the book's ``train()`` with a built-in scheduler stepped
-    ``pre_steps`` times first."""
-    optimizer, scheduler = _multistep(lr, milestones, gamma)
-    for _ in range(pre_steps):
-        _book_get_lr(optimizer, scheduler)
-    out = []
-    for _ in range(num_epochs):
-        out.append(float(optimizer.param_groups[0]["lr"]))
-        optimizer.step()
-        scheduler.step()  # the book steps it once at the end of each epoch
-    return out
 
 
 @dataclass(frozen=True)
@@ -214,48 +196,102 @@ EXPERIMENTS: dict[str, Experiment] = {
 }
 
 
-def custom_epoch_lrs(
-    make: Callable[[], Callable[[int], float]],
-    num_epochs: int,
-    semantics: str,
-    initial_lr: float | None = None,
-    plot_calls: int = 0,
-) -> list[float]:
-    """Per-epoch lr for a custom (callable) scheduler built by ``make()``.
+class Schedule:
+    """What a training loop does to its optimizer's lr: ``start`` on the optimizer built with
+    ``initial_lr``, then ``before_epoch(optimizer, e)`` and ``after_epoch(optimizer, e)``
+    around epoch ``e`` (0-based; after its test accuracy, where the book's ``train()`` applies
+    its scheduler). This base class leaves the lr alone (the constant run)."""
 
-    ``"book"``: ``[initial_lr, s(0), s(1), ..., s(num_epochs - 2)]`` where ``s`` has first been
-    called ``plot_calls`` times (the book's plot). ``"intended"``:
-    ``[s(0), ..., s(num_epochs - 1)]``
-    from a fresh ``s``.
+    def __init__(self, initial_lr: float):
+        self.initial_lr = float(initial_lr)
+
+    def start(self, optimizer) -> None:
+        pass
+
+    def before_epoch(self, optimizer, epoch: int) -> None:
+        pass
+
+    def after_epoch(self, optimizer, epoch: int) -> None:
+        pass
+
+
+class EpochLrs(Schedule):
+    """Epoch ``e`` runs with ``lrs[e]``, set before it."""
+
+    def __init__(self, lrs: Sequence[float]):
+        super().__init__(lrs[0] if len(lrs) else 0.0)
+        self.lrs = [float(lr) for lr in lrs]
+
+    def before_epoch(self, optimizer, epoch: int) -> None:
+        set_lr(optimizer, self.lrs[epoch])
+
+
+class OnTime(Schedule):
+    """A custom scheduler applied on time: epoch ``e`` runs with ``scheduler(e)``."""
+
+    def __init__(self, scheduler: Callable[[int], float], initial_lr: float):
+        super().__init__(initial_lr)
+        self.scheduler = scheduler
+
+    def before_epoch(self, optimizer, epoch: int) -> None:
+        set_lr(optimizer, self.scheduler(epoch))
+
+
+class BookCustom(Schedule):
+    """The book's ``train()`` with a custom scheduler: after epoch ``e``,
+    ``for param_group in trainer.param_groups: param_group['lr'] = scheduler(epoch)``."""
+
+    def __init__(self, scheduler: Callable[[int], float], initial_lr: float):
+        super().__init__(initial_lr)
+        self.scheduler = scheduler
+
+    def after_epoch(self, optimizer, epoch: int) -> None:
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = self.scheduler(epoch)
+
+
+class BookMultiStep(Schedule):
+    """``MultiStepLR`` built on the trainer, read and stepped ``plot_calls`` times by the
+    book's plot loop, then ``scheduler.step()`` after each epoch (the book's ``train()``)."""
+
+    def __init__(self, exp: Experiment, plot_calls: int):
+        super().__init__(exp.initial_lr)
+        self.exp, self.plot_calls = exp, plot_calls
+
+    def start(self, optimizer) -> None:
+        self.scheduler = _multistep(optimizer, self.exp.milestones, self.exp.gamma)
+        for _ in range(self.plot_calls):
+            _book_get_lr(optimizer, self.scheduler)
+
+    def after_epoch(self, optimizer, epoch: int) -> None:
+        self.scheduler.step()
+
+
+def set_lr(optimizer, lr: float) -> None:
+    """Every param group's lr."""
+    for group in optimizer.param_groups:
+        group["lr"] = float(lr)
+
+
+def schedule(experiment: str | Experiment, semantics: str = "book") -> Schedule:
+    """The schedule of one of the section's runs, for a training loop to apply.
+
+    ``"book"``: the book's cell as it stands: the constructor lr, the scheduler object its plot
+    has just advanced, applied after each epoch. ``"intended"``: a fresh scheduler on time.
     """
-    _check(semantics)
-    scheduler = make()
-    if semantics == "intended":
-        return values(scheduler, num_epochs)
-    if initial_lr is None:
-        raise ValueError("book semantics need the optimizer's constructor lr (initial_lr)")
-    values(scheduler, plot_calls)
-    out = [float(initial_lr)]
-    for epoch in range(num_epochs - 1):
-        out.append(float(scheduler(epoch)))
-    # the book also calls scheduler(num_epochs - 1) after the last epoch; that value is never used
-    return out[:num_epochs]
-
-
-def epoch_lrs(
-    experiment: str | Experiment, num_epochs: int = 30, semantics: str = "book"
-) -> list[float]:
-    """Learning rate of each training epoch (0-based list) of one of the section's runs."""
     _check(semantics)
     exp = EXPERIMENTS[experiment] if isinstance(experiment, str) else experiment
     if exp.kind == "constant":
-        return [float(exp.initial_lr)] * num_epochs
-    if exp.kind == "custom":
-        return custom_epoch_lrs(exp.make, num_epochs, semantics, exp.initial_lr, exp.plot_calls)
+        return Schedule(exp.initial_lr)
     if exp.kind == "multistep":
-        pre = exp.plot_calls if semantics == "book" else 0
-        return _multistep_epoch_lrs(num_epochs, exp.initial_lr, exp.milestones, exp.gamma, pre)
-    raise ValueError(f"unknown experiment kind {exp.kind!r}")
+        return BookMultiStep(exp, exp.plot_calls if semantics == "book" else 0)
+    if exp.kind != "custom":
+        raise ValueError(f"unknown experiment kind {exp.kind!r}")
+    scheduler = exp.make()
+    if semantics == "intended":
+        return OnTime(scheduler, exp.initial_lr)
+    values(scheduler, exp.plot_calls)  # the book's plot, which advances stateful schedulers
+    return BookCustom(scheduler, exp.initial_lr)
 
 
 def _check(semantics: str) -> None:
@@ -272,6 +308,11 @@ __all__ = [
     "multistep_plot_values",
     "Experiment",
     "EXPERIMENTS",
-    "custom_epoch_lrs",
-    "epoch_lrs",
+    "Schedule",
+    "EpochLrs",
+    "set_lr",
+    "OnTime",
+    "BookCustom",
+    "BookMultiStep",
+    "schedule",
 ]

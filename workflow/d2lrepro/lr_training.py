@@ -63,15 +63,26 @@ def plot_values() -> dict[str, list[float]]:
     }
 
 
-def set_lr_by_hand() -> float:
-    """The book's `trainer.param_groups[0]['lr'] = 0.1`, read back from the optimizer."""
-    trainer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.3)
-    trainer.param_groups[0]["lr"] = 0.1
-    return trainer.param_groups[0]["lr"]
+def set_lr_by_hand(trainer: torch.optim.Optimizer, lr: float) -> None:
+    """The book's cell: ``trainer.param_groups[0]["lr"] = lr``."""
+    trainer.param_groups[0]["lr"] = lr
+
+
+def lr_after_setting_by_hand() -> float:
+    """The lr SGD steps with once the book has set 0.1 by hand on its lr-0.3 trainer: one step
+    on a known gradient, the step divided by the gradient."""
+    param = torch.ones(1, dtype=torch.float64, requires_grad=True)
+    trainer = torch.optim.SGD([param], lr=0.3)
+    set_lr_by_hand(trainer, 0.1)
+    gradient = torch.tensor([2.0], dtype=torch.float64)
+    param.grad = gradient.clone()
+    before = param.detach().clone()
+    trainer.step()
+    return ((before - param.detach()) / gradient).item()
 
 
 def plot_metrics(values: dict[str, list[float]]) -> list[dict]:
-    rows = [metric("set_lr.lr", set_lr_by_hand())]
+    rows = [metric("set_lr.step_lr", lr_after_setting_by_hand())]
     for name, series in values.items():
         rows += [metric(f"{name}.t{t}", v) for t, v in enumerate(series)]
     return rows
@@ -88,7 +99,7 @@ def train(
     net: nn.Module,
     data: Data | Mapping[str, torch.Tensor],
     epochs: int,
-    lr_per_epoch: Sequence[float],
+    schedule: Sequence[float] | schedules.Schedule,
     batch_size: int = 256,
     device="cpu",
     seed: int = 0,
@@ -100,9 +111,11 @@ def train(
 ) -> pd.DataFrame:
     """Train ``net`` in place with minibatch SGD; one row per epoch (see :data:`COLUMNS`).
 
-    Before epoch ``e`` (0-based) every param group's lr is set to ``lr_per_epoch[e]``; with
-    ``warmup_steps``, the first steps instead climb linearly to it, step by step (the
-    ``lr * (s + 1) / warmup_steps`` of step ``s``).
+    ``schedule``: the lr of each epoch, set before it, or a
+    :class:`~d2lrepro.lr_schedulers.Schedule`, whose hooks run before each epoch and after it
+    (after the test accuracy, where the book's ``train()`` applies its scheduler). With
+    ``warmup_steps``, the first steps climb linearly to the epoch's lr (``lr * (s + 1) /
+    warmup_steps`` at step ``s``). A row's ``lr`` is the largest lr the optimizer stepped with.
     Each epoch visits the training set in the order of a permutation drawn from a
     ``torch.Generator`` seeded with ``seed``; the last partial batch is kept.
     ``train_loss``/``train_acc`` are the means over the epoch's examples of the per-batch
@@ -114,8 +127,10 @@ def train(
     and no later epochs are run (``df.attrs["diverged"]`` says whether this happened).
     ``on_epoch(row)`` is called with each row as a dict.
     """
-    if len(lr_per_epoch) < epochs:
-        raise ValueError(f"{epochs} epochs need {epochs} learning rates, got {len(lr_per_epoch)}")
+    if not isinstance(schedule, schedules.Schedule):
+        if len(schedule) < epochs:
+            raise ValueError(f"{epochs} epochs need {epochs} learning rates, got {len(schedule)}")
+        schedule = schedules.EpochLrs(schedule)
     device = torch.device(device)
     data = prepare_data(data, train_subset, test_subset, device)
     n = len(data.train_y)
@@ -124,15 +139,17 @@ def train(
     place(net, device)
     net.train()
     loss_fn = nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(net.parameters(), lr=float(lr_per_epoch[0]) if epochs else 0.0)
+    optimizer = torch.optim.SGD(net.parameters(), lr=schedule.initial_lr)
+    schedule.start(optimizer)
     generator = torch.Generator().manual_seed(seed)
     rows = []
     diverged = False
     start_loss = None  # the fresh network's loss: what an explosion is measured against
     step = 0
     for epoch in range(epochs):
-        lr = float(lr_per_epoch[epoch])
-        _set_lr(optimizer, lr)
+        schedule.before_epoch(optimizer, epoch)
+        base_lr = optimizer.param_groups[0]["lr"]
+        lr = -math.inf
         net.train()
         with Clock(device) as clock:
             order = torch.randperm(n, generator=generator).to(device)
@@ -143,7 +160,7 @@ def train(
                 idx = order[i : i + batch_size]
                 x, y = data.train_x[idx], data.train_y[idx]
                 if warmup_steps and step <= warmup_steps:
-                    _set_lr(optimizer, lr * min(1.0, (step + 1) / warmup_steps))
+                    schedules.set_lr(optimizer, base_lr * min(1.0, (step + 1) / warmup_steps))
                 step += 1
                 optimizer.zero_grad(set_to_none=True)
                 y_hat = net(x)
@@ -151,6 +168,7 @@ def train(
                 if start_loss is None:
                     start_loss = loss.item()
                 loss.backward()
+                lr = max(lr, optimizer.param_groups[0]["lr"])  # what this step runs with
                 optimizer.step()
                 with torch.no_grad():
                     loss_sum += loss.detach().double() * len(y)
@@ -159,6 +177,8 @@ def train(
                 if (b + 1) % DIVERGENCE_CHECK_EVERY == 0 and not torch.isfinite(loss_sum).item():
                     diverged = True
                     break
+        if warmup_steps:
+            schedules.set_lr(optimizer, base_lr)  # the schedule goes on from the epoch's lr
         seconds = clock.seconds
         train_loss = loss_sum.item() / seen
         diverged = diverged or exploded(train_loss, start_loss)
@@ -174,20 +194,14 @@ def train(
             "samples_per_s": seen / seconds if seconds > 0 else math.nan,
             "diverged": diverged,
         }
+        schedule.after_epoch(optimizer, epoch)
         rows.append(row)
         if log is not None:
             log.info(
-                "epoch %d/%d lr %.4g: train loss %.4f, train acc %.4f, test acc %.4f, "
-                "%.2f s (%.0f examples/s)%s",
-                row["epoch"],
-                epochs,
-                lr,
-                row["train_loss"],
-                row["train_acc"],
-                row["test_acc"],
-                seconds,
-                row["samples_per_s"],
-                " DIVERGED" if diverged else "",
+                "epoch %(epoch)d/%(epochs)d lr %(lr).4g: train loss %(train_loss).4f, train acc"
+                " %(train_acc).4f, test acc %(test_acc).4f, %(seconds).2f s (%(samples_per_s).0f"
+                " examples/s)%(flag)s",
+                row | {"epochs": epochs, "flag": " DIVERGED" if diverged else ""},
             )
         if on_epoch is not None:
             on_epoch(row)
@@ -198,15 +212,11 @@ def train(
     return frame
 
 
-def _set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-
-
 def _run_values(h: pd.DataFrame) -> dict:
     """One seed's numbers: final accuracies, the train-test gap, early test accuracy, the gains
     of the second half, and the quirks of the book's code."""
     last = h.iloc[-1]
+    second = h.iloc[1] if len(h) > 1 else pd.Series({"lr": math.nan, "test_acc": math.nan})
     return {
         "train_loss": last.train_loss,
         "train_acc": last.train_acc,
@@ -219,11 +229,13 @@ def _run_values(h: pd.DataFrame) -> dict:
         "late_test_gain": h["test_acc"].iloc[len(h) // 2 :].max()
         - h["test_acc"].iloc[: len(h) // 2].max(),
         "late_train_gain": last.train_acc - h["train_acc"].iloc[len(h) // 2 - 1],
-        # Quirks of the book's code, whatever the scale: the lr each epoch ran with, and the
-        # test accuracy of epochs 1 and 2 (warm-up's epoch 2 runs at lr 0).
+        # Quirks of the book's code, whatever the scale: the lr each epoch ran with (as the
+        # optimizer held it), and the test accuracy of epochs 1 and 2 (NaN without epoch 2).
         "lr_min": h["lr"].min(),
         "lr_max": h["lr"].max(),
-        "test_acc_epoch2_minus_1": h["test_acc"].iloc[1] - h["test_acc"].iloc[0],
+        "lr_epoch1": h["lr"].iloc[0],
+        "lr_epoch2": second.lr,
+        "test_acc_epoch2_minus_1": second.test_acc - h["test_acc"].iloc[0],
     }
 
 
@@ -251,7 +263,7 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         values = per_seed.median().to_dict()
         # An exact quirk holds only if it holds for every seed: keep the worst one.
         quirk = per_seed["test_acc_epoch2_minus_1"]
-        values["test_acc_epoch2_minus_1"] = quirk.loc[quirk.abs().idxmax()]
+        values["test_acc_epoch2_minus_1"] = quirk.loc[quirk.abs().fillna(math.inf).idxmax()]
         one_run = _one_run_spreads(seeds[0])
         values |= {f"{name}_spread": seed_spread(per_seed[name], one_run[name]) for name in one_run}
         values["seeds"] = len(seeds)

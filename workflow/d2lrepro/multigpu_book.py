@@ -25,6 +25,16 @@ from .timing import Clock
 log = logging.getLogger(__name__)
 
 
+def get_params(params: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """The book's ``get_params``: each parameter copied to ``device``, where it requires a
+    gradient. The copies are detached first: our parameters already require one, and a copy
+    of such a tensor would be no leaf and never receive its gradient."""
+    new_params = [p.detach().to(device, copy=True) for p in params]
+    for p in new_params:
+        p.requires_grad_()
+    return new_params
+
+
 def allreduce(data: list[torch.Tensor]) -> None:
     """The book's ``allreduce``: sum every tensor into ``data[0]``, then copy the sum back to
     each one, in place; the tensors may live on different devices."""
@@ -102,7 +112,7 @@ def train_scratch(
 ) -> pd.DataFrame:
     """The book's from-scratch multi-GPU LeNet: per-device parameter copies and allreduce."""
     params = models.lenet_params(seed)
-    copies = [[p.detach().clone().to(d).requires_grad_() for p in params] for d in devices]
+    copies = [get_params(params, d) for d in devices]
 
     def step(X, y):
         shards_x, shards_y = split_batch(X, y, devices)

@@ -8,8 +8,10 @@ NCCL on GPUs and gloo on pinned CPU cores (see :mod:`d2lrepro.devices`).
 
 Every worker walks the same seeded permutation of the training set; each global minibatch of
 ``--batch-size`` examples is split row-wise into one contiguous shard per worker, so the union
-of the shards is exactly the single-device minibatch. ``lenet`` is the from-scratch section
-(:mod:`d2lrepro.multigpu_scratch`), ``resnet18`` the concise one
+of the shards is a minibatch of one device. The initial parameters depend on ``--seed`` only,
+the data order by default on the number of workers too (:func:`order_seed`): the book's 1- and
+2-GPU runs start from the same parameters but each shuffles on its own. ``lenet`` is the
+from-scratch section (:mod:`d2lrepro.multigpu_scratch`), ``resnet18`` the concise one
 (:mod:`d2lrepro.multigpu_concise`). Test accuracy is measured on rank 0 only (the book
 evaluates on the first GPU), outside the timed part; rank 0 also writes the CSVs and the
 checkpoint.
@@ -56,6 +58,12 @@ def build(
     return concise_setup(seed, lr, device, momentum, weight_decay)
 
 
+def order_seed(seed: int, world: int) -> int:
+    """The default seed of the data order of a run of ``world`` workers: ``seed`` for one
+    worker, another for each further one, so 1 and 2 devices see different minibatches."""
+    return seed + 1000 * (world - 1)
+
+
 def _reduced(counts: torch.Tensor) -> torch.Tensor:
     """The sum of ``counts`` over workers (valid on rank 0)."""
     total = counts.clone()
@@ -67,7 +75,8 @@ def _reduced(counts: torch.Tensor) -> torch.Tensor:
 def _config(args: argparse.Namespace, world: int) -> dict:
     """What a checkpoint must agree on to be resumed."""
     keys = ("model", "batch_size", "lr", "momentum", "weight_decay", "seed", "train_subset")
-    return {**{k: getattr(args, k) for k in keys}, "world_size": world}
+    order = order_seed(args.seed, world) if args.order_seed is None else args.order_seed
+    return {**{k: getattr(args, k) for k in keys}, "world_size": world, "order_seed": order}
 
 
 def _resume(args, net, optimizer, generator, config) -> tuple[list, list, int]:
@@ -104,8 +113,8 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
     net, optimizer, step = build(
         args.model, args.seed, args.lr, device, args.momentum, args.weight_decay
     )
-    generator = torch.Generator().manual_seed(args.seed)
     config = _config(args, world)
+    generator = torch.Generator().manual_seed(config["order_seed"])
     history, topk_rows, done = _resume(args, net, optimizer, generator, config)
     n = len(data.train_y)
     devices = describe(run_devices(world))
@@ -214,6 +223,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--checkpoint", type=Path, help="saved every epoch, resumed from if it exists"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--order-seed",
+        type=int,
+        help="seed of the data order (default: one per --seed and number of workers)",
+    )
     parser.add_argument(
         "--timeout",
         type=float,

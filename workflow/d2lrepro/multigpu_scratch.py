@@ -5,13 +5,17 @@ step and the section's printed examples. The book's own one-process code is
 
 from __future__ import annotations
 
+import logging
+
 import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
-from . import models
+from . import models, multigpu_book
 from .devices import place, world_size
 from .results import metric
+
+log = logging.getLogger(__name__)
 
 
 def dist_allreduce_(tensor: torch.Tensor) -> torch.Tensor:
@@ -62,23 +66,35 @@ def scratch_setup(seed: int, lr: float, device: torch.device):
     return net, None, step
 
 
+def params_example(device: torch.device) -> list[dict]:
+    """The section's ``get_params`` cell: LeNet's parameters through the book's
+    :func:`~d2lrepro.multigpu_book.get_params` to ``device``, and what the book prints of b1
+    (``b1 weight: tensor([0., …], device=…, requires_grad=True)``, ``b1 grad: None``), logged
+    as printed: its zero entries, whether the print shows ``requires_grad=True`` (a leaf that
+    will receive its gradient), whether it is on ``device``, and whether its grad is None."""
+    b1 = multigpu_book.get_params(models.lenet_params(), device)[1]
+    printed = repr(b1)
+    log.info("b1 weight: %s", printed)
+    log.info("b1 grad: %s", b1.grad)
+    where = str(device)
+    return [
+        metric("params.b1_zeros", int((b1 == 0).sum()), device=where),
+        metric("params.b1_requires_grad", float("requires_grad=True" in printed), device=where),
+        metric("params.b1_on_device", float(b1.device == device), device=where),
+        metric("params.b1_grad_is_none", float(b1.grad is None), device=where),
+    ]
+
+
 def printed_examples(device: torch.device) -> list[dict]:
     """The section's printed examples, made by 2 workers on their own devices: LeNet's fresh
-    parameters copied to worker 0's device (``get_params``), the allreduce of [[1, 1]] held by
-    worker 0 and [[2, 2]] held by worker 1, and the rows each worker takes of a 4x5 batch and
-    of seed 003's 6x4 batch. Every worker returns every worker's rows."""
+    parameters copied to worker 0's device (:func:`params_example`), the allreduce of [[1, 1]]
+    held by worker 0 and [[2, 2]] held by worker 1, and the rows each worker takes of a 4x5
+    batch and of seed 003's 6x4 batch. Every worker returns every worker's rows."""
     rank, world = dist.get_rank(), world_size()
     if world != 2:
         raise ValueError(f"the printed examples need 2 workers, not {world}")
     where = str(device)
-    rows = []
-    if rank == 0:
-        b1 = models.lenet_params()[1].detach().to(device).requires_grad_()
-        rows += [
-            metric("params.b1_abs_sum", b1.abs().sum().item(), device=where),
-            metric("params.b1_requires_grad", float(b1.requires_grad), device=where),
-            metric("params.b1_grad_is_none", float(b1.grad is None), device=where),
-        ]
+    rows = params_example(device) if rank == 0 else []
     held = dist_allreduce_(torch.full((1, 2), float(rank + 1), device=device))
     rows += [metric(f"allreduce.shard{rank}.{j}", held[0, j].item(), device=where) for j in (0, 1)]
     for name, (n, width) in {"scatter": (4, 5), "split6x4": (6, 4)}.items():

@@ -1,5 +1,5 @@
-"""What the multi-GPU runs measured: per-run and 1-vs-2-device metrics, the cost model's
-crossover, and the sections' figures (test accuracy, throughput, top-k, cost model)."""
+"""What the multi-GPU runs measured: per-run and 1-vs-2-device metrics, the cost model (at its
+ends and where t1 and t2 balance), and the sections' figures."""
 
 from __future__ import annotations
 
@@ -22,9 +22,7 @@ BOOK_CURVE_IDS = {
 
 # The printed examples' metrics, as the 2 workers of d2lrepro.multigpu_scratch make them.
 EXAMPLE_METRICS = [
-    "params.b1_abs_sum",
-    "params.b1_requires_grad",
-    "params.b1_grad_is_none",
+    *(f"params.b1_{n}" for n in ("zeros", "requires_grad", "on_device", "grad_is_none")),
     *(f"allreduce.shard{r}.{j}" for r in range(2) for j in range(2)),
     *(
         f"{name}.shard{r}.{end}_row"
@@ -33,6 +31,9 @@ EXAMPLE_METRICS = [
         for end in ("first", "last")
     ),
 ]
+
+# The cost model at the balanced batch (see cost_metrics).
+BALANCED = ("batch", "t1_over_t2", "step_over_max", "step_over_sum", "max_error", "sum_error")
 
 
 def load_runs(paths) -> dict[str, pd.DataFrame]:
@@ -104,13 +105,14 @@ def comparison_metrics(rows: dict[str, dict], model: str) -> list[dict]:
 
 
 def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
-    """The cost model's verdict numbers: t1 / t2 at the smallest and at the largest batch
-    (computation dominates where it is above 1), and the measured step over max(t1, t2) and
-    over t1 + t2 at the largest batch; the crossover batch is shown, not judged."""
-    names = ("t1_over_t2.smallest", "t1_over_t2.largest", "step_over_max", "step_over_sum")
+    """The cost model's verdict numbers: t1 / t2 at the smallest and largest batch, and at the
+    balanced batch (least |log t1/t2|: max(t1, t2) and t1 + t2 differ most) the measured step
+    over each and its relative error; the crossover batch (first t1 > t2) is shown."""
+    names = ("t1_over_t2.smallest", "t1_over_t2.largest", "crossover_batch")
+    names += tuple(f"balanced.{n}" for n in BALANCED)
     if "note" in cost and cost["note"].notna().any():
         reason = cost["note"].dropna().iloc[0]
-        return [not_applicable(f"cost.{model}.{n}", reason) for n in names + ("crossover_batch",)]
+        return [not_applicable(f"cost.{model}.{n}", reason) for n in names]
     first, last = cost.iloc[0], cost.iloc[-1]
     dominated = cost[cost["t1"] > cost["t2"]]["batch_per_device"]
     crossover = (
@@ -118,12 +120,14 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
         if len(dominated)
         else failed(f"cost.{model}.crossover_batch", "communication dominates at every batch")
     )
+    at = cost.loc[np.log(cost["t1"] / cost["t2"]).abs().idxmin()]
+    over = (at.measured_step / max(at.t1, at.t2), at.measured_step / (at.t1 + at.t2))
+    values = (at.batch_per_device, at.t1 / at.t2, *over, *(abs(o - 1) for o in over))
     return [
         metric(f"cost.{model}.t1_over_t2.smallest", first.t1 / first.t2, "x"),
         metric(f"cost.{model}.t1_over_t2.largest", last.t1 / last.t2, "x"),
-        metric(f"cost.{model}.step_over_max", last.measured_step / last.max_t1_t2, "x"),
-        metric(f"cost.{model}.step_over_sum", last.measured_step / (last.t1 + last.t2), "x"),
         crossover,
+        *(metric(f"cost.{model}.balanced.{n}", v) for n, v in zip(BALANCED, values)),
     ]
 
 
@@ -221,17 +225,15 @@ def draw_topk(topk: dict[str, pd.DataFrame], path, footer: str) -> None:
 
 
 def draw_cost(costs: dict[str, pd.DataFrame], path, footer: str) -> None:
-    """t1, t2, max(t1, t2) and the measured step against the per-device batch, per model."""
+    """t1, t2, max(t1, t2), t1 + t2 and the measured step against the per-device batch, per
+    model."""
     fig, axes = plotting.figure(figsize=(7, 2.8), ncols=len(costs))
     for ax, (model, cost) in zip(np.atleast_1d(axes), costs.items()):
         if "t1" in cost and cost["t1"].notna().any():
-            for column, fmt in (
-                ("t1", "-o"),
-                ("t2", "-s"),
-                ("max_t1_t2", "k:"),
-                ("measured_step", "r-^"),
-            ):
-                ax.plot(cost["batch_per_device"], cost[column], fmt, markersize=3, label=column)
+            lines = cost.assign(t1_plus_t2=cost["t1"] + cost["t2"])
+            columns = ["t1", "t2", "max_t1_t2", "t1_plus_t2", "measured_step"]
+            for column, fmt in zip(columns, ["-o", "-s", "k:", "k--", "r-^"]):
+                ax.plot(lines["batch_per_device"], lines[column], fmt, markersize=3, label=column)
             ax.set(xscale="log", yscale="log")
             ax.legend(fontsize=6)
         ax.set(title=model, xlabel="batch per device", ylabel="seconds")

@@ -59,6 +59,7 @@ def _adadelta(p, g, state, hyper, eps=1e-5):
 
 def _adam(p, g, state, hyper, eps=1e-6, yogi=False, eps_inside=False):
     beta1, beta2, v, s, t = 0.9, 0.999, state["v"], state["s"], state["t"]
+    eps = hyper.get("eps", eps)
     v.copy_(beta1 * v + (1 - beta1) * g)
     if yogi:  # s moves towards g**2 by at most (1 - beta2) * g**2, however large g**2 is
         s.add_((1 - beta2) * torch.sign(g**2 - s) * g**2)
@@ -126,8 +127,25 @@ def torch_optimizer(
     return concise(params, hyper)
 
 
-# The gradient of f(x) = 0.1 x1^2 + 2 x2^2 is (0.2 x1, 4 x2).
+def walk(optimizer: str, x: torch.Tensor, gradient: Callable, steps: int, hyper: dict):
+    """The book's train_2d loop on any tensor ``x``, updated in place: before step t (from 0)
+    x.grad = gradient(x, t), a fresh tensor (the step zeroes it); yields the optimizer's state
+    after each step (live tensors: copy what you keep). 'gd' is sgd_momentum with momentum 0."""
+    if optimizer == "gd":
+        optimizer, hyper = "sgd_momentum", {**hyper, "momentum": 0.0}
+    states = init_states(optimizer, [x])
+    for t in range(steps):
+        x.grad = gradient(x, t)
+        step(optimizer, [x], states, hyper)
+        yield states[0]
+
+
 GRAD_SCALE_2D = (0.2, 4.0)
+
+
+def grad_2d(x: torch.Tensor, t: int = 0) -> torch.Tensor:
+    """The gradient of f(x) = 0.1 x1^2 + 2 x2^2 at x (the same at every step t)."""
+    return torch.tensor(GRAD_SCALE_2D, dtype=x.dtype) * x
 
 
 def trace_2d(
@@ -135,19 +153,11 @@ def trace_2d(
 ) -> list[tuple[float, float]]:
     """The book's train_2d on f(x) = 0.1 x1^2 + 2 x2^2: the start and the point after each step.
 
-    'gd' is sgd_momentum with momentum 0. Hyper-parameters take the registry's names: the book's
-    eta is lr and its beta is momentum.
+    Hyper-parameters take the registry's names: the book's eta is lr and its beta is momentum.
     """
-    if optimizer == "gd":
-        optimizer, hyper = "sgd_momentum", {**hyper, "momentum": 0.0}
     x = torch.tensor(start, dtype=torch.float64)  # float64, as the book's Python floats
-    scale = torch.tensor(GRAD_SCALE_2D, dtype=torch.float64)
-    states = init_states(optimizer, [x])
     points = [tuple(x.tolist())]
-    for _ in range(steps):
-        x.grad = scale * x
-        step(optimizer, [x], states, hyper)
-        points.append(tuple(x.tolist()))
+    points += [tuple(x.tolist()) for _ in walk(optimizer, x, grad_2d, steps, hyper)]
     return points
 
 

@@ -9,12 +9,15 @@ each strategy the section compares, measured by the workers of a run on their ow
 - ``ring``: the work split across all workers (all-reduce: reduce-scatter + all-gather
   around a ring, what NCCL and gloo do).
 - ``update.n1`` / ``update.split``: one SGD update of all parameters on one server, and of a
-  1/N share on each of N servers at once; ``update.split_x_n`` is N times the latter, the
-  servers' time in all, which O(m/n) (the book's claim) keeps at ``update.n1``.
+  1/N share on each of N servers at once, each server timing its own share: the update is
+  done when the slowest server is, so ``update.split`` is the maximum over the servers of
+  each repeat; ``update.split_x_n`` is N times it, which O(m/n) (the book's claim) keeps at
+  ``update.n1``.
 
 Metrics, under a ``prefix`` per run (``ps`` for 2 workers, ``ps.all`` for all the devices):
 ``{gather,host,ring,update.n1,update.split,update.split_x_n}.{median,iqr}_s``,
-``ring.busbw_gbps`` (the ring's bus bandwidth, 2(N-1)/N bytes per time) and ``workers``.
+``ring.busbw_gbps`` and ``ring.busbw_iqr_gbps`` (the ring's bus bandwidth, 2(N-1)/N of the
+gradient's bytes per second, median and IQR over the repeats) and ``workers``.
 """
 
 from __future__ import annotations
@@ -78,8 +81,7 @@ STRATEGIES = ("gather", "host", "ring", "update.n1", "update.split", "update.spl
 
 def measure(mb: int, repeats: int, device: torch.device, prefix: str = "ps") -> list[dict]:
     """Every strategy on a gradient of ``mb`` MB (float32) held by each worker, as metrics
-    named ``{prefix}.*``; rank 0 returns them (rank 0 times its own share), the others an
-    empty list."""
+    named ``{prefix}.*``; rank 0 returns them, the others an empty list."""
     rank, workers = dist.get_rank(), world_size()
     grad = torch.ones(mb * MB // 4, device=device)
     param = torch.zeros_like(grad)
@@ -95,6 +97,9 @@ def measure(mb: int, repeats: int, device: torch.device, prefix: str = "ps") -> 
     if host_group is not None:
         runs["host"] = lambda: via_host(grad, host_group)
     times = {name: timed(fn, device, repeats) for name, fn in runs.items()}
+    shares = [None] * workers
+    dist.all_gather_object(shares, times["update.split"])
+    times["update.split"] = [max(servers) for servers in zip(*shares)]
     times["update.split_x_n"] = [workers * t for t in times["update.split"]]
     rows = [metric(f"{prefix}.workers", workers, device=where)]
     for name, seconds in times.items():
@@ -102,8 +107,12 @@ def measure(mb: int, repeats: int, device: torch.device, prefix: str = "ps") -> 
             metric(f"{prefix}.{name}.median_s", statistics.median(seconds), "s", where),
             metric(f"{prefix}.{name}.iqr_s", iqr(seconds), "s", where),
         ]
-    bus = 2 * (workers - 1) / workers * grad.numel() * 4 / statistics.median(times["ring"])
-    rows.append(metric(f"{prefix}.ring.busbw_gbps", bus / 1e9, "GB/s", where))
+    moved = 2 * (workers - 1) / workers * grad.numel() * grad.element_size() / 1e9
+    bus = [moved / t for t in times["ring"]]
+    rows += [
+        metric(f"{prefix}.ring.busbw_gbps", statistics.median(bus), "GB/s", where),
+        metric(f"{prefix}.ring.busbw_iqr_gbps", iqr(bus), "GB/s", where),
+    ]
     if host_group is None:
         reason = "the workers are CPU processes: their gradients already live in host memory"
         rows += [not_applicable(f"{prefix}.host.{s}_s", reason, "s") for s in ("median", "iqr")]
@@ -120,5 +129,6 @@ def unmeasured_rows(reason: str, prefix: str = "ps") -> list[dict]:
     return [
         not_applicable(f"{prefix}.workers", reason),
         not_applicable(f"{prefix}.ring.busbw_gbps", reason, "GB/s"),
+        not_applicable(f"{prefix}.ring.busbw_iqr_gbps", reason, "GB/s"),
         *timings,
     ]

@@ -90,7 +90,8 @@ rule airfoil_run:
         f"benchmarks/airfoil_run/{AIRFOIL.wildcard_pattern}.tsv"
     conda:
         ENV
-    threads: 1
+    # Its training times are compared across settings: nothing runs beside it.
+    threads: all_cores
     resources:
         **needs(2000, 30),
     params:
@@ -118,7 +119,9 @@ rule airfoil_summary:
         code=code("airfoil_summary"),
     output:
         **run_figures(S["airfoil"]["settings"]),
+        eps_sweep=figure("adam", "eps_sweep"),
         runs="results/optimization/airfoil.csv",
+        eps_runs="results/optimization/airfoil_eps.csv",
         metrics="results/optimization/airfoil_metrics.csv",
     log:
         "logs/airfoil_summary.log",
@@ -135,6 +138,8 @@ rule airfoil_summary:
         eval_every=S["airfoil"]["eval_every"],
         compare_epochs=S["airfoil"]["epochs"]["scratch"],
         seed=S["seed"],
+        seeds=S["airfoil"]["seeds"],
+        eps_sweep=S["airfoil"]["eps_sweep"],
     script:
         "../scripts/airfoil_summary.py"
 

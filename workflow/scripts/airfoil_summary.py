@@ -16,15 +16,28 @@ log.info(
 )
 book = reference.load(snakemake.input.book_curves)
 rows = sweeps.summarize(runs, book)
+data = torch.load(snakemake.input.data)
 rows += sweeps.compare_implementations(
-    torch.load(snakemake.input.data),
+    data,
     p.settings,
     p.compare_epochs,
     p.batch_size,
     p.eval_every,
     p.seed,
 )
+eps_runs = sweeps.eps_sweep(
+    data,
+    p.eps_sweep["eps"],
+    p.seeds,
+    p.eps_sweep["lr"],
+    p.compare_epochs,
+    p.batch_size,
+    p.eval_every,
+)
+rows += sweeps.eps_metrics(eps_runs)
 results.write_csv(runs, snakemake.output.runs)
+results.write_csv(eps_runs, snakemake.output.eps_runs)
 results.write_metrics(rows, snakemake.output.metrics)
 for name, group in runs.groupby("setting"):
     sweeps.draw_setting(group, snakemake.output[name], footer, book)
+sweeps.draw_eps(eps_runs, snakemake.output.eps_sweep, footer)

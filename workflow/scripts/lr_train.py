@@ -8,22 +8,20 @@ devices.claim_gpus(snakemake.resources.gpu, log)
 torch.set_num_threads(snakemake.threads)
 p, w = snakemake.params, snakemake.wildcards
 device = devices.device_for(0, 1)
-lrs = lr_schedulers.epoch_lrs(w.run, p.epochs, w.semantics)
 log.info(
-    "%s (%s semantics, seed %d) on %s with %d threads; lr per epoch: %s",
+    "%s (%s semantics, seed %d) on %s with %d threads",
     w.run,
     w.semantics,
     p.seed,
     device,
     snakemake.threads,
-    ", ".join(f"{lr:.4g}" for lr in lrs),
 )
 fashion = data.load_data(snakemake.input.data, p.train_subset, p.test_subset, device)
 history = lr_training.train(
     models.lenet(seed=p.seed),
     fashion,
     p.epochs,
-    lrs,
+    lr_schedulers.schedule(w.run, w.semantics),
     batch_size=p.batch_size,
     device=device,
     seed=p.seed,

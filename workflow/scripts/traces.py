@@ -2,7 +2,9 @@ from d2lrepro import logs, results, traces
 
 logs.setup(snakemake.log[0])
 steps = traces.run_traces(snakemake.params.runs, snakemake.params.steps, snakemake.params.start)
-rows = traces.trace_metrics(steps) + traces.adagrad_metrics(steps, snakemake.params.runs)
+rows = traces.trace_metrics(steps) + traces.adagrad_metrics(
+    snakemake.params.runs, snakemake.params.steps, snakemake.params.start
+)
 results.write_csv(steps, snakemake.output.steps)
 results.write_metrics(rows, snakemake.output.metrics)
 for run, points in steps.groupby("run"):
