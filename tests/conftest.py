@@ -1,3 +1,4 @@
+import functools
 import os
 from pathlib import Path
 
@@ -31,6 +32,14 @@ def cuda_count(monkeypatch):
     return fake
 
 
+@functools.cache
+def shipped_claims() -> dict:
+    """The shipped ledger's claims by id, loaded once."""
+    from d2lrepro import claims
+
+    return {c["id"]: c for s in claims.load()["sections"] for c in s["claims"]}
+
+
 def verdict_of(claim_id: str, rows, environment: dict | None = None) -> str:
     """The verdict the shipped ledger gives ``claim_id`` on the metric ``rows`` (dicts or a
     frame): mutation tests break the code a claim is about and expect "not reproduced"."""
@@ -38,7 +47,7 @@ def verdict_of(claim_id: str, rows, environment: dict | None = None) -> str:
 
     from d2lrepro import claims
 
-    claim = next(c for s in claims.load()["sections"] for c in s["claims"] if c["id"] == claim_id)
+    claim = shipped_claims()[claim_id]
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     env = environment or {"cuda_devices": 0, "usable_cores": 2}
     return claims.evaluate_claim(claim, frame, env)["verdict"]

@@ -107,14 +107,15 @@ def test_a_serialized_start_fails_and_two_free_cores_overlap(monkeypatch):
 
     monkeypatch.setattr(autopar, "concurrently", serialized_start)
     rows = measure()
-    assert values(rows)["autopar.cpu.speedup"] < 1.6
+    broken = values(rows)["autopar.cpu.speedup"]
+    assert broken < 1.6
     assert verdict_of("autopar.both.cpu", rows) == NOT_REPRODUCED
 
+    # Whether two cores reach the 1.8 of two devices is the claim, a finding about the
+    # machine; the unbroken code must at least save clearly more than the serialized one.
     monkeypatch.undo()
     rows, others = timed_alone(measure)
-    verdict = verdict_of("autopar.both.cpu", rows)
     speedup = values(rows)["autopar.cpu.speedup"]
-    skip_if_shared(
-        verdict, REPRODUCED, others, f"unbroken: {verdict}, (a + b) / both = {speedup:.3g}"
-    )
-    assert verdict == REPRODUCED
+    overlapped = "overlapped" if speedup > broken + 0.2 else "no better"
+    skip_if_shared(overlapped, "overlapped", others, f"unbroken {speedup:.3g}, broken {broken:.3g}")
+    assert speedup > broken + 0.2

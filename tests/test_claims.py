@@ -91,6 +91,15 @@ def test_missing_devices_are_not_applicable():
     )
 
 
+def test_a_claim_needing_more_cores_than_the_run_may_use_is_not_applicable():
+    check = {"kind": "above", "metric": "a", "bound": 0}
+    row = verdict(check, requires={"cores": 2}, env={"cuda_devices": 0, "usable_cores": 1})
+    assert row["verdict"] == claims.NOT_APPLICABLE
+    assert row["reason"] == "needs 2 CPU cores, this machine lets this run use 1"
+    two = {"cuda_devices": 0, "usable_cores": 2}
+    assert verdict(check, requires={"cores": 2}, env=two)["verdict"] == claims.REPRODUCED
+
+
 def test_unknown_metric_is_an_error_not_a_verdict():
     with pytest.raises(KeyError, match="no metric"):
         verdict({"kind": "above", "metric": "nope", "bound": 0})
@@ -340,13 +349,13 @@ def shipped_claim(claim_id):
         ),
         (
             "ps.scale.all",  # 4 servers: each a quarter of the time, or all of it
-            timings("ps.all", **{"update.n1": (0.040, 0.001), "update.split_x_n": (0.044, 0.002)}),
-            timings("ps.all", **{"update.n1": (0.040, 0.001), "update.split_x_n": (0.160, 0.002)}),
+            timings("ps.all", **{"push.n1": (0.040, 0.001), "push.split_x_n": (0.044, 0.002)}),
+            timings("ps.all", **{"push.n1": (0.040, 0.001), "push.split_x_n": (0.160, 0.002)}),
         ),
         (
             "ps.scale",
-            timings("ps", **{"update.n1": (0.040, 0.001), "update.split_x_n": (0.042, 0.002)}),
-            timings("ps", **{"update.n1": (0.040, 0.001), "update.split_x_n": (0.080, 0.002)}),
+            timings("ps", **{"push.n1": (0.040, 0.001), "push.split_x_n": (0.042, 0.002)}),
+            timings("ps", **{"push.n1": (0.040, 0.001), "push.split_x_n": (0.080, 0.002)}),
         ),
     ],
 )

@@ -164,3 +164,16 @@ def test_the_cpu_is_always_timed_and_a_gpu_gets_rows_of_its_own(tmp_path, cuda_c
         batch_sizes=(1,), modes=("eager",), n_calls=2, prefix="hyb.cuda", **FAST
     )
     assert "hyb.cuda.batch1.eager.median_s" in {r["metric"] for r in rows}
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="two timings of the same code differ by a few per cent, beyond their block IQR: the"
+    " check can pass on them (hyb.bench needs a spread that covers the drift between timings)",
+)
+def test_a_script_mode_that_returns_the_eager_module_fails_the_speed_claim(monkeypatch):
+    """Mutation: "script" hands back the eager module, so both timings measure the same code."""
+    real = compilers.convert
+    monkeypatch.setattr(compilers, "convert", lambda net, m: net if m == "script" else real(net, m))
+    rows = compilers.hybridize(batch_sizes=(1,), modes=("eager", "script"), n_calls=100, **FAST)
+    assert verdict_of("hyb.bench", rows) == NOT_REPRODUCED

@@ -143,3 +143,18 @@ def test_one_megabyte_copy_within_the_book_s_80_us(cuda_count):
     assert verdict_of("hw.gpu", slow, gpu) == NOT_REPRODUCED
     cuda_count(0)
     assert verdict_of("hw.gpu", hardware.bandwidth(sizes_mib=(1,))) == NOT_APPLICABLE
+
+
+def test_many_small_copies_that_copy_the_whole_at_once_fail_the_transfer_claim(monkeypatch):
+    def measure():
+        return hardware.transfer_cost(torch.device("cpu"), total_mib=4, max_run_time=0.3)
+
+    # Mutation: the pieces' size read in MiB instead of KiB, so "many" is one 4 MiB copy.
+    monkeypatch.setattr(hardware, "KIB", MIB)
+    assert verdict_of("hw.transfers", measure()) == NOT_REPRODUCED
+
+    monkeypatch.undo()
+    rows, others = timed_alone(measure)
+    verdict = verdict_of("hw.transfers", rows)
+    skip_if_shared(verdict, REPRODUCED, others, f"unbroken: {verdict}")
+    assert verdict == REPRODUCED

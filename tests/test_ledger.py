@@ -94,3 +94,24 @@ def test_every_book_id_has_a_claim_in_the_books_order():
     ours = [c["id"] for c in CLAIMS]
     assert not [i for i in ids if i not in ours], "book ids without a claim"
     assert [i for i in ours if i in ids] == ids
+
+
+def leaves(config: dict, prefix: str = "") -> list[str]:
+    """Every setting of ``config`` as a dotted key."""
+    keys = []
+    for key, value in config.items():
+        dotted = f"{prefix}{key}"
+        keys += leaves(value, dotted + ".") if isinstance(value, dict) and value else [dotted]
+    return keys
+
+
+def test_every_setting_a_claim_depends_on_exists():
+    """A misspelt key in depends_on would never match a preset's change, and the claim would
+    be judged on a scaled run as if it ran at the book's scale."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    known = leaves({k: v for k, v in config.items() if k != "presets"})
+    for claim in CLAIMS:
+        for key in claim.get("depends_on", []):
+            assert any(k == key or k.startswith(key + ".") for k in known), (claim["id"], key)

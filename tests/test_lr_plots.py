@@ -32,6 +32,7 @@ def history(run, semantics, accs, diverged=False, seed=0):
             "seconds": 1.0,
             "samples_per_s": 100.0,
             "diverged": diverged,
+            "param_change": 0.0,
             "device": "cpu",
         }
     )
@@ -77,12 +78,13 @@ def test_one_seed_has_the_spread_of_its_last_epochs():
 
 def test_an_exact_quirk_must_hold_for_every_seed():
     same = history("warmup", "book", [0.7, 0.7, 0.8]).assign(lr=[0.3, 0.0, 0.06])
-    other = same.assign(seed=1, test_acc=[0.7, 0.72, 0.8])
+    other = same.assign(seed=1, test_acc=[0.7, 0.72, 0.8], param_change=[0.1, 2e-9, 0.1])
     m = {
         r["metric"]: r["value"]
         for r in lr_training.training_metrics(pd.concat([same, same.assign(seed=2), other]), BOOK)
     }
     assert m["warmup.book.test_acc_epoch2_minus_1"] == pytest.approx(0.02)
+    assert m["warmup.book.param_change_epoch2"] == 2e-9
 
 
 def test_figures(tmp_path):
@@ -106,18 +108,20 @@ def test_figures(tmp_path):
 
 
 def test_the_quirks_of_the_books_code_are_measured_from_the_history():
-    h = history("warmup", "book", [0.7, 0.7, 0.8]).assign(lr=[0.3, 0.0, 0.06])
+    h = history("warmup", "book", [0.7, 0.7, 0.8]).assign(
+        lr=[0.3, 0.0, 0.06], param_change=[0.2, 0.0, 0.1]
+    )
     m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
     assert m["warmup.book.test_acc_epoch2_minus_1"] == 0
     assert (m["warmup.book.lr_min"], m["warmup.book.lr_max"]) == (0.0, 0.3)
-    assert (m["warmup.book.lr_epoch1"], m["warmup.book.lr_epoch2"]) == (0.3, 0.0)
+    assert m["warmup.book.param_change_epoch2"] == 0
 
 
 def test_a_run_without_a_second_epoch_has_no_epoch_2_quirk():
     h = history("warmup", "book", [0.7])
     m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
     assert math.isnan(m["warmup.book.test_acc_epoch2_minus_1"])
-    assert math.isnan(m["warmup.book.lr_epoch2"])
+    assert math.isnan(m["warmup.book.param_change_epoch2"])
 
 
 def test_late_iqr_is_the_spread_of_the_last_epochs():

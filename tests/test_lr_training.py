@@ -210,7 +210,7 @@ def warmup_book_metrics(raw):
 def test_warmup_epochs_1_and_2_are_identical_in_the_books_loop(raw):
     rows = warmup_book_metrics(raw)
     m = {r["metric"]: r["value"] for r in rows}
-    assert (m["warmup.book.lr_epoch1"], m["warmup.book.lr_epoch2"]) == (0.3, 0.0)
+    assert m["warmup.book.param_change_epoch2"] == 0  # epoch 2 ran at scheduler(0) = 0
     assert m["warmup.book.test_acc_epoch2_minus_1"] == 0
     assert verdict_of("lrs.warmup_train.epochs12", rows) == claims.REPRODUCED
 
@@ -220,6 +220,22 @@ def test_warmup_applied_on_time_makes_epochs_1_and_2_differ(raw, monkeypatch):
     monkeypatch.setattr(lr_schedulers, "BookCustom", lr_schedulers.OnTime)
     rows = warmup_book_metrics(raw)
     m = {r["metric"]: r["value"] for r in rows}
-    assert (m["warmup.book.lr_epoch1"], m["warmup.book.lr_epoch2"]) == (0.0, pytest.approx(0.06))
+    assert m["warmup.book.param_change_epoch2"] > 1e-6  # epoch 2 ran at scheduler(1) = 0.06
     assert m["warmup.book.test_acc_epoch2_minus_1"] != 0
     assert verdict_of("lrs.warmup_train.epochs12", rows) == claims.NOT_REPRODUCED
+
+
+def test_a_weight_that_moves_in_epoch_2_fails_the_claim_on_its_own(raw):
+    rows = warmup_book_metrics(raw)
+    moved = [
+        r | {"value": 1e-4} if r["metric"].endswith("param_change_epoch2") else r for r in rows
+    ]
+    assert verdict_of("lrs.warmup_train.epochs12", moved) == claims.NOT_REPRODUCED
+
+
+def test_each_epoch_records_how_far_the_weights_moved(raw):
+    net = models.lenet(seed=0)
+    start = [p.detach().clone() for p in net.parameters()]
+    df = lr_training.train(net, raw, 2, [0.0, 0.3], batch_size=128, train_subset=256)
+    moved = max((p.detach() - s).abs().max().item() for p, s in zip(net.parameters(), start))
+    assert df["param_change"].iloc[0] == 0 and df["param_change"].iloc[1] == moved > 0

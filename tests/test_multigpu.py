@@ -11,7 +11,6 @@ from d2lrepro import (
     devices,
     multigpu_book,
     multigpu_cost,
-    multigpu_run,
     multigpu_scratch,
     multigpu_summary,
 )
@@ -195,29 +194,41 @@ def test_a_broken_get_params_fails_the_printed_b1(monkeypatch, broken):
     assert verdict_of("mgpu.params", rows) == NOT_REPRODUCED
 
 
-def _cost(rank, world, store, out, drop_sync):
-    """One worker of the cost model of LeNet from scratch, at batches where t1 and t2 are
-    alike on one CPU core; with ``drop_sync`` the step forgets to synchronize."""
+def _cost(rank, world, store, out, name, mutation):
+    """One worker of the cost model of step ``name`` at batches where t1 and t2 are alike on
+    one CPU core; ``mutation`` breaks the step."""
     torch.set_num_threads(1)
     devices.pin_to_core(rank)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
-    if drop_sync:
+    if mutation == "drop_sync":
         multigpu_scratch.sync_grads = lambda params: None  # the step's; t2 still times the real
     cpu = torch.device("cpu")
-    net, _, step = multigpu_run.build("lenet", 0, 0.2, cpu)
-    rows = multigpu_cost.cost_model("lenet", net, step, [1, 4, 16], 9, 0, cpu)
+    rows = multigpu_cost.cost_model(name, [1, 2, 4, 8, 16], 9, 0, 0.2, cpu)
     if rank == 0:
         torch.save(rows, out)
     dist.destroy_process_group()
 
 
-def cost_rows(tmp_path, drop_sync):
-    mp.spawn(_cost, args=(2, tmp_path / "store", tmp_path / "cost", drop_sync), nprocs=2)
-    table = pd.DataFrame(torch.load(tmp_path / "cost", weights_only=False))
-    return multigpu_summary.cost_metrics(table, "lenet")
+def cost_rows(tmp_path, name, mutation):
+    out = tmp_path / f"cost{name}{mutation}"
+    args = (2, tmp_path / f"store{name}{mutation}", out, name, mutation)
+    mp.spawn(_cost, args=args, nprocs=2)
+    return multigpu_summary.cost_metrics(pd.DataFrame(torch.load(out, weights_only=False)), name)
 
 
 def test_a_step_that_skips_its_synchronization_fails_t1_plus_t2(tmp_path):
     # The step costs about t1 alone, far below t1 + t2 where the two balance. (The unbroken
     # step's verdict is not asserted: on 2 busy cores its few-ms timings move by over 25%.)
-    assert verdict_of("mgpu.cost_model.sum", cost_rows(tmp_path, True)) == NOT_REPRODUCED
+    assert verdict_of("mgpu.cost_model.sum", cost_rows(tmp_path, "lenet", "drop_sync")) == (
+        NOT_REPRODUCED
+    )
+
+
+def test_every_step_of_the_cost_model_is_built():
+    for name in multigpu_cost.STEPS:
+        net, step, communicate = multigpu_cost.setup(name, 0, 0.1, torch.device("cpu"))
+        x, y = torch.rand(2, 1, 28, 28), torch.tensor([0, 1])
+        logits, _ = step(x, y, 2)
+        assert logits.shape == (2, 10)
+    with pytest.raises(ValueError, match="no cost-model step"):
+        multigpu_cost.setup("alexnet", 0, 0.1, torch.device("cpu"))

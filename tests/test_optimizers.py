@@ -130,7 +130,9 @@ def data():
 def test_sgd_momentum_scratch_equals_torch(data):
     hyper = {"lr": 0.01, "momentum": 0.9}
     scratch = opt.train_airfoil("sgd_momentum", hyper, *data, epochs=2)
-    concise = opt.train_airfoil("sgd_momentum", hyper, *data, epochs=2, implementation="torch")
+    concise = opt.train_airfoil(
+        "sgd_momentum", hyper, *data, epochs=2, implementation="torch", start="ch11"
+    )
     assert len(scratch) == len(concise) == 15
     assert scratch["loss"].tolist() == pytest.approx(concise["loss"].tolist(), rel=1e-5, abs=1e-6)
 
@@ -186,8 +188,43 @@ def test_adam_differs_from_torch_only_by_eps_value():
 
 def test_adam_scratch_close_to_torch_on_regression(data):
     scratch = opt.train_airfoil("adam", {"lr": 0.01}, *data, epochs=2)
-    concise = opt.train_airfoil("adam", {"lr": 0.01}, *data, epochs=2, implementation="torch")
+    concise = opt.train_airfoil(
+        "adam", {"lr": 0.01}, *data, epochs=2, implementation="torch", start="ch11"
+    )
     assert scratch["loss"].tolist() == pytest.approx(concise["loss"].tolist(), rel=1e-3)
+
+
+def test_the_books_starts_differ_in_the_bias_only():
+    """train_ch11 starts from b = 0; train_concise_ch11 keeps nn.Linear's default bias,
+    U(±1/√5) for 5 features, drawn from the run's seed after the same w."""
+    bound = 5**-0.5
+    biases = []
+    for seed in range(200):
+        ch11, concise = (
+            opt.airfoil_start(5, torch.Generator().manual_seed(seed), s)
+            for s in ("ch11", "concise")
+        )
+        assert torch.equal(ch11[0], concise[0]) and ch11[0].std() < 0.05
+        assert ch11[1].item() == 0.0
+        biases.append(concise[1].item())
+    assert all(-bound <= b <= bound for b in biases)
+    assert min(biases) < -0.9 * bound and max(biases) > 0.9 * bound
+    again = opt.airfoil_start(5, torch.Generator().manual_seed(0), "concise")[1].item()
+    assert again == biases[0]
+
+
+def test_torch_runs_start_from_the_concise_bias_unless_told(data):
+    """torch.optim runs start from the concise bias unless start='ch11' is asked for."""
+    hyper = {"lr": 0.01, "momentum": 0.9}
+    runs = {
+        start: opt.train_airfoil(
+            "sgd_momentum", hyper, *data, epochs=1, implementation="torch", start=start
+        )["loss"].tolist()
+        for start in (None, "concise", "ch11")
+    }
+    assert runs[None] == runs["concise"] != runs["ch11"]
+    with pytest.raises(ValueError, match="start must be"):
+        opt.train_airfoil("sgd_momentum", hyper, *data, epochs=1, start="zero")
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 import torch
 
-from d2lrepro import reference, sweeps
+from d2lrepro import optimizers, reference, sweeps
 
 BOOK = reference.load()
 
@@ -46,9 +46,8 @@ def test_one_setting_over_seeds(data):
     runs = run("momentum.lr0.02_m0.5", data)
     assert set(runs["seed"]) == {0, 1}
     assert runs.groupby("seed")["examples"].max().tolist() == [600, 600]
-    assert {"setting", "implementation", "optimizer", "lr", "momentum", "loss", "elapsed"} <= set(
-        runs.columns
-    )
+    columns = {"setting", "implementation", "optimizer", "lr", "momentum", "loss", "elapsed"}
+    assert columns | {"host"} <= set(runs.columns)
     assert runs.loc[runs.seed == 0, "loss"].tolist() != runs.loc[runs.seed == 1, "loss"].tolist()
 
 
@@ -81,23 +80,45 @@ def test_the_curve_judged_is_the_median_over_seeds(data):
     assert excess == again
 
 
-def test_eps_metrics_count_decided_pairs_and_ties():
-    rows = [
-        {"eps": e, "seed": s, "variant": v, "final_loss": loss}
-        for e, s, outside, inside in [
-            (1e-6, 0, 0.25, 0.25 + 1e-8),  # a tie: float32 precision
-            (0.1, 0, 0.240, 0.245),
-            (0.1, 1, 0.240, 0.246),
-            (0.1, 2, 0.250, 0.244),
+def eps_finals(gaps):
+    """Final losses of the ε sweep: (ε, seed, outside, inside) per pair."""
+    return pd.DataFrame(
+        [
+            {"eps": e, "seed": s, "variant": v, "final_loss": loss}
+            for e, s, outside, inside in gaps
+            for v, loss in (("outside", outside), ("inside", inside))
         ]
-        for v, loss in (("outside", outside), ("inside", inside))
+    )
+
+
+def test_eps_metrics_give_each_seed_one_vote():
+    """A seed votes with the sign of its median gap over the ε that decide; ties (float32
+    precision) are left out, and a seed with no decided ε does not vote."""
+    gaps = [
+        (1e-6, 0, 0.25, 0.25 + 1e-8),  # a tie
+        (1e-2, 0, 0.240, 0.245),
+        (1e-1, 0, 0.240, 0.246),
+        (1e-3, 1, 0.240, 0.239),
+        (1e-2, 1, 0.240, 0.243),
+        (1e-1, 1, 0.240, 0.244),  # seed 1: median +0.003, one vote for outside
+        (1e-1, 2, 0.250, 0.244),  # seed 2: one vote for inside
+        (1e-1, 3, 0.250, 0.250),  # seed 3: a tie, no vote
     ]
-    values = {m["metric"]: m["value"] for m in sweeps.eps_metrics(pd.DataFrame(rows))}
-    assert values["adam.eps_sweep.pairs"] == 4
+    values = {m["metric"]: m["value"] for m in sweeps.eps_metrics(eps_finals(gaps))}
+    assert values["adam.eps_sweep.seeds"] == 4
     assert (values["adam.eps_sweep.outside_lower"], values["adam.eps_sweep.inside_lower"]) == (2, 1)
     assert values["adam.eps_sweep.sign_p"] == pytest.approx(4 / 8)
-    rows[-1]["final_loss"] = math.nan  # a diverged run fails the sweep
-    (row,) = sweeps.eps_metrics(pd.DataFrame(rows))
+    # Many ε of one seed are still one vote: 5 seeds must all agree for p < 0.05.
+    many = [(e, s, 0.24, 0.25) for e in (1e-3, 1e-2, 1e-1) for s in range(4)]
+    values = {m["metric"]: m["value"] for m in sweeps.eps_metrics(eps_finals(many))}
+    assert values["adam.eps_sweep.sign_p"] == pytest.approx(1 / 16)
+    five = {
+        m["metric"]: m["value"]
+        for m in sweeps.eps_metrics(eps_finals(many + [(0.1, 4, 0.24, 0.25)]))
+    }
+    assert five["adam.eps_sweep.sign_p"] == pytest.approx(1 / 32)
+    gaps[-1] = (1e-1, 3, 0.250, math.nan)  # a diverged run fails the sweep
+    (row,) = sweeps.eps_metrics(eps_finals(gaps))
     assert row["status"] == "failed"
 
 
@@ -116,6 +137,22 @@ def test_divergent_setting_is_recorded_not_raised(data):
     assert statuses["momentum.huge.final_loss"] == "failed"
 
 
+def test_timings_from_different_hosts_are_not_compared(data, monkeypatch):
+    """The slowest and fastest sec/epoch are not applicable once the settings ran on two
+    hosts; each setting's own sec/epoch is still shown."""
+    here = run("momentum.lr0.02_m0.5", data)
+    monkeypatch.setattr(sweeps.socket, "gethostname", lambda: "node7")
+    there = run("momentum.concise", data)
+    ends = [f"airfoil.{e}_sec_per_epoch{s}" for e in ("slowest", "fastest") for s in ("", "_iqr")]
+    rows = {m["metric"]: m for m in sweeps.summarize(pd.concat([here, there]), BOOK)}
+    for name in ends:
+        assert rows[name]["status"] == "not applicable" and "node7" in rows[name]["note"]
+    assert rows["momentum.concise.sec_per_epoch"]["value"] > 0
+    one_host = pd.concat([here.assign(host="node7"), there])
+    rows = {m["metric"]: m for m in sweeps.summarize(one_host, BOOK)}
+    assert all(rows[name]["status"] == "" for name in ends)
+
+
 def test_scratch_and_torch_sgd_momentum_agree_but_adam_does_not_exactly(data):
     gaps = {
         m["metric"]: m["value"]
@@ -129,18 +166,20 @@ def test_scratch_and_torch_sgd_momentum_agree_but_adam_does_not_exactly(data):
     assert gaps["adam.concise.scratch_vs_torch_gap"] > 0
 
 
-def test_concise_runs_train_on_the_books_mse(data):
-    """train_concise_ch11 trains on MSELoss: the scratch optimizer at twice the lr is the same
-    run."""
+def test_concise_runs_are_the_books_train_concise_ch11(data):
+    """train_concise_ch11 trains on MSELoss from nn.Linear's default bias: the scratch
+    optimizer at twice the lr from that start is the same run."""
     concise = run("momentum.concise", data, seeds=(0,))
-    setting = {
-        "implementation": "scratch",
-        "optimizer": "sgd_momentum",
-        "lr": 0.01,
-        "momentum": 0.9,
-    }
-    doubled = sweeps.run_setting("x.y", setting, data, [0], {"scratch": 1}, 10, 100)
-    assert concise["loss"].to_numpy() == pytest.approx(doubled["loss"].to_numpy(), rel=1e-5)
+    hyper = {"lr": 0.01, "momentum": 0.9}
+    features, labels = data["features"], data["labels"]
+    doubled, from_zero = (
+        optimizers.train_airfoil(
+            "sgd_momentum", hyper, features, labels, 1, 10, 0, eval_every=100, start=start
+        )["loss"].to_numpy()
+        for start in ("concise", "ch11")
+    )
+    assert concise["loss"].to_numpy() == pytest.approx(doubled, rel=1e-5)
+    assert concise["loss"].to_numpy() != pytest.approx(from_zero, rel=1e-3)
 
 
 def test_decay_exponent_reads_the_second_half():

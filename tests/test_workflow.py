@@ -22,6 +22,7 @@ TIMING_RULES = (
     "multidevice_probes",
     "parameter_server",
     "book_multigpu",
+    "airfoil_run",
 )
 OUTPUTS = {
     ".git",

@@ -161,10 +161,13 @@ def _unmet(requires: dict, environment: dict) -> str:
     """Why the machine that ``environment`` describes lacks what a claim ``requires``."""
     from .devices import unavailable  # imports torch: only when evaluating, not when parsing
 
+    cores, have = requires.get("cores", 0), environment.get("usable_cores", 1)
+    if cores > have:
+        return f"needs {cores} CPU cores, this machine lets this run use {have}"
     return unavailable(
         cuda=requires.get("cuda_devices", 0),
         have_cuda=environment.get("cuda_devices", 0),
-        cores=environment.get("usable_cores", 1),
+        cores=have,
     )
 
 

@@ -24,16 +24,9 @@ from .devices import place
 from .results import exploded, failed, late_iqr, metric, seed_spread
 from .timing import Clock
 
-COLUMNS = [
-    "epoch",
-    "lr",
-    "train_loss",
-    "train_acc",
-    "test_acc",
-    "seconds",
-    "samples_per_s",
-    "diverged",
-]
+# Per epoch: lr, loss, accuracies, speed, whether the loss exploded, how far the weights moved.
+COLUMNS = ["epoch", "lr", "train_loss", "train_acc", "test_acc", "seconds", "samples_per_s"]
+COLUMNS += ["diverged", "param_change"]
 DIVERGENCE_CHECK_EVERY = 20  # batches between (synchronizing) checks for a non-finite loss
 EARLY_EPOCHS = 5
 # The ledger id of each run's curve in the book (the book's code, so "book" semantics only).
@@ -150,6 +143,7 @@ def train(
         schedule.before_epoch(optimizer, epoch)
         base_lr = optimizer.param_groups[0]["lr"]
         lr = -math.inf
+        before = [p.detach().clone() for p in net.parameters()]
         net.train()
         with Clock(device) as clock:
             order = torch.randperm(n, generator=generator).to(device)
@@ -193,6 +187,9 @@ def train(
             "seconds": seconds,
             "samples_per_s": seen / seconds if seconds > 0 else math.nan,
             "diverged": diverged,
+            "param_change": max(
+                (p.detach() - b).abs().max().item() for p, b in zip(net.parameters(), before)
+            ),
         }
         schedule.after_epoch(optimizer, epoch)
         rows.append(row)
@@ -216,7 +213,7 @@ def _run_values(h: pd.DataFrame) -> dict:
     """One seed's numbers: final accuracies, the train-test gap, early test accuracy, the gains
     of the second half, and the quirks of the book's code."""
     last = h.iloc[-1]
-    second = h.iloc[1] if len(h) > 1 else pd.Series({"lr": math.nan, "test_acc": math.nan})
+    second = h.iloc[1] if len(h) > 1 else pd.Series(math.nan, index=h.columns)
     return {
         "train_loss": last.train_loss,
         "train_acc": last.train_acc,
@@ -229,12 +226,12 @@ def _run_values(h: pd.DataFrame) -> dict:
         "late_test_gain": h["test_acc"].iloc[len(h) // 2 :].max()
         - h["test_acc"].iloc[: len(h) // 2].max(),
         "late_train_gain": last.train_acc - h["train_acc"].iloc[len(h) // 2 - 1],
-        # Quirks of the book's code, whatever the scale: the lr each epoch ran with (as the
-        # optimizer held it), and the test accuracy of epochs 1 and 2 (NaN without epoch 2).
+        # Quirks of the book's code, whatever the scale: the lrs the epochs ran with (as the
+        # optimizer held them), how far the weights moved in epoch 2, and the test accuracy of
+        # epochs 1 and 2 (NaN without epoch 2).
         "lr_min": h["lr"].min(),
         "lr_max": h["lr"].max(),
-        "lr_epoch1": h["lr"].iloc[0],
-        "lr_epoch2": second.lr,
+        "param_change_epoch2": second.param_change,
         "test_acc_epoch2_minus_1": second.test_acc - h["test_acc"].iloc[0],
     }
 
@@ -264,6 +261,7 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         # An exact quirk holds only if it holds for every seed: keep the worst one.
         quirk = per_seed["test_acc_epoch2_minus_1"]
         values["test_acc_epoch2_minus_1"] = quirk.loc[quirk.abs().fillna(math.inf).idxmax()]
+        values["param_change_epoch2"] = per_seed["param_change_epoch2"].max(skipna=False)
         one_run = _one_run_spreads(seeds[0])
         values |= {f"{name}_spread": seed_spread(per_seed[name], one_run[name]) for name in one_run}
         values["seeds"] = len(seeds)

@@ -1,5 +1,8 @@
 """The cost model of a synchronous data-parallel step (the from-scratch multi-GPU section):
-computation t1 against communication t2, and the step as measured, per batch size."""
+computation t1 against communication t2, and the step as measured, per batch size, for three
+steps (:data:`STEPS`): the from-scratch LeNet, which computes all its gradients and then
+synchronizes them, and LeNet and ResNet-18 through DDP, which all-reduces buckets of gradients
+while the backward pass still runs."""
 
 from __future__ import annotations
 
@@ -9,11 +12,12 @@ from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
-from torch import nn
 from torch.nn import functional as F
 
-from .devices import describe, run_devices, world_size
-from .multigpu_scratch import sync_grads
+from .devices import describe, place, run_devices, world_size
+from .models import ScratchLeNet
+from .multigpu_concise import concise_setup, ddp_setup
+from .multigpu_scratch import scratch_setup, sync_grads
 from .timing import Clock
 
 COST_COLUMNS = [
@@ -28,8 +32,40 @@ COST_COLUMNS = [
     "world_size",
 ]
 WARMUP = 2  # untimed calls before each cost-model measurement
+# LeNet's 0.5 MB of gradients in DDP buckets of 0.1 MiB: the fully connected layers' buckets,
+# ready first, are all-reduced while the convolutions' backward runs (one bucket of DDP's
+# default 25 MiB would wait for the whole backward pass).
+LENET_BUCKET_MB = 0.1
+STEPS = ("lenet", "lenet_ddp", "resnet18")
 
 log = logging.getLogger(__name__)
+
+
+def all_reduce_grads(params) -> None:
+    """What a DDP step sends: one all-reduce of all the gradients, packed into one buffer."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if world_size() == 1 or not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    for grad, part in zip(grads, flat.split([g.numel() for g in grads])):
+        grad.copy_(part.view_as(grad))
+
+
+def setup(name: str, seed: int, lr: float, device: torch.device):
+    """Step ``name`` of :data:`STEPS`: the network, ``step(x, y, global_batch)`` and
+    ``communicate(params)``, the communication that step does."""
+    if name == "lenet":
+        net, _, step = scratch_setup(seed, lr, device)
+        return net, step, sync_grads
+    if name == "lenet_ddp":
+        net = place(ScratchLeNet(seed), device)
+        _, _, step = ddp_setup(net, lr, device, bucket_cap_mb=LENET_BUCKET_MB)
+        return net, step, all_reduce_grads
+    if name == "resnet18":
+        net, _, step = concise_setup(seed, lr, device)
+        return net, step, all_reduce_grads
+    raise ValueError(f"no cost-model step {name!r}: one of {STEPS}")
 
 
 def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
@@ -48,18 +84,18 @@ def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device
 
 
 def cost_model(
-    model: str, net: nn.Module, step, batches, repeats: int, seed: int, device: torch.device
+    model: str, batches, repeats: int, seed: int, lr: float, device: torch.device
 ) -> list[dict]:
-    """The section's cost model of a data-parallel step of ``net`` (trained by ``step``, as
-    :func:`d2lrepro.multigpu_run.build` makes them), per per-device batch size ``b``.
+    """The section's cost model of step ``model`` (:func:`setup`), per per-device batch size
+    ``b``.
 
-    ``t1``: forward and backward of ``b`` random examples on one device (every worker at once,
-    as in a real step, rank 0's time reported); ``t2``: one :func:`sync_grads` of all ``m``
-    gradients between the workers (0 work with one worker); ``measured_step``: a full training
-    step on all workers with a global batch of ``b * world_size``. For ResNet-18 that step
-    syncs through DDP's bucketed, overlapped all-reduce rather than :func:`sync_grads`. One
-    row per batch size (:data:`COST_COLUMNS`).
+    ``t1``: forward and backward of ``b`` random examples on one device, without any
+    communication (every worker at once, as in a real step, rank 0's time reported); ``t2``:
+    the step's communication of all gradients between the workers (0 work with one worker);
+    ``measured_step``: the full training step on all workers with a global batch of
+    ``b * world_size``. One row per batch size (:data:`COST_COLUMNS`).
     """
+    net, step, communicate = setup(model, seed, lr, device)
     world = world_size()
     params = list(net.parameters())
     generator = torch.Generator().manual_seed(seed)
@@ -74,7 +110,7 @@ def cost_model(
             F.cross_entropy(net(x), y, reduction="sum").backward()
 
         t1 = _median_seconds(forward_backward, repeats, device)
-        t2 = _median_seconds(lambda: sync_grads(params), repeats, device)
+        t2 = _median_seconds(lambda: communicate(params), repeats, device)
         measured = _median_seconds(lambda: step(x, y, b * world), repeats, device)
         rows.append(
             {

@@ -240,8 +240,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--cost-model",
         type=json.loads,
         metavar="JSON",
-        help="measure the cost model instead of training, for each model of "
-        '{"MODEL": {"batches": [per-device batch sizes], "repeats": N, "out": CSV}}',
+        help="measure the cost model instead of training, for each step of "
+        '{"STEP": {"batches": [per-device batch sizes], "repeats": N, "out": CSV}} '
+        "(steps: lenet, lenet_ddp, resnet18)",
     )
     parser.add_argument(
         "--examples-out",
@@ -293,8 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     if probes:
         # One launch measures every model of the spec: a torchrun start costs seconds.
         for model, spec in (args.cost_model or {}).items():
-            net, _, step = build(model, args.seed, args.lr, device)
-            rows = cost_model(model, net, step, spec["batches"], spec["repeats"], args.seed, device)
+            rows = cost_model(model, spec["batches"], spec["repeats"], args.seed, args.lr, device)
             if rank == 0:
                 write_csv(rows, spec["out"], COST_COLUMNS)
         if args.examples_out is not None:

@@ -70,8 +70,8 @@ def params_example(device: torch.device) -> list[dict]:
     """The section's ``get_params`` cell: LeNet's parameters through the book's
     :func:`~d2lrepro.multigpu_book.get_params` to ``device``, and what the book prints of b1
     (``b1 weight: tensor([0., …], device=…, requires_grad=True)``, ``b1 grad: None``), logged
-    as printed: its zero entries, whether the print shows ``requires_grad=True`` (a leaf that
-    will receive its gradient), whether it is on ``device``, and whether its grad is None."""
+    as printed: its zero entries, whether the print shows ``requires_grad=True``, whether it
+    is on ``device``, and whether its grad is None."""
     b1 = multigpu_book.get_params(models.lenet_params(), device)[1]
     printed = repr(b1)
     log.info("b1 weight: %s", printed)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import plotting, reference
+from . import multigpu_figures, plotting, reference
 from .results import failed, late_iqr, metric, not_applicable, seed_spread, write_metrics
 
 # The ledger id of each run's test-accuracy curve in the book.
@@ -32,8 +32,10 @@ EXAMPLE_METRICS = [
     ),
 ]
 
-# The cost model at the balanced batch (see cost_metrics).
+# The cost model at the balanced batch, whose t1 / t2 must lie within 1/BALANCE and BALANCE
+# (see cost_metrics).
 BALANCED = ("batch", "t1_over_t2", "step_over_max", "step_over_sum", "max_error", "sum_error")
+BALANCE = 2
 
 
 def load_runs(paths) -> dict[str, pd.DataFrame]:
@@ -107,7 +109,12 @@ def comparison_metrics(rows: dict[str, dict], model: str) -> list[dict]:
 def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
     """The cost model's verdict numbers: t1 / t2 at the smallest and largest batch, and at the
     balanced batch (least |log t1/t2|: max(t1, t2) and t1 + t2 differ most) the measured step
-    over each and its relative error; the crossover batch (first t1 > t2) is shown."""
+    over each and its relative error; the crossover batch (first t1 > t2) is shown.
+
+    The balanced batch must have t1 / t2 within [1/:data:`BALANCE`, :data:`BALANCE`], where
+    max(t1, t2) is at most 2/3 of t1 + t2; further apart the two models differ too little for
+    the step to tell them apart, and the balanced metrics fail. As t1 at most doubles when the
+    batch does, t1 / t2 can miss that range only if it never crosses 1 inside the grid."""
     names = ("t1_over_t2.smallest", "t1_over_t2.largest", "crossover_batch")
     names += tuple(f"balanced.{n}" for n in BALANCED)
     if "note" in cost and cost["note"].notna().any():
@@ -120,15 +127,23 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
         if len(dominated)
         else failed(f"cost.{model}.crossover_batch", "communication dominates at every batch")
     )
-    at = cost.loc[np.log(cost["t1"] / cost["t2"]).abs().idxmin()]
-    over = (at.measured_step / max(at.t1, at.t2), at.measured_step / (at.t1 + at.t2))
-    values = (at.batch_per_device, at.t1 / at.t2, *over, *(abs(o - 1) for o in over))
-    return [
+    ends = [
         metric(f"cost.{model}.t1_over_t2.smallest", first.t1 / first.t2, "x"),
         metric(f"cost.{model}.t1_over_t2.largest", last.t1 / last.t2, "x"),
         crossover,
-        *(metric(f"cost.{model}.balanced.{n}", v) for n, v in zip(BALANCED, values)),
     ]
+    at = cost.loc[np.log(cost["t1"] / cost["t2"]).abs().idxmin()]
+    ratio = at.t1 / at.t2
+    if not 1 / BALANCE <= ratio <= BALANCE:
+        why = (
+            f"no balanced batch: t1 / t2 is nearest 1 at batch {at.batch_per_device:g} per"
+            f" device, {ratio:.3g}, outside 1/{BALANCE}–{BALANCE}, where max(t1, t2) and"
+            " t1 + t2 differ too little to tell apart"
+        )
+        return ends + [failed(f"cost.{model}.balanced.{n}", why) for n in BALANCED]
+    over = (at.measured_step / max(at.t1, at.t2), at.measured_step / (at.t1 + at.t2))
+    values = (at.batch_per_device, ratio, *over, *(abs(o - 1) for o in over))
+    return ends + [metric(f"cost.{model}.balanced.{n}", v) for n, v in zip(BALANCED, values)]
 
 
 def example_metrics(examples: pd.DataFrame) -> list[dict]:
@@ -224,92 +239,6 @@ def draw_topk(topk: dict[str, pd.DataFrame], path, footer: str) -> None:
     plotting.save(fig, path, footer=footer)
 
 
-def draw_cost(costs: dict[str, pd.DataFrame], path, footer: str) -> None:
-    """t1, t2, max(t1, t2), t1 + t2 and the measured step against the per-device batch, per
-    model."""
-    fig, axes = plotting.figure(figsize=(7, 2.8), ncols=len(costs))
-    for ax, (model, cost) in zip(np.atleast_1d(axes), costs.items()):
-        if "t1" in cost and cost["t1"].notna().any():
-            lines = cost.assign(t1_plus_t2=cost["t1"] + cost["t2"])
-            columns = ["t1", "t2", "max_t1_t2", "t1_plus_t2", "measured_step"]
-            for column, fmt in zip(columns, ["-o", "-s", "k:", "k--", "r-^"]):
-                ax.plot(lines["batch_per_device"], lines[column], fmt, markersize=3, label=column)
-            ax.set(xscale="log", yscale="log")
-            ax.legend(fontsize=6)
-        ax.set(title=model, xlabel="batch per device", ylabel="seconds")
-        ax.grid(True)
-    plotting.save(fig, path, footer=footer)
-
-
-# The book's times for 160 MB of gradients on its 4-GPU PCIe server (seconds).
-BOOK_SYNC_S = {"gather": 0.060, "host": 0.080, "ring": 0.015}
-
-
-def draw_param_server(rows: pd.DataFrame, path, footer: str) -> None:
-    """Left: seconds to synchronize the gradient by each strategy on 2 workers and on all the
-    devices (median, error bars over the IQR), beside the book's times. Right: one update's
-    time per server against the number of servers, beside one server's time divided by n
-    (the book's O(m/n)). A run that could not happen here says why under its panels."""
-    value = rows.set_index("metric")["value"].astype(float)
-    notes = rows.set_index("metric")["note"].fillna("")
-
-    def get(name):
-        return value.get(name, math.nan)
-
-    runs = [(p, int(n)) for p in ("ps", "ps.all") if (n := get(f"{p}.workers")) > 0]
-    fig, (sync, update) = plotting.figure(figsize=(7.5, 3), ncols=2)
-    names, width = list(BOOK_SYNC_S), 0.8 / max(len(runs), 1)
-    for i, (prefix, workers) in enumerate(runs):
-        label = f"{workers} workers"
-        x = np.arange(len(names)) + (i - (len(runs) - 1) / 2) * width
-        medians = [get(f"{prefix}.{n}.median_s") for n in names]
-        spreads = [get(f"{prefix}.{n}.iqr_s") / 2 for n in names]
-        sync.bar(x, medians, width, yerr=spreads, color=f"C{i}", label=label)
-        for xi, median in zip(x, medians):
-            if not math.isfinite(median):
-                sync.text(xi, 0, "n/a", ha="center", va="bottom", fontsize=6)
-        parts = ("update.n1", "update.split")
-        update.errorbar(
-            [1, workers],
-            [get(f"{prefix}.{n}.median_s") for n in parts],
-            yerr=[get(f"{prefix}.{n}.iqr_s") / 2 for n in parts],
-            fmt="o-",
-            color=f"C{i}",
-            label=f"run on {label}",
-        )
-    if runs:
-        servers = np.arange(1, max(n for _, n in runs) + 1)
-        one = get(f"{runs[0][0]}.update.n1.median_s")
-        update.plot(servers, one / servers, ":", color="0.5", label="1 server's time / n")
-        update.set_xticks(servers)
-    sync.scatter(
-        range(len(names)),
-        list(BOOK_SYNC_S.values()),
-        color="0.5",
-        marker="_",
-        s=400,
-        zorder=3,
-        label="book, 160 MB on 4 GPUs",
-    )
-    sync.set_xticks(range(len(names)), names)
-    missing = [
-        f"no run on {'2 workers' if p == 'ps' else 'all devices'}: {notes.get(f'{p}.workers')}"
-        for p in ("ps", "ps.all")
-        if p not in dict(runs)
-    ]
-    if missing:
-        fig.supxlabel("; ".join(missing), fontsize=6.5, y=0.05)
-    for ax in (sync, update):
-        ax.set(ylabel="seconds")
-        ax.grid(True, axis="y")
-        if ax.get_legend_handles_labels()[0]:
-            ax.margins(y=0.3)  # room for the legend above the bars and the book's marks
-            ax.legend(fontsize=6, loc="upper left")
-    sync.set_title("synchronize the gradient", fontsize=8)
-    update.set_title("one update, per server, against the servers", fontsize=8)
-    plotting.save(fig, path, footer=footer)
-
-
 def summarize(
     runs: list,
     costs: list,
@@ -346,5 +275,5 @@ def summarize(
     draw_throughput(values, list(histories), figures["throughput"], footer)
     logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk}
     draw_topk({name: rows for name, rows in logs.items() if len(rows)}, figures["topk"], footer)
-    draw_cost(cost_tables, figures["cost"], footer)
-    draw_param_server(pd.read_csv(servers), figures["ps"], footer)
+    multigpu_figures.draw_cost(cost_tables, figures["cost"], footer)
+    multigpu_figures.draw_param_server(pd.read_csv(servers), figures["ps"], footer)

@@ -18,6 +18,9 @@ import torch
 from .results import exploded
 
 COLUMNS = ["epoch", "examples", "loss", "elapsed", "eff_lr", "diverged"]
+# Where the book's airfoil loops start: train_ch11 from b = 0, train_concise_ch11 from
+# nn.Linear's default bias.
+BOOK_START = {"scratch": "ch11", "torch": "concise"}
 
 
 def _sgd_momentum(p, g, state, hyper):
@@ -166,6 +169,18 @@ def squared_loss(y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (y_hat - y.reshape(y_hat.shape)) ** 2 / 2
 
 
+def airfoil_start(dim: int, generator: torch.Generator, start: str) -> list[torch.Tensor]:
+    """The weights w ~ N(0, 0.01^2) (d x 1) and bias b a run starts from: b = 0 as train_ch11
+    ('ch11'), or nn.Linear's default bias U(±1/√d), which train_concise_ch11 keeps ('concise')."""
+    if start not in ("ch11", "concise"):
+        raise ValueError(f"start must be 'ch11' or 'concise', not {start!r}")
+    w = torch.normal(0.0, 0.01, size=(dim, 1), generator=generator)
+    b = torch.zeros(1)
+    if start == "concise":
+        b.uniform_(-(dim**-0.5), dim**-0.5, generator=generator)
+    return [w.requires_grad_(), b.requires_grad_()]
+
+
 def train_airfoil(
     optimizer: str,
     hyper: dict,
@@ -177,26 +192,27 @@ def train_airfoil(
     implementation: str = "scratch",
     eval_every: int = 200,
     objective: str = "half_squared",
+    start: str | None = None,
 ) -> pd.DataFrame:
     """The book's train_ch11 ('scratch') and train_concise_ch11 ('torch') as one loop.
 
-    Linear regression X @ w + b from w ~ N(0, 0.01^2), b = 0, minimising the mean half squared
-    error over minibatches of a fresh shuffle each epoch. Whenever the examples seen reach a
-    multiple of eval_every, the loss over all the data is recorded with the training time so far
-    (evaluation excluded). A loss that explodes (:func:`~d2lrepro.results.exploded`) ends the
-    run, flagged in the column 'diverged'.
+    Linear regression X @ w + b, minimising the mean half squared error over minibatches of a
+    fresh shuffle each epoch, from :func:`airfoil_start` (``start``; by default the book's for
+    the implementation). Whenever the examples seen reach a multiple of eval_every, the loss over
+    all the data is recorded with the training time so far (evaluation excluded). A loss that
+    explodes (:func:`~d2lrepro.results.exploded`) ends the run, flagged in the column
+    'diverged'.
 
     The objective is the book's half squared error ('half_squared', train_ch11) or the full
     squared error ('squared': the MSELoss of train_concise_ch11, twice the gradient); the
-    recorded loss is always the half squared error, as the book plots it. Deviation from the
-    book's concise version: it starts from the same w, b as the scratch one (not nn.Linear's
-    default bias), so that the two implementations can be compared from one start. The seed
-    drives both the initialisation and the shuffles, so a run is repeatable bit for bit.
+    recorded loss is always the half squared error, as the book plots it. The seed drives the
+    initialisation and the shuffles, so a run is repeatable bit for bit; with start='ch11' both
+    implementations start from the same w, b, so that they can be compared from one start.
     """
     generator = torch.Generator().manual_seed(seed)
-    w = torch.normal(0.0, 0.01, size=(features.shape[1], 1), generator=generator).requires_grad_()
-    b = torch.zeros(1, requires_grad=True)
-    params = [w, b]
+    start = start or BOOK_START.get(implementation, "ch11")
+    params = airfoil_start(features.shape[1], generator, start)
+    w, b = params
     if implementation == "scratch":
         states = init_states(optimizer, params)
         update = partial(step, optimizer, params, states, hyper)

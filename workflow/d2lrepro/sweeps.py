@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import math
+import socket
 
 import numpy as np
 import pandas as pd
 
 from . import optimizers, plotting, reference
-from .results import failed, iqr, metric
+from .results import failed, iqr, metric, not_applicable
 
 log = logging.getLogger(__name__)
 HYPER = ("lr", "momentum", "gamma", "rho")
@@ -18,7 +19,7 @@ OBJECTIVE = {"scratch": "half_squared", "torch": "squared"}
 # train_ch11's plot: ylim [0.22, 0.35]; the book's curves lack the points above its top.
 BOOK_YLIM = (0.22, 0.35)
 # Final losses of the two ε variants closer than this (relative; about 8 float32 ulps) agree
-# to the float32 precision of the loss: a tie, not a vote, in the ε sweep's sign test.
+# to the float32 precision of the loss: a tie, left out of the ε sweep's sign test.
 TIE_RELATIVE = 1e-6
 
 
@@ -29,7 +30,8 @@ def hyper_of(setting: dict) -> dict:
 def run_setting(
     name: str, setting: dict, data: dict, seeds, epochs: dict, batch_size: int, eval_every: int
 ) -> pd.DataFrame:
-    """One setting over every seed: one row per evaluation point."""
+    """One setting over every seed: one row per evaluation point, with the host it ran on (its
+    times are compared with those of the other settings, which may run elsewhere)."""
     implementation = setting["implementation"]
     frames = []
     for seed in seeds:
@@ -61,6 +63,7 @@ def run_setting(
                 implementation=implementation,
                 optimizer=setting["optimizer"],
                 seed=seed,
+                host=socket.gethostname(),
                 **hyper_of(setting),
             )
         )
@@ -72,7 +75,8 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     seeds), divergence, and how far the median curve over seeds strays from the band of the
     book's editions, its clipped top included (``curve_excess``); the losses of a setting
     where a seed diverged are failed, not numbers to compare. Over the settings the book ran
-    (those with a book curve): the slowest and fastest sec/epoch."""
+    (those with a book curve): the slowest and fastest sec/epoch, not applicable where they
+    ran on different hosts."""
     rows, per_epoch = [], {}
     for name, group in runs.groupby("setting", sort=False):
         finals = group.loc[group.groupby("seed")["examples"].idxmax()]
@@ -104,6 +108,17 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
                 ]
                 rows.append(metric(f"{name}.eff_lr_slope", float(np.median(slopes))))
     in_book = {n: v for n, v in per_epoch.items() if n in set(book["id"])} or per_epoch
+    hosts = sorted(runs.loc[runs["setting"].isin(in_book), "host"].unique())
+    if len(hosts) > 1:
+        why = (
+            f"the settings ran on different hosts ({', '.join(hosts)}), so their times compare"
+            " the machines too; run every airfoil_run job on one node (locally, or on SLURM"
+            " with --nodelist): seconds each"
+        )
+        ends = [
+            f"airfoil.{e}_sec_per_epoch{s}" for e in ("slowest", "fastest") for s in ("", "_iqr")
+        ]
+        return rows + [not_applicable(name, why, "s") for name in ends]
     for end, pick in (("slowest", max), ("fastest", min)):
         name = pick(in_book, key=lambda n: in_book[n][0])
         rows += [
@@ -123,7 +138,8 @@ def decay_exponent(steps, values) -> float:
 def compare_implementations(
     data: dict, settings: dict, epochs: int, batch_size: int, eval_every: int, seed: int
 ) -> list[dict]:
-    """Scratch vs torch.optim on one problem (same loss, init and data order): largest loss gap.
+    """Scratch vs torch.optim on one problem (same loss, data order and start: train_ch11's,
+    b = 0): the largest gap between their loss curves over ``epochs``.
 
     One comparison per optimizer that has both, with the hyper-parameters of its torch setting.
     """
@@ -142,6 +158,7 @@ def compare_implementations(
                 seed=seed,
                 implementation=impl,
                 eval_every=eval_every,
+                start="ch11",
             )["loss"].to_numpy()
             for impl in ("scratch", "torch")
         ]
@@ -205,24 +222,30 @@ def eps_sweep(
 
 
 def eps_metrics(finals: pd.DataFrame) -> list[dict]:
-    """Over the (ε, seed) pairs of :func:`eps_sweep`: those where ε outside ends lower, those
-    where ε inside does (ties: closer than :data:`TIE_RELATIVE`), and the one-sided sign-test
-    p-value of ε outside ending lower more often; a pair that diverged fails the sweep."""
+    """One vote per seed of :func:`eps_sweep` (its runs at neighbouring ε share init, data
+    order and nearly the whole trajectory, so they are not independent): the sign of the
+    seed's median gap over the ε values where the two variants differ beyond
+    :data:`TIE_RELATIVE`. The seeds where ε outside ends lower, those where ε inside does,
+    and the one-sided sign-test p-value of ε outside ending lower more often; a run that
+    diverged fails the sweep."""
     pairs = finals.pivot(index=["eps", "seed"], columns="variant", values="final_loss")
     if pairs.isna().to_numpy().any():
         return [failed("adam.eps_sweep.sign_p", "a run of the ε sweep diverged or was lost")]
     gap = pairs["inside"] - pairs["outside"]
     tie = gap.abs() <= TIE_RELATIVE * pairs["outside"]
-    outside, inside = int((~tie & (gap > 0)).sum()), int((~tie & (gap < 0)).sum())
+    votes = gap[~tie].groupby(level="seed").median()
+    outside, inside = int((votes > 0).sum()), int((votes < 0).sum())
     n = outside + inside
     sign_p = sum(math.comb(n, k) for k in range(outside, n + 1)) / 2**n
+    seeds = pairs.index.get_level_values("seed").nunique()
     decided = sorted({f"{e:g}" for e, _ in gap[~tie].index}, key=float)
     note = (
-        f"ε outside ended lower in {outside}, ε inside in {inside} of {len(pairs)} (ε, seed)"
-        f" pairs; the rest agree to float32 precision; decided at ε = {', '.join(decided)}"
+        f"ε outside ended lower for {outside} seeds, ε inside for {inside}, of {seeds} (each"
+        " seed: the sign of its median gap over the ε where the variants differ beyond float32"
+        f" precision); they differ at ε = {', '.join(decided) or 'none'}"
     )
     return [
-        metric("adam.eps_sweep.pairs", len(pairs)),
+        metric("adam.eps_sweep.seeds", seeds),
         metric("adam.eps_sweep.outside_lower", outside),
         metric("adam.eps_sweep.inside_lower", inside),
         metric("adam.eps_sweep.sign_p", sign_p, note=note),

@@ -34,13 +34,16 @@ rule multidevice_train:
         "../scripts/multidevice_train.py"
 
 
-# Two workers that train nothing: the cost model of each model and the printed examples, in
+# Two workers that train nothing: the cost model of each step and the printed examples, in
 # one launch (a torchrun start costs seconds).
+COST_STEPS = list(S["multidevice"]["cost_model"])
+
+
 rule multidevice_probes:
     input:
         code=code("multidevice_probes"),
     output:
-        **{m: f"results/multidevice/cost_{m}.csv" for m in MULTIGPU_MODELS},
+        **{m: f"results/multidevice/cost_{m}.csv" for m in COST_STEPS},
         examples="results/multidevice/examples.csv",
     log:
         "logs/multidevice_probes.log",
@@ -52,7 +55,7 @@ rule multidevice_probes:
     resources:
         **needs(8000, 60, gpus=2),
     params:
-        costs={m: S["multidevice"]["cost_model"][m] for m in MULTIGPU_MODELS},
+        costs=S["multidevice"]["cost_model"],
         timeout=S["multidevice"]["timeout"],
         seed=S["seed"],
     script:
@@ -142,7 +145,7 @@ rule multidevice_summary:
             for run, spec in S["multidevice"]["runs"].items()
             if spec.get("topk")
         ],
-        costs=expand("results/multidevice/cost_{model}.csv", model=MULTIGPU_MODELS),
+        costs=expand("results/multidevice/cost_{step}.csv", step=COST_STEPS),
         examples="results/multidevice/examples.csv",
         param_server="results/multidevice/param_server.csv",
         book_curves="workflow/reference/book_curves.csv",
