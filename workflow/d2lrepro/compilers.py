@@ -4,7 +4,10 @@ by TorchScript and by torch.compile, and TorchScript serialization.
 Metrics: ``imperative.result``, ``symbolic.result`` (book: 10); ``hyb.n_calls``;
 ``hyb.batch{B}.{mode}.{median_s,iqr_s,runs}`` (time of ``n_calls`` forward calls),
 ``hyb.batch{B}.{mode}.naive_s`` (the book's one cold loop), ``hyb.batch{B}.{mode}.max_abs_diff``
-(against eager), ``hyb.batch{B}.eager_over_{mode}``; ``serial.{file_bytes,params,max_abs_diff}``.
+(against eager), ``hyb.batch{B}.eager_over_{mode}`` and its ``_iqr`` (eager's time over the
+mode's, from blocks of calls timed in alternation), ``hyb.batch{B}.naive.{script_faster_pairs,
+pairs,script_faster_sign_p}`` (the cold loop on fresh networks, eager against TorchScript);
+``serial.{file_bytes,params,max_abs_diff}``.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from torch import nn
 from . import plotting
 from .devices import cuda_count
 from .models import mlp
-from .results import failed, metric, not_applicable, one_line
-from .timing import NAN_TIMING, naive_time, time_fn, timing_rows
+from .results import failed, metric, not_applicable, one_line, sign_test_p
+from .timing import NAN_TIMING, naive_time, paired_ratio, time_fn, timing_rows
 
 log = logging.getLogger(__name__)
 MODES = ("eager", "script", "compile")
@@ -193,6 +196,7 @@ def hybridize(
             unusable[mode] = (failed, one_line(error))
 
     rows = [metric(f"{prefix}.n_calls", n_calls)]
+    paired = {"block_s": min_run_time / 10, "max_run_time": max_run_time}
     for batch in batch_sizes:
         x = torch.randn(batch, 512, device=device)
         reference = eager(x).detach()
@@ -213,14 +217,50 @@ def hybridize(
                 continue
             medians[mode] = timing["median"]
             rows += _hyb_rows(name, naive, timing, diff, str(device))
-        for mode in MODES[1:]:  # eager is the reference
+        for mode in MODES[1:]:  # eager is the reference, timed in alternation with each mode
             name = f"{prefix}.batch{batch}.eager_over_{mode}"
             if "eager" in medians and mode in medians:
-                rows.append(metric(name, medians["eager"] / medians[mode], "x", str(device)))
+                ratio = paired_ratio(
+                    lambda: nets["eager"](x), lambda: nets[mode](x), device, **paired
+                )
+                rows += [
+                    metric(name, ratio["median"], "x", str(device)),
+                    metric(f"{name}_iqr", ratio["iqr"], "x", str(device)),
+                ]
             else:
                 make, reason = unusable.get(mode) or unusable["eager"]
-                rows.append(make(name, reason, "x"))
+                rows += [make(name, reason, "x"), make(f"{name}_iqr", reason, "x")]
+        name = f"{prefix}.batch{batch}.naive"
+        if {"eager", "script"} <= medians.keys():
+            rows += cold_pairs(name, x, n_calls, device, seed)
+        else:
+            make, reason = unusable.get("script") or unusable["eager"]
+            rows += [make(f"{name}.{m}", reason) for m in COLD_PAIRS]
     return rows
+
+
+COLD_PAIRS = ("script_faster_pairs", "pairs", "script_faster_sign_p")
+
+
+def cold_pairs(name: str, x, n_calls: int, device, seed: int, pairs: int = 5) -> list[dict]:
+    """The book's cold loop of ``n_calls`` calls, eager against TorchScript, on ``pairs`` fresh
+    networks (each loop includes its module's first calls on the shape, so TorchScript's
+    profiling runs), alternating which runs first: the book runs eager first, and a loop
+    that runs second meets a warmer machine. The sign test counts the pairs where the
+    scripted loop was faster."""
+    faster = 0
+    for i in range(pairs):
+        net = mlp(seed + 1 + i).to(device)
+        loops = {m: convert(net, m) for m in ("eager", "script")}
+        order = ("eager", "script") if i % 2 == 0 else ("script", "eager")
+        seconds = {}
+        for mode in order:
+            seconds[mode] = naive_time(
+                lambda f=loops[mode]: [f(x) for _ in range(n_calls)], device, sync=True
+            )
+        faster += seconds["script"] < seconds["eager"]
+    values = (faster, pairs, sign_test_p(faster, pairs))
+    return [metric(f"{name}.{m}", v, "", str(device)) for m, v in zip(COLD_PAIRS, values)]
 
 
 def _measure_net(

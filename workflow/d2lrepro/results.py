@@ -57,6 +57,12 @@ def seed_spread(per_seed, one_run: float) -> float:
     return iqr(per_seed) if len(per_seed) > 1 else one_run
 
 
+def sign_test_p(wins: int, n: int) -> float:
+    """One-sided sign test: the chance of ``wins`` or more of ``n`` paired comparisons going
+    one way when either way is as likely (1 for no comparisons)."""
+    return sum(math.comb(n, k) for k in range(wins, n + 1)) / 2**n
+
+
 def diverged(losses: list[float]) -> bool:
     """Whether a run whose per-epoch losses so far are ``losses`` has diverged by now."""
     return any(exploded(loss, losses[0]) for loss in losses)

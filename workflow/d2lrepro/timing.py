@@ -53,6 +53,43 @@ def time_fn(fn: Callable, device, min_run_time: float = 0.2, max_run_time: float
     return {"median": m.median, "iqr": m.iqr, "runs": len(m.times)}
 
 
+def paired_ratio(
+    fn_a: Callable,
+    fn_b: Callable,
+    device,
+    block_s: float = 0.02,
+    min_rounds: int = 7,
+    max_rounds: int = 25,
+    max_run_time: float = 10.0,
+) -> dict:
+    """Seconds of ``fn_a`` over seconds of ``fn_b``: median and IQR over rounds, each timing
+    one block of calls of both, in alternating order (a b, b a, ...). A drift of the machine
+    between two separate timings, which neither timing's own IQR sees, moves both alike here,
+    so two timings of the same code give a ratio about 1 with an IQR that covers the drift."""
+    calls = 1
+    while True:  # as many calls per block as take ``block_s`` of the first function
+        with Clock(device) as clock:
+            for _ in range(calls):
+                fn_a()
+        if clock.seconds >= block_s or calls >= 1 << 20:
+            break
+        calls *= 2
+    ratios, start = [], time.perf_counter()
+    while len(ratios) < min_rounds or (
+        len(ratios) < max_rounds and time.perf_counter() - start < max_run_time
+    ):
+        seconds = {}
+        for which in "ab" if len(ratios) % 2 == 0 else "ba":
+            fn = fn_a if which == "a" else fn_b
+            with Clock(device) as clock:
+                for _ in range(calls):
+                    fn()
+            seconds[which] = clock.seconds
+        ratios.append(seconds["a"] / seconds["b"])
+    quartiles = torch.tensor(ratios).quantile(torch.tensor([0.25, 0.5, 0.75])).tolist()
+    return {"median": quartiles[1], "iqr": quartiles[2] - quartiles[0], "runs": len(ratios)}
+
+
 def naive_time(fn: Callable, device, sync: bool) -> float:
     """The book's d2l.Benchmark: wall-clock seconds of one call, no warm-up; with ``sync``
     the clock stops only once ``device`` has finished."""

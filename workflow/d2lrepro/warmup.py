@@ -4,12 +4,10 @@ without and with a linear warm-up from the same weights (``lr_training.train``'s
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from . import plotting
-from .results import metric
+from .results import metric, sign_test_p
 
 # A run "trains" when it neither explodes nor dies: a LeNet whose ReLUs died predicts one
 # class, 0.1 on the balanced test set; one that learns anything is far above twice that.
@@ -34,8 +32,7 @@ def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
     pairs = pairs.astype(bool)
     rescued = int((pairs["linear"] & ~pairs["none"]).sum())
     broken = int((pairs["none"] & ~pairs["linear"]).sum())
-    n = rescued + broken
-    sign_p = sum(math.comb(n, k) for k in range(rescued, n + 1)) / 2**n
+    sign_p = sign_test_p(rescued, rescued + broken)
     highest = {}
     rows = []
     for variant, g in table.groupby("warmup"):
