@@ -266,6 +266,26 @@ def test_a_scaled_setting_makes_the_claim_not_applicable_and_keeps_the_numbers()
     assert unrelated["verdict"] == claims.NOT_REPRODUCED
 
 
+def test_a_scaled_claim_says_how_long_the_book_s_scale_would_take_here(tmp_path):
+    for name, seconds in (("lr_train/a.book.seed0", 40.0), ("lr_train/b.book.seed0", 50.0)):
+        path = tmp_path / f"{name}.tsv"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f"s\th:m:s\n{seconds}\t0:00:40\n")
+    (tmp_path / "other.tsv").write_text("s\th:m:s\n999\t0:16:39\n")
+    timed = {"lr_schedules": "lr_train/*.tsv", "multidevice.runs.lenet.1": "none/*.tsv"}
+    seconds = claims.job_seconds(tmp_path, timed)
+    assert seconds == {"lr_schedules": 90.0}
+    row = evaluate_with(
+        [metric("acc", 0.9)],
+        {"kind": "above", "metric": "acc", "bound": 0.5},
+        claim={"depends_on": ["lr_schedules"]},
+        deviations=SCALED,
+        preset="cpu",
+        seconds=seconds,
+    )
+    assert "18x this run's work, about 27 min here by this run's 90 s" in row["reason"]
+
+
 def test_a_scaled_run_that_diverged_is_not_reproduced_and_says_it_was_scaled():
     row = evaluate_with(
         [failed("acc", "diverged at epoch 2")],
@@ -361,7 +381,8 @@ def shipped_claim(claim_id):
 )
 def test_new_claims_follow_their_evidence(claim_id, supports, contradicts):
     claim = shipped_claim(claim_id)
-    held = claims.evaluate_claim(claim, pd.DataFrame(supports), CPU_ONLY)
-    refuted = claims.evaluate_claim(claim, pd.DataFrame(contradicts), CPU_ONLY)
+    machine = {"cuda_devices": 8, "usable_cores": 8}  # everything a claim may require
+    held = claims.evaluate_claim(claim, pd.DataFrame(supports), machine)
+    refuted = claims.evaluate_claim(claim, pd.DataFrame(contradicts), machine)
     assert held["verdict"] == claims.REPRODUCED
     assert refuted["verdict"] == claims.NOT_REPRODUCED

@@ -1,6 +1,7 @@
 """The torchrun entry point, run as subprocesses (it pins its process to a core)."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from d2lrepro import multigpu_launch, multigpu_run, results
+from d2lrepro import multigpu_launch, multigpu_run
 from d2lrepro.models import LENET_SHAPES
 
 
@@ -85,7 +86,8 @@ def test_two_workers_train_like_one(data, tmp_path):
             )
         )
     one, two = (pd.read_csv(tmp_path / f"{w}.csv") for w in (1, 2))
-    assert list(two.columns) == results.HISTORY_COLUMNS
+    assert list(two.columns) == multigpu_run.RUN_COLUMNS
+    assert set(two["examples"]) == {512} and (two["steady_samples_per_s"] > 0).all()
     assert (
         two["epoch"].tolist() == [1, 2]
         and set(two["world_size"]) == {2}
@@ -99,6 +101,13 @@ def test_two_workers_train_like_one(data, tmp_path):
     params = [torch.load(tmp_path / f"{w}.pt", weights_only=True)["model"] for w in (1, 2)]
     for key in params[0]:
         assert torch.allclose(params[0][key], params[1][key], rtol=0, atol=rel / 10), key
+
+
+def test_the_steady_rate_leaves_out_the_first_batch_and_a_partial_last_one():
+    # 4 batches of 256 then 100: the first takes 2 s (warm-up), each other 1 s (the last 0.5).
+    assert multigpu_run.steady_rate([(2.0, 256), (5.0, 1024)], 5.5, 1124) == 768 / 3
+    assert multigpu_run.steady_rate([(2.0, 256)], 5.0, 1024) == 768 / 3  # whole batches only
+    assert math.isnan(multigpu_run.steady_rate([(2.0, 512)], 2.0, 512))  # one batch
 
 
 def test_one_and_two_workers_shuffle_apart_from_the_same_parameters():

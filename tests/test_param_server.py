@@ -8,8 +8,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from conftest import verdict_of
-from d2lrepro import devices, multigpu_launch, param_server
-from d2lrepro.claims import NOT_REPRODUCED
+from d2lrepro import devices, multigpu_launch, param_server, results
+from d2lrepro.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 
 def _strategies(rank, world, store, out):
@@ -161,11 +161,28 @@ def timed_rows(tmp_path, mutation="", mb=16):
     return torch.load(out, weights_only=False)
 
 
+GPUS = {"cuda_devices": 2, "usable_cores": 2}
+
+
+def test_o_m_over_n_is_judged_on_gpus_only():
+    def pushes(prefix, split_x_n, n1=1.0, iqr=0.02):
+        return [
+            results.metric(f"{prefix}.push.{name}.{stat}_s", value)
+            for name, median in (("split_x_n", split_x_n), ("n1", n1))
+            for stat, value in (("median", median), ("iqr", iqr))
+        ]
+
+    for claim, prefix in (("ps.scale", "ps"), ("ps.scale.all", "ps.all")):
+        assert verdict_of(claim, pushes(prefix, 1.2), GPUS) == REPRODUCED
+        assert verdict_of(claim, pushes(prefix, 2.0), GPUS) == NOT_REPRODUCED  # O(m), not O(m/n)
+        assert verdict_of(claim, pushes(prefix, 1.2)) == NOT_APPLICABLE  # CPU processes
+
+
 def test_servers_that_ignore_the_split_fail_o_m_over_n(tmp_path):
     # Each server receives a whole gradient: 2 × the split push is twice the one-server push.
-    # (The unbroken push is not asserted here: over loopback each CPU process copies what it
-    # sends and receives, so halving each message need not halve the time.)
-    assert verdict_of("ps.scale", timed_rows(tmp_path, "whole")) == NOT_REPRODUCED
+    # The claim needs GPUs (over loopback each CPU process copies as many bytes in the split
+    # push as the one server does): these CPU numbers stand in for theirs.
+    assert verdict_of("ps.scale", timed_rows(tmp_path, "whole"), GPUS) == NOT_REPRODUCED
 
 
 def test_a_ring_that_gathers_on_one_worker_fails_the_split_work(tmp_path):
@@ -175,5 +192,4 @@ def test_a_ring_that_gathers_on_one_worker_fails_the_split_work(tmp_path):
 def test_a_latency_bound_ring_is_no_faster_than_ethernet(tmp_path):
     # The unbroken ring of 2 gloo processes runs near 1 GB/s here: too close to judge. The
     # claim needs GPUs; these CPU numbers stand in for theirs.
-    gpus = {"cuda_devices": 2, "usable_cores": 2}
-    assert verdict_of("ps.bw", timed_rows(tmp_path, "chunked", mb=1), gpus) == NOT_REPRODUCED
+    assert verdict_of("ps.bw", timed_rows(tmp_path, "chunked", mb=1), GPUS) == NOT_REPRODUCED

@@ -80,11 +80,11 @@ def test_the_curve_judged_is_the_median_over_seeds(data):
     assert excess == again
 
 
-def eps_finals(gaps):
-    """Final losses of the ε sweep: (ε, seed, outside, inside) per pair."""
+def eps_finals(gaps, lr=0.01):
+    """Final losses of the ε sweep at one lr: (ε, seed, outside, inside) per pair."""
     return pd.DataFrame(
         [
-            {"eps": e, "seed": s, "variant": v, "final_loss": loss}
+            {"eps": e, "lr": lr, "seed": s, "variant": v, "final_loss": loss}
             for e, s, outside, inside in gaps
             for v, loss in (("outside", outside), ("inside", inside))
         ]
@@ -117,9 +117,32 @@ def test_eps_metrics_give_each_seed_one_vote():
         for m in sweeps.eps_metrics(eps_finals(many + [(0.1, 4, 0.24, 0.25)]))
     }
     assert five["adam.eps_sweep.sign_p"] == pytest.approx(1 / 32)
-    gaps[-1] = (1e-1, 3, 0.250, math.nan)  # a diverged run fails the sweep
+    gaps[-1] = (1e-1, 3, 0.250, math.nan)  # a variant diverged at its only lr
     (row,) = sweeps.eps_metrics(eps_finals(gaps))
     assert row["status"] == "failed"
+
+
+def test_eps_metrics_judge_each_variant_at_its_best_lr():
+    """At the book's lr ε inside ends lower for every seed, but ε outside at its own best lr
+    ends lower still: the vote goes to ε outside. A run that diverged is only a bad lr."""
+    seeds = range(5)
+    finals = pd.concat(
+        [
+            eps_finals([(0.1, s, 0.250, 0.245) for s in seeds], lr=0.01),
+            eps_finals([(0.1, s, 0.243, 0.248) for s in seeds], lr=0.02),
+            eps_finals([(0.1, s, math.nan, 0.247) for s in seeds], lr=0.04),
+        ]
+    )
+    best = sweeps.best_over_lr(finals)
+    picked = {(r.seed, r.variant): (r.lr, r.final_loss) for r in best.itertuples()}
+    assert len(picked) == len(best) == 10
+    assert picked[0, "outside"] == (0.02, 0.243) and picked[0, "inside"] == (0.01, 0.245)
+    values = {m["metric"]: m["value"] for m in sweeps.eps_metrics(finals)}
+    assert (values["adam.eps_sweep.outside_lower"], values["adam.eps_sweep.inside_lower"]) == (5, 0)
+    assert values["adam.eps_sweep.sign_p"] == pytest.approx(1 / 32)
+    assert values["adam.eps_sweep.runs"] == 30
+    at_one_lr = {m["metric"]: m["value"] for m in sweeps.eps_metrics(finals[finals["lr"] == 0.01])}
+    assert at_one_lr["adam.eps_sweep.inside_lower"] == 5
 
 
 def test_divergent_setting_is_recorded_not_raised(data):

@@ -175,9 +175,25 @@ def _unmet(requires: dict, environment: dict) -> str:
 WORK_SETTINGS = {"epochs": None, "train_subset": 60_000, "n_calls": None}
 
 
-def _scaled(depends_on: list[str], deviations: list, preset: str) -> str:
+def job_seconds(benchmarks: Path, patterns: dict[str, str]) -> dict[str, float]:
+    """Wall seconds this run's jobs took, by the setting they ran: ``patterns`` maps a config
+    key to the benchmark files (a glob under ``benchmarks``) of the jobs that ran it."""
+    seconds = {}
+    for key, pattern in patterns.items():
+        files = sorted(Path(benchmarks).glob(pattern))
+        if files:
+            seconds[key] = sum(float(pd.read_csv(f, sep="\t")["s"].iloc[-1]) for f in files)
+    return seconds
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def _scaled(depends_on: list[str], deviations: list, preset: str, seconds: dict) -> str:
     """Why a claim is judged only at the book's scale, when the preset changed a setting it
-    depends on ("" when it changed none): what was scaled, and how much more the book runs."""
+    depends on ("" when it changed none): what was scaled, how much more the book runs, and
+    how long that would take here by the ``seconds`` this run's jobs of those settings took."""
     hits = [
         d
         for d in deviations
@@ -193,7 +209,15 @@ def _scaled(depends_on: list[str], deviations: list, preset: str) -> str:
         numbers = isinstance(full, int | float) and isinstance(value, int | float)
         if setting in WORK_SETTINGS and numbers and value > 0:
             factor *= full / value
+    related = [
+        k
+        for k in seconds
+        if any(k == d or d.startswith(k + ".") or k.startswith(d + ".") for d in depends_on)
+    ]
+    spent = sum(seconds[k] for k in related)
     more = f"; the book's settings are about {factor:.3g}x this run's work" if factor > 1 else ""
+    if more and spent:
+        more += f", about {_minutes(factor * spent)} here by this run's {_minutes(spent)}"
     return (
         f"{SCALED_REASON}: preset {preset} scaled "
         + ", ".join(parts)
@@ -212,9 +236,11 @@ def evaluate_claim(
     environment: dict,
     deviations: list = (),
     preset: str = "book",
+    seconds: dict | None = None,
 ) -> dict:
-    """One row of claims.csv for ``claim``, given the rows of its evidence file and the
-    settings the preset changed (``deviations``: (key, book value, value) triples).
+    """One row of claims.csv for ``claim``, given the rows of its evidence file, the settings
+    the preset changed (``deviations``: (key, book value, value) triples) and the seconds this
+    run's jobs took by setting (:func:`job_seconds`).
 
     "not applicable here": the machine lacks the hardware, cannot measure a metric, or the
     preset scaled a setting the claim depends on. "not reproduced": a check failed, or the run
@@ -253,7 +279,7 @@ def evaluate_claim(
     if unmet:
         return verdict(NOT_APPLICABLE, unmet)
     failed_rows = used[status == "failed"]
-    scaled = _scaled(claim.get("depends_on", []), list(deviations), preset)
+    scaled = _scaled(claim.get("depends_on", []), list(deviations), preset, seconds or {})
     if len(failed_rows):
         # A run that failed is a finding even when the preset scaled it: a smaller run that
         # crashes or diverges says something is wrong, and the scale is named beside it.
@@ -277,7 +303,12 @@ def evaluate_claim(
 
 
 def evaluate(
-    ledger: dict, read_metrics, environment: dict, deviations: list = (), preset: str = "book"
+    ledger: dict,
+    read_metrics,
+    environment: dict,
+    deviations: list = (),
+    preset: str = "book",
+    seconds: dict | None = None,
 ) -> pd.DataFrame:
     """All claims of the ledger; ``read_metrics(path)`` returns an evidence file's rows."""
     cache: dict[str, pd.DataFrame] = {}
@@ -289,6 +320,6 @@ def evaluate(
                 cache[path] = read_metrics(path)
             rows.append(
                 {"section": section["id"]}
-                | evaluate_claim(claim, cache[path], environment, deviations, preset)
+                | evaluate_claim(claim, cache[path], environment, deviations, preset, seconds)
             )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -22,7 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,9 +38,12 @@ from .multigpu_concise import concise_setup
 from .multigpu_cost import COST_COLUMNS, cost_model
 from .multigpu_scratch import printed_examples, scratch_setup, shard
 from .results import HISTORY_COLUMNS, diverged, write_csv, write_metrics
-from .timing import Clock
+from .timing import Clock, synchronize
 
 MODELS = ("lenet", "resnet18")
+# Beside HISTORY_COLUMNS: an epoch's examples, and its throughput on its whole batches after
+# the first (:func:`steady_rate`).
+RUN_COLUMNS = [*HISTORY_COLUMNS, "examples", "steady_samples_per_s"]
 TOPK_COLUMNS = ["epoch", "batch", "train_loss", "top1", "top5"]
 log = logging.getLogger("d2lrepro.multigpu_run")
 
@@ -62,6 +67,20 @@ def order_seed(seed: int, world: int) -> int:
     """The default seed of the data order of a run of ``world`` workers: ``seed`` for one
     worker, another for each further one, so 1 and 2 devices see different minibatches."""
     return seed + 1000 * (world - 1)
+
+
+def steady_rate(marks: list[tuple[float, int]], seconds: float, examples: int) -> float:
+    """Examples per second from the end of an epoch's first batch to the start of a partial
+    last batch (or the epoch's end), given ``marks`` (seconds, examples done) at those points:
+    warm-up, which would weigh more on a run of fewer batches, and a partial batch, which runs
+    at another rate, are left out. NaN without a whole batch after the first."""
+    (t0, n0), (t1, n1) = marks[0], marks[1] if len(marks) > 1 else (seconds, examples)
+    return (n1 - n0) / (t1 - t0) if n1 > n0 else math.nan
+
+
+def _mark(device: torch.device, start: float, examples: int) -> tuple[float, int]:
+    synchronize(device)
+    return time.perf_counter() - start, examples
 
 
 def _reduced(counts: torch.Tensor) -> torch.Tensor:
@@ -104,7 +123,7 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
     """Train for ``args.epochs`` epochs, resuming from ``args.checkpoint`` if it exists.
 
     Returns (on rank 0; empty elsewhere) one row per epoch
-    (:data:`~d2lrepro.results.HISTORY_COLUMNS`) and, with
+    (:data:`RUN_COLUMNS`) and, with
     ``--topk-out``, a row every ``--topk-every`` batches with the running means since the
     epoch's start of loss, top-1 and top-5 training accuracy (:data:`TOPK_COLUMNS`).
     """
@@ -125,12 +144,18 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
         net.train()
         # loss sum, top-1 hits, top-5 hits, examples
         counts = torch.zeros(4, dtype=torch.float64, device=device)
+        marks = []  # see steady_rate
         with Clock(device) as clock:
+            start = time.perf_counter()
             for batch, i in enumerate(range(0, n, args.batch_size), start=1):
                 idx = order[i : i + args.batch_size]
+                if batch > 1 and len(idx) < args.batch_size:
+                    marks.append(_mark(device, start, i))
                 mine = shard(idx, rank, world)
                 y = data.train_y[mine]
                 y_hat, loss = step(data.train_x[mine], y, len(idx))
+                if batch == 1:
+                    marks.append(_mark(device, start, len(idx)))
                 hits = y_hat.topk(min(5, y_hat.shape[1]), dim=1).indices == y[:, None]
                 counts[0] += loss
                 counts[1] += hits[:, 0].sum()
@@ -159,6 +184,8 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
                 "test_acc": evaluate_accuracy(net, data.test_x, data.test_y, args.batch_size),
                 "seconds": clock.seconds,
                 "samples_per_s": seen / clock.seconds,
+                "examples": seen,
+                "steady_samples_per_s": steady_rate(marks, clock.seconds, seen),
                 "devices": devices,
                 "world_size": world,
                 "model": args.model,
@@ -309,7 +336,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         history, topk_rows = train(args, device, rank)
         if rank == 0:
-            write_csv(history, args.out, HISTORY_COLUMNS)
+            write_csv(history, args.out, RUN_COLUMNS)
             if args.topk_out is not None:
                 write_csv(topk_rows, args.topk_out, TOPK_COLUMNS)
     if dist.is_initialized():

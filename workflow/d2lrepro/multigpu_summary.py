@@ -34,7 +34,7 @@ EXAMPLE_METRICS = [
 
 # The cost model at the balanced batch, whose t1 / t2 must lie within 1/BALANCE and BALANCE
 # (see cost_metrics).
-BALANCED = ("batch", "t1_over_t2", "step_over_max", "step_over_sum", "max_error", "sum_error")
+BALANCED = ("batch", "t1_over_t2", "step_over_max", "max_error", "sum_error")
 BALANCE = 2
 
 
@@ -51,10 +51,18 @@ def load_runs(paths) -> dict[str, pd.DataFrame]:
 def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     """Over the run's seeds: the median final test accuracy and its spread (IQR across seeds,
     or with one seed its last five epochs' IQR), mean seconds per epoch (the book's
-    timer.avg), samples/s, and for a run the book drew, how far the median test-accuracy
-    curve strays outside the band of the book's editions; not applicable where the machine
-    lacks its devices, failed where a seed diverged."""
-    names = ("test_acc", "test_acc_spread", "sec_per_epoch", "samples_per_s")
+    timer.avg), samples/s over whole epochs and (median) on each epoch's whole batches after
+    its first, and for a run the book drew, how far the median test-accuracy curve strays
+    outside the band of the book's editions; not applicable where the machine lacks its
+    devices, failed where a seed diverged. The book's code records no first batch: its
+    steady rate is the epoch's."""
+    names = (
+        "test_acc",
+        "test_acc_spread",
+        "sec_per_epoch",
+        "samples_per_s",
+        "steady_samples_per_s",
+    )
     names += ("curve_excess",) if name in BOOK_CURVE_IDS else ()
     note = history["note"].dropna().astype(str) if "note" in history else pd.Series(dtype=str)
     if len(note) and note.iloc[0]:
@@ -75,6 +83,12 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
         ),
         metric(f"{name}.sec_per_epoch", history["seconds"].mean(), "s", device),
         metric(f"{name}.samples_per_s", history["samples_per_s"].median(), "samples/s", device),
+        metric(
+            f"{name}.steady_samples_per_s",
+            history.get("steady_samples_per_s", history["samples_per_s"]).median(skipna=False),
+            "samples/s",
+            device,
+        ),
     ]
     if name in BOOK_CURVE_IDS:
         curve = history.groupby("epoch")["test_acc"].median()
@@ -85,22 +99,40 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
     return rows
 
 
-def comparison_metrics(rows: dict[str, dict], model: str) -> list[dict]:
-    """Speed-up and scaling efficiency of run ``<model>.2`` over ``<model>.1``, and the test
-    accuracy difference (absolute, and 2 devices minus 1); these inherit "not applicable" or
-    "failed" from the runs they compare."""
+def unequal_work(one: pd.DataFrame, two: pd.DataFrame) -> str:
+    """Why two runs' steady throughputs do not compare the same work ("" when they do): their
+    epochs must train the same examples, and each must have a whole batch after its first
+    (:func:`d2lrepro.multigpu_run.steady_rate`)."""
+    examples = sorted({int(n) for h in (one, two) for n in h["examples"]})
+    if len(examples) > 1:
+        return f"the runs train different numbers of examples per epoch: {examples}"
+    if one["steady_samples_per_s"].isna().any() or two["steady_samples_per_s"].isna().any():
+        return "a run has no whole batch after its first: no steady throughput to compare"
+    return ""
+
+
+def comparison_metrics(
+    rows: dict[str, dict], model: str, histories: dict[str, pd.DataFrame]
+) -> list[dict]:
+    """Speed-up (steady throughput, 2 devices over 1) and scaling efficiency of run
+    ``<model>.2`` over ``<model>.1``, and the test accuracy difference (absolute, and 2
+    devices minus 1); these inherit "not applicable" or "failed" from the runs they compare,
+    and the speed-up is not applicable where the runs' epochs are not the same work
+    (:func:`unequal_work`)."""
     one, two = f"{model}.1", f"{model}.2"
-    needed = [rows[f"{run}.{n}"] for run in (one, two) for n in ("sec_per_epoch", "test_acc")]
+    rate = "steady_samples_per_s"
+    needed = [rows[f"{run}.{n}"] for run in (one, two) for n in (rate, "test_acc")]
     names = ("speedup", "efficiency", "acc_diff", "acc_change")
     for status, make in (("failed", failed), ("not applicable", not_applicable)):
         notes = sorted({r["note"] for r in needed if r["status"] == status})
         if notes:
             return [make(f"{model}.{n}", "; ".join(notes)) for n in names]
     value = {r["metric"]: r["value"] for r in needed}
-    speedup = value[f"{one}.sec_per_epoch"] / value[f"{two}.sec_per_epoch"]
-    return [
-        metric(f"{model}.speedup", speedup, "x"),
-        metric(f"{model}.efficiency", speedup / 2),
+    speedup = value[f"{two}.{rate}"] / value[f"{one}.{rate}"]
+    speed = [metric(f"{model}.speedup", speedup, "x"), metric(f"{model}.efficiency", speedup / 2)]
+    if "examples" in histories[one] and (why := unequal_work(histories[one], histories[two])):
+        speed = [not_applicable(f"{model}.{n}", why) for n in ("speedup", "efficiency")]
+    return speed + [
         metric(f"{model}.acc_diff", abs(value[f"{two}.test_acc"] - value[f"{one}.test_acc"])),
         metric(f"{model}.acc_change", value[f"{two}.test_acc"] - value[f"{one}.test_acc"]),
     ]
@@ -109,12 +141,13 @@ def comparison_metrics(rows: dict[str, dict], model: str) -> list[dict]:
 def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
     """The cost model's verdict numbers: t1 / t2 at the smallest and largest batch, and at the
     balanced batch (least |log t1/t2|: max(t1, t2) and t1 + t2 differ most) the measured step
-    over each and its relative error; the crossover batch (first t1 > t2) is shown.
+    over max(t1, t2) and the step's relative error from each; the crossover batch (first
+    t1 > t2) is shown.
 
     The balanced batch must have t1 / t2 within [1/:data:`BALANCE`, :data:`BALANCE`], where
-    max(t1, t2) is at most 2/3 of t1 + t2; further apart the two models differ too little for
-    the step to tell them apart, and the balanced metrics fail. As t1 at most doubles when the
-    batch does, t1 / t2 can miss that range only if it never crosses 1 inside the grid."""
+    max(t1, t2) is at most 2/3 of t1 + t2; further apart the two differ too little for the
+    step to tell them apart, and the balanced metrics are not applicable: the claim needs a
+    step whose communication is comparable to its computation."""
     names = ("t1_over_t2.smallest", "t1_over_t2.largest", "crossover_batch")
     names += tuple(f"balanced.{n}" for n in BALANCED)
     if "note" in cost and cost["note"].notna().any():
@@ -138,11 +171,12 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
         why = (
             f"no balanced batch: t1 / t2 is nearest 1 at batch {at.batch_per_device:g} per"
             f" device, {ratio:.3g}, outside 1/{BALANCE}–{BALANCE}, where max(t1, t2) and"
-            " t1 + t2 differ too little to tell apart"
+            " t1 + t2 differ too little to tell apart; a model or link whose communication"
+            " is comparable to its computation at some batch would judge it"
         )
-        return ends + [failed(f"cost.{model}.balanced.{n}", why) for n in BALANCED]
+        return ends + [not_applicable(f"cost.{model}.balanced.{n}", why) for n in BALANCED]
     over = (at.measured_step / max(at.t1, at.t2), at.measured_step / (at.t1 + at.t2))
-    values = (at.batch_per_device, ratio, *over, *(abs(o - 1) for o in over))
+    values = (at.batch_per_device, ratio, over[0], *(abs(o - 1) for o in over))
     return ends + [metric(f"cost.{model}.balanced.{n}", v) for n, v in zip(BALANCED, values)]
 
 
@@ -263,7 +297,7 @@ def summarize(
     by_name = {r["metric"]: r for r in rows}
     pairs = sorted({n.rsplit(".", 1)[0] for n in histories if n.endswith(".2")})
     for prefix in (p for p in pairs if f"{p}.1" in histories):
-        rows += comparison_metrics(by_name, prefix)
+        rows += comparison_metrics(by_name, prefix, histories)
     values = {r["metric"]: r["value"] for r in rows}
     for model, cost in cost_tables.items():
         rows += cost_metrics(cost, model)

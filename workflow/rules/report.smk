@@ -37,6 +37,17 @@ rule evaluate_claims:
     params:
         preset=SETTINGS.preset,
         deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
+        # The benchmark files of the jobs that run each setting a preset scales: a scaled
+        # claim says how long judging it at the book's scale would take here.
+        timed={
+            "lr_schedules": "lr_train/*.tsv",
+            "warmup_sweep": "warmup_sweep/*.tsv",
+            "airfoil": "airfoil_run/*.tsv",
+            **{
+                f"multidevice.runs.{run}": f"multidevice_train/{run}.seed*.tsv"
+                for run in S["multidevice"]["runs"]
+            },
+        },
     script:
         "../scripts/evaluate_claims.py"
 

@@ -1,3 +1,5 @@
+import time
+
 import pandas as pd
 import torch
 
@@ -25,15 +27,17 @@ rows += sweeps.compare_implementations(
     p.eval_every,
     p.seed,
 )
+start = time.perf_counter()
 eps_runs = sweeps.eps_sweep(
     data,
     p.eps_sweep["eps"],
     p.seeds,
-    p.eps_sweep["lr"],
+    p.eps_sweep["lrs"],
     p.compare_epochs,
     p.batch_size,
     p.eval_every,
 )
+log.info("ε sweep: %d runs in %.1f s", len(eps_runs), time.perf_counter() - start)
 rows += sweeps.eps_metrics(eps_runs)
 results.write_csv(runs, snakemake.output.runs)
 results.write_csv(eps_runs, snakemake.output.eps_runs)
