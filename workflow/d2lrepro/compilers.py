@@ -5,8 +5,8 @@ Metrics: ``imperative.result``, ``symbolic.result`` (book: 10); ``hyb.n_calls``;
 ``hyb.batch{B}.{mode}.{median_s,iqr_s,runs}`` (time of ``n_calls`` forward calls),
 ``hyb.batch{B}.{mode}.naive_s`` (the book's one cold loop), ``hyb.batch{B}.{mode}.max_abs_diff``
 (against eager), ``hyb.batch{B}.eager_over_{mode}`` and its ``_iqr`` (eager's time over the
-mode's, from blocks of calls timed in alternation), ``hyb.batch{B}.naive.{script_faster_pairs,
-pairs,script_faster_sign_p}`` (the cold loop on fresh networks, eager against TorchScript);
+mode's, from blocks of calls timed in alternation), ``hyb.batch{B}.naive.*`` (the
+book's cold loop in fresh processes: :mod:`.cold_loop`);
 ``serial.{file_bytes,params,max_abs_diff}``.
 """
 
@@ -26,10 +26,10 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import plotting
+from . import cold_loop, plotting
 from .devices import cuda_count
 from .models import mlp
-from .results import failed, metric, not_applicable, one_line, sign_test_p
+from .results import failed, metric, not_applicable, one_line
 from .timing import NAN_TIMING, naive_time, paired_ratio, time_fn, timing_rows
 
 log = logging.getLogger(__name__)
@@ -232,35 +232,11 @@ def hybridize(
                 rows += [make(name, reason, "x"), make(f"{name}_iqr", reason, "x")]
         name = f"{prefix}.batch{batch}.naive"
         if {"eager", "script"} <= medians.keys():
-            rows += cold_pairs(name, x, n_calls, device, seed)
+            rows += cold_loop.cold_pairs(name, batch, n_calls, device, seed)
         else:
             make, reason = unusable.get("script") or unusable["eager"]
-            rows += [make(f"{name}.{m}", reason) for m in COLD_PAIRS]
+            rows += [make(f"{name}.{m}", reason) for m in cold_loop.NAMES]
     return rows
-
-
-COLD_PAIRS = ("script_faster_pairs", "pairs", "script_faster_sign_p")
-
-
-def cold_pairs(name: str, x, n_calls: int, device, seed: int, pairs: int = 5) -> list[dict]:
-    """The book's cold loop of ``n_calls`` calls, eager against TorchScript, on ``pairs`` fresh
-    networks (each loop includes its module's first calls on the shape, so TorchScript's
-    profiling runs), alternating which runs first: the book runs eager first, and a loop
-    that runs second meets a warmer machine. The sign test counts the pairs where the
-    scripted loop was faster."""
-    faster = 0
-    for i in range(pairs):
-        net = mlp(seed + 1 + i).to(device)
-        loops = {m: convert(net, m) for m in ("eager", "script")}
-        order = ("eager", "script") if i % 2 == 0 else ("script", "eager")
-        seconds = {}
-        for mode in order:
-            seconds[mode] = naive_time(
-                lambda f=loops[mode]: [f(x) for _ in range(n_calls)], device, sync=True
-            )
-        faster += seconds["script"] < seconds["eager"]
-    values = (faster, pairs, sign_test_p(faster, pairs))
-    return [metric(f"{name}.{m}", v, "", str(device)) for m, v in zip(COLD_PAIRS, values)]
 
 
 def _measure_net(

@@ -1,0 +1,69 @@
+"""The book's cold loop of forward passes, eager against TorchScript, each pair of loops in a
+fresh Python process (hyb.bench.naive).
+
+TorchScript keeps what it compiled and profiled for a module's code for the rest of the
+process, so in one process only the first scripted loop is cold. Each pair therefore runs in
+a new interpreter, as each run of the book's notebook did, and the pairs alternate which loop
+runs first, since the first pays the process's own first-call costs.
+
+Metrics: ``{name}.script_faster_pairs``, ``{name}.pairs``, ``{name}.script_faster_sign_p``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import torch
+
+from .models import mlp
+from .results import failed, metric, sign_test_p
+from .timing import naive_time
+
+NAMES = ("script_faster_pairs", "pairs", "script_faster_sign_p")
+
+
+def cold_pair(order, seed: int, batch: int, n_calls: int, device: str, threads: int) -> dict:
+    """Seconds of the book's loop of ``n_calls`` calls on a fresh MLP, eagerly and after
+    torch.jit.script, in ``order``, in this process: each loop's first calls are on a shape
+    its module has not seen, so the scripted loop includes TorchScript's profiling runs."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    x = torch.randn(batch, 512, device=device)
+    net = mlp(seed).to(device)
+    loops = {"eager": net, "script": torch.jit.script(net)}
+    return {
+        mode: naive_time(lambda f=loops[mode]: [f(x) for _ in range(n_calls)], device, True)
+        for mode in order
+    }
+
+
+def in_fresh_process(*args) -> dict:
+    """:func:`cold_pair` of ``args`` run by a new Python interpreter."""
+    code = (
+        "import json; from d2lrepro.cold_loop import cold_pair; "
+        f"print(json.dumps(cold_pair(*{args!r})))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if done.returncode:
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        raise RuntimeError(f"the cold loop's process failed: {lines[-1]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def cold_pairs(
+    name: str, batch: int, n_calls: int, device, seed: int, pairs: int = 5, run=in_fresh_process
+) -> list[dict]:
+    """The sign test over ``pairs`` fresh processes, each timing the two cold loops of its own
+    network (``run``: :func:`in_fresh_process`), of the scripted loop being the faster."""
+    faster = 0
+    for i in range(pairs):
+        order = ("eager", "script") if i % 2 == 0 else ("script", "eager")
+        try:
+            seconds = run(order, seed + 1 + i, batch, n_calls, str(device), torch.get_num_threads())
+        except RuntimeError as error:
+            return [failed(f"{name}.{m}", str(error)) for m in NAMES]
+        faster += seconds["script"] < seconds["eager"]
+    values = (faster, pairs, sign_test_p(faster, pairs))
+    return [metric(f"{name}.{m}", v, "", str(device)) for m, v in zip(NAMES, values)]
