@@ -266,14 +266,17 @@ def test_a_scaled_setting_makes_the_claim_not_applicable_and_keeps_the_numbers()
     assert unrelated["verdict"] == claims.NOT_REPRODUCED
 
 
+def benchmark(path, seconds):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"s\th:m:s\n{seconds}\t0:00:00\n")
+    return str(path)
+
+
 def test_a_scaled_claim_says_how_long_the_book_s_scale_would_take_here(tmp_path):
-    for name, seconds in (("lr_train/a.book.seed0", 40.0), ("lr_train/b.book.seed0", 50.0)):
-        path = tmp_path / f"{name}.tsv"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(f"s\th:m:s\n{seconds}\t0:00:40\n")
-    (tmp_path / "other.tsv").write_text("s\th:m:s\n999\t0:16:39\n")
-    timed = {"lr_schedules": "lr_train/*.tsv", "multidevice.runs.lenet.1": "none/*.tsv"}
-    seconds = claims.job_seconds(tmp_path, timed)
+    lr = [benchmark(tmp_path / f"lr_train/{n}.tsv", s) for n, s in (("a", 40.0), ("b", 50.0))]
+    benchmark(tmp_path / "lr_train/stale.tsv", 999.0)  # from an earlier run: not listed
+    files = {"lr_schedules": lr, "multidevice.runs.lenet.1": [str(tmp_path / "none.tsv")]}
+    seconds = claims.job_seconds(files)
     assert seconds == {"lr_schedules": 90.0}
     row = evaluate_with(
         [metric("acc", 0.9)],
@@ -283,7 +286,28 @@ def test_a_scaled_claim_says_how_long_the_book_s_scale_would_take_here(tmp_path)
         preset="cpu",
         seconds=seconds,
     )
-    assert "18x this run's work, about 27 min here by this run's 90 s" in row["reason"]
+    # 60000 / 10000 images x 30 / 10 epochs = 18 x 90 s
+    assert "would take about 27 min of job time here, one job at a time" in row["reason"]
+    assert "(this run's: 90 s, extrapolated linearly)" in row["reason"]
+
+
+def test_the_times_of_separate_runs_add_up_and_lists_scale_by_their_length():
+    deviations = [
+        ("multidevice.runs.a.epochs", 10, 1),
+        ("multidevice.runs.b.epochs", 10, 1),
+        ("multidevice.seeds", [0, 1, 2], [0]),
+    ]
+    seconds = {"multidevice.runs.a": 60.0, "multidevice.runs.b": 60.0}
+    row = evaluate_with(
+        [metric("acc", 0.9)],
+        {"kind": "above", "metric": "acc", "bound": 0.5},
+        claim={"depends_on": ["multidevice.runs.a", "multidevice.runs.b", "multidevice.seeds"]},
+        deviations=deviations,
+        preset="cpu",
+        seconds=seconds,
+    )
+    # each run 10 epochs x 3 seeds = 30 x 60 s; the two runs add: 60 min, not 300 x 120 s
+    assert "about 60 min of job time here" in row["reason"]
 
 
 def test_a_scaled_run_that_diverged_is_not_reproduced_and_says_it_was_scaled():

@@ -22,15 +22,20 @@ from .results import failed, metric, sign_test_p
 from .timing import naive_time
 
 NAMES = ("script_faster_pairs", "pairs", "script_faster_sign_p")
+TIMEOUT_S = 600  # one pair of loops: seconds on a laptop; a hung interpreter fails the pair
 
 
 def cold_pair(order, seed: int, batch: int, n_calls: int, device: str, threads: int) -> dict:
     """Seconds of the book's loop of ``n_calls`` calls on a fresh MLP, eagerly and after
-    torch.jit.script, in ``order``, in this process: each loop's first calls are on a shape
-    its module has not seen, so the scripted loop includes TorchScript's profiling runs."""
+    torch.jit.script, in ``order``, in this process. The book's earlier cells run first, as in
+    its notebook: another net called once on the same shape, then scripted and called once;
+    so the process is warm, and the timed modules are not."""
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     x = torch.randn(batch, 512, device=device)
+    earlier = mlp(seed + 10_000).to(device)
+    earlier(x)
+    torch.jit.script(earlier)(x)
     net = mlp(seed).to(device)
     loops = {"eager": net, "script": torch.jit.script(net)}
     return {
@@ -45,11 +50,16 @@ def in_fresh_process(*args) -> dict:
         "import json; from d2lrepro.cold_loop import cold_pair; "
         f"print(json.dumps(cold_pair(*{args!r})))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if done.returncode:
-        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-        raise RuntimeError(f"the cold loop's process failed: {lines[-1]}")
-    return json.loads(done.stdout.splitlines()[-1])
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT_S
+        )
+        if done.returncode:
+            lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+            raise RuntimeError(lines[-1])
+        return json.loads(done.stdout.splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, RuntimeError, ValueError, IndexError) as error:
+        raise RuntimeError(f"the cold loop's process failed: {error}") from error
 
 
 def cold_pairs(

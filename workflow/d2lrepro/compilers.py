@@ -161,6 +161,7 @@ def hybridize(
     min_run_time: float = 0.2,
     max_run_time: float = 10.0,
     prefix: str = "hyb",
+    cold_batch: int | None = 1,
 ) -> list[dict]:
     """Forward passes of the book's MLP run eagerly, by TorchScript and by torch.compile;
     metric names start with ``prefix``.
@@ -172,7 +173,8 @@ def hybridize(
     and iqr_s are the timing helper's per-call figures times ``n_calls``, its blocks of calls
     standing for the book's loop; max_abs_diff compares the output with eager's. A mode whose
     toolchain is missing (:func:`missing_toolchain`) is not applicable, with what is missing;
-    a mode that raises anyway has failed, with the error's first line.
+    a mode that raises anyway has failed, with the error's first line. At ``cold_batch`` (the
+    book's batch 1; None: none) the book's cold loop is also repeated in fresh processes.
     """
     device = torch.device(device)
     eager = mlp(seed).to(device)
@@ -230,6 +232,8 @@ def hybridize(
             else:
                 make, reason = unusable.get(mode) or unusable["eager"]
                 rows += [make(name, reason, "x"), make(f"{name}_iqr", reason, "x")]
+        if batch != cold_batch:
+            continue
         name = f"{prefix}.batch{batch}.naive"
         if {"eager", "script"} <= medians.keys():
             rows += cold_loop.cold_pairs(name, batch, n_calls, device, seed)
@@ -317,5 +321,5 @@ def measure(cfg: dict, seed: int, model_dir) -> list[dict]:
     )
     rows += hybridize(device="cpu", **timing)
     if cuda_count():
-        rows += hybridize(device="cuda:0", prefix="hyb.cuda", **timing)
+        rows += hybridize(device="cuda:0", prefix="hyb.cuda", cold_batch=None, **timing)
     return rows + serialize(model_dir, seed)

@@ -40,11 +40,22 @@ rule evaluate_claims:
         # The benchmark files of the jobs that run each setting a preset scales: a scaled
         # claim says how long judging it at the book's scale would take here.
         timed={
-            "lr_schedules": "lr_train/*.tsv",
-            "warmup_sweep": "warmup_sweep/*.tsv",
-            "airfoil": "airfoil_run/*.tsv",
+            "lr_schedules": [
+                f"benchmarks/lr_train/{Path(p).stem}.tsv" for p in lr_runs()
+            ],
+            "warmup_sweep": [
+                f"benchmarks/warmup_sweep/{Path(p).stem}.tsv" for p in warmup_runs()
+            ],
+            "airfoil": expand(
+                "benchmarks/airfoil_run/{setting}.tsv",
+                setting=AIRFOIL.instance_patterns,
+            ),
             **{
-                f"multidevice.runs.{run}": f"multidevice_train/{run}.seed*.tsv"
+                f"multidevice.runs.{run}": expand(
+                    "benchmarks/multidevice_train/{run}.seed{seed}.tsv",
+                    run=[run],
+                    seed=S["multidevice"]["seeds"],
+                )
                 for run in S["multidevice"]["runs"]
             },
         },

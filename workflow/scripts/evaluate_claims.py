@@ -1,5 +1,4 @@
 import json
-from pathlib import Path
 
 import pandas as pd
 
@@ -14,7 +13,7 @@ table = claims.evaluate(
     env,
     [tuple(d) for d in snakemake.params.deviations],
     snakemake.params.preset,
-    claims.job_seconds(Path("benchmarks"), snakemake.params.timed),
+    claims.job_seconds(snakemake.params.timed),
 )
 for row in table.itertuples():
     log.info("%s: %s %s", row.id, row.verdict, row.reason if isinstance(row.reason, str) else "")
