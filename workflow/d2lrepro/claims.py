@@ -234,8 +234,9 @@ def _scaled(depends_on: list[str], deviations: list, preset: str, seconds: dict)
     factor = _work_factor(hits)
     if spent and book > spent:
         more = (
-            f"; the book's settings would take about {_minutes(book)} of job time here, one"
-            f" job at a time (this run's: {_minutes(spent)}, extrapolated linearly)"
+            f"; the book's settings would take at most about {_minutes(book)} of job time"
+            f" here, one job at a time (this run's {_minutes(spent)} scaled linearly, its"
+            " start-up costs too)"
         )
     elif factor > 1:
         more = f"; the book's settings are about {factor:.3g}x this run's work"
