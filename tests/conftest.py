@@ -24,7 +24,7 @@ def mirror() -> Path:
 @pytest.fixture
 def cuda_count(monkeypatch):
     """Pretend this machine has ``n`` CUDA devices: ``cuda_count(n)``."""
-    from d2lrepro import devices
+    from d2lrepro.core import devices
 
     def fake(n):
         monkeypatch.setattr(devices, "cuda_count", lambda: n)
@@ -35,7 +35,7 @@ def cuda_count(monkeypatch):
 @functools.cache
 def shipped_claims() -> dict:
     """The shipped ledger's claims by id, loaded once."""
-    from d2lrepro import claims
+    from d2lrepro.pipeline import claims
 
     return {c["id"]: c for s in claims.load()["sections"] for c in s["claims"]}
 
@@ -45,7 +45,7 @@ def verdict_of(claim_id: str, rows, environment: dict | None = None) -> str:
     frame): mutation tests break the code a claim is about and expect "not reproduced"."""
     import pandas as pd
 
-    from d2lrepro import claims
+    from d2lrepro.pipeline import claims
 
     claim = shipped_claims()[claim_id]
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))

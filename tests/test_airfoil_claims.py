@@ -9,8 +9,10 @@ import torch
 import yaml
 
 from conftest import REPO, verdict_of
-from d2lrepro import claims, data, optimizers, reference, sweeps
-from d2lrepro.results import metric
+from d2lrepro.core import data, reference
+from d2lrepro.core.results import metric
+from d2lrepro.optimization import airfoil, optimizers
+from d2lrepro.pipeline import claims
 
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())["airfoil"]
 BOOK = reference.load()
@@ -18,27 +20,27 @@ CURVES = [name for name in CONFIG["settings"] if name in set(BOOK["id"])]
 
 
 @pytest.fixture(scope="module")
-def airfoil(mirror):
+def airfoil_data(mirror):
     return data.prepare_airfoil(mirror / "airfoil" / "airfoil_self_noise.dat")
 
 
-def summary(airfoil, names):
+def summary(airfoil_data, names):
     runs = [
-        sweeps.run_setting(
-            n, CONFIG["settings"][n], airfoil, CONFIG["seeds"], CONFIG["epochs"], 10, 200
+        airfoil.run_setting(
+            n, CONFIG["settings"][n], airfoil_data, CONFIG["seeds"], CONFIG["epochs"], 10, 200
         )
         for n in names
     ]
     settings = {n: CONFIG["settings"][n] for n in names}
-    rows = sweeps.summarize(pd.concat(runs, ignore_index=True), BOOK)
-    return rows + sweeps.compare_implementations(airfoil, settings, 2, 10, 200, seed=0)
+    rows = airfoil.summarize(pd.concat(runs, ignore_index=True), BOOK)
+    return rows + airfoil.compare_implementations(airfoil_data, settings, 2, 10, 200, seed=0)
 
 
 def slow_lr(monkeypatch):
     """A learning rate five times too small reaches every optimizer that has one."""
-    hyper_of = sweeps.hyper_of
+    hyper_of = airfoil.hyper_of
     monkeypatch.setattr(
-        sweeps,
+        airfoil,
         "hyper_of",
         lambda s: {k: v * 0.2 if k == "lr" else v for k, v in hyper_of(s).items()},
     )
@@ -59,10 +61,10 @@ def adadelta_eps(monkeypatch):
 
 
 @pytest.mark.parametrize("name", CURVES)
-def test_each_curve_claim_follows_the_code(airfoil, monkeypatch, name):
-    assert verdict_of(name, summary(airfoil, [name])) == claims.REPRODUCED
+def test_each_curve_claim_follows_the_code(airfoil_data, monkeypatch, name):
+    assert verdict_of(name, summary(airfoil_data, [name])) == claims.REPRODUCED
     (adadelta_eps if name.startswith("adadelta") else slow_lr)(monkeypatch)
-    assert verdict_of(name, summary(airfoil, [name])) == claims.NOT_REPRODUCED
+    assert verdict_of(name, summary(airfoil_data, [name])) == claims.NOT_REPRODUCED
 
 
 @pytest.mark.parametrize("name", CURVES)
@@ -86,7 +88,7 @@ def test_each_curve_claim_reads_its_tolerance(name):
 
 
 @pytest.mark.parametrize("name", ["adagrad.concise", "rmsprop.concise", "adam.concise"])
-def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil, monkeypatch, name):
+def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil_data, monkeypatch, name):
     """The bound on the scratch-vs-torch.optim gap is the plot's largest EN–ZH gap, which the
     real pair passes; a torch.optim counterpart built with torch's defaults (the setting's
     hyper-parameters not passed) parts from the scratch optimizer by more."""
@@ -96,14 +98,14 @@ def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil, monkeypatch, na
     setting = CONFIG["settings"][name]
 
     def rows():
-        gap = sweeps.compare_implementations(airfoil, {name: setting}, 2, 10, 200, seed=0)
+        gap = airfoil.compare_implementations(airfoil_data, {name: setting}, 2, 10, 200, seed=0)
         en = float(claim["book"].split()[2])
         return gap + [metric(f"{name}.final_loss", en), metric(f"{name}.curve_excess", 0.0)]
 
     assert verdict_of(name, rows()) == claims.REPRODUCED
     optimizer = optimizers.OPTIMIZERS[setting["optimizer"]]
     trainer = type(
-        optimizer.concise([torch.zeros(1, requires_grad=True)], sweeps.hyper_of(setting))
+        optimizer.concise([torch.zeros(1, requires_grad=True)], airfoil.hyper_of(setting))
     )
     monkeypatch.setitem(
         optimizers.OPTIMIZERS,
@@ -113,25 +115,25 @@ def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil, monkeypatch, na
     assert verdict_of(name, rows()) == claims.NOT_REPRODUCED
 
 
-def eps_rows(airfoil):
+def eps_rows(airfoil_data):
     """The sweep at the two largest ε of the config, over the three lrs of its grid around
     the book's 0.01 (to keep the test short)."""
     lrs = CONFIG["eps_sweep"]["lrs"][1:4]
-    finals = sweeps.eps_sweep(airfoil, [1e-2, 1e-1], CONFIG["seeds"], lrs, 2, 10, 200)
-    return sweeps.eps_metrics(finals)
+    finals = airfoil.eps_sweep(airfoil_data, [1e-2, 1e-1], CONFIG["seeds"], lrs, 2, 10, 200)
+    return airfoil.eps_metrics(finals)
 
 
-def test_eps_outside_is_judged_by_one_vote_per_seed(airfoil, monkeypatch):
+def test_eps_outside_is_judged_by_one_vote_per_seed(airfoil_data, monkeypatch):
     """On the airfoil data at ε = 0.01 and 0.1, each variant at its best lr, ε inside ends
     lower for every seed: not reproduced. The check follows the code: with the variants
     swapped every seed votes for ε outside and it reproduces, with ε placed the same way in
     both (no seed decides) it does not."""
-    assert verdict_of("adam.eps_outside", eps_rows(airfoil)) == claims.NOT_REPRODUCED
-    variant = sweeps.adam_variant
-    monkeypatch.setattr(sweeps, "adam_variant", lambda inside: variant(not inside))
-    assert verdict_of("adam.eps_outside", eps_rows(airfoil)) == claims.REPRODUCED
-    monkeypatch.setattr(sweeps, "adam_variant", lambda inside: variant(False))
-    rows = eps_rows(airfoil)
+    assert verdict_of("adam.eps_outside", eps_rows(airfoil_data)) == claims.NOT_REPRODUCED
+    variant = airfoil.adam_variant
+    monkeypatch.setattr(airfoil, "adam_variant", lambda inside: variant(not inside))
+    assert verdict_of("adam.eps_outside", eps_rows(airfoil_data)) == claims.REPRODUCED
+    monkeypatch.setattr(airfoil, "adam_variant", lambda inside: variant(False))
+    rows = eps_rows(airfoil_data)
     assert {r["metric"]: r["value"] for r in rows}["adam.eps_sweep.sign_p"] == 1.0
     assert verdict_of("adam.eps_outside", rows) == claims.NOT_REPRODUCED
 
@@ -156,19 +158,19 @@ def adagrad_forgetting(monkeypatch, accumulate):
         pytest.param(lambda s, g: s.mul_(0.9).add_(g**2), id="s-leaks-like-rmsprop"),
     ],
 )
-def test_adagrad_effective_lr_follows_the_accumulation(airfoil, monkeypatch, accumulate):
+def test_adagrad_effective_lr_follows_the_accumulation(airfoil_data, monkeypatch, accumulate):
     """The effective lr read from Adagrad's state decays as t^-1/2 because s sums the squared
     gradients: an s that is not kept, or that forgets, gives a flat effective lr."""
     claim, setting = "adagrad.effective_lr", ["adagrad.scratch_lr0.1"]
-    assert verdict_of(claim, summary(airfoil, setting)) == claims.REPRODUCED
+    assert verdict_of(claim, summary(airfoil_data, setting)) == claims.REPRODUCED
     adagrad_forgetting(monkeypatch, accumulate)
-    assert verdict_of(claim, summary(airfoil, setting)) == claims.NOT_REPRODUCED
+    assert verdict_of(claim, summary(airfoil_data, setting)) == claims.NOT_REPRODUCED
 
 
-def test_adadelta_concise_eps_follows_the_eps(airfoil, monkeypatch):
+def test_adadelta_concise_eps_follows_the_eps(airfoil_data, monkeypatch):
     """torch.optim.Adadelta with the book's eps (1e-5) is the book's Adadelta: no gap."""
     claim, setting = "adadelta.concise.eps", ["adadelta.concise"]
-    assert verdict_of(claim, summary(airfoil, setting)) == claims.REPRODUCED
+    assert verdict_of(claim, summary(airfoil_data, setting)) == claims.REPRODUCED
     adadelta = optimizers.OPTIMIZERS["adadelta"]
     same_eps = optimizers.Optimizer(
         adadelta.rule,
@@ -176,7 +178,7 @@ def test_adadelta_concise_eps_follows_the_eps(airfoil, monkeypatch):
         lambda ps, h: torch.optim.Adadelta(ps, rho=h["rho"], eps=1e-5),
     )
     monkeypatch.setitem(optimizers.OPTIMIZERS, "adadelta", same_eps)
-    assert verdict_of(claim, summary(airfoil, setting)) == claims.NOT_REPRODUCED
+    assert verdict_of(claim, summary(airfoil_data, setting)) == claims.NOT_REPRODUCED
 
 
 def timing_rows(slowest, fastest, spread=0.0):
@@ -188,19 +190,19 @@ def timing_rows(slowest, fastest, spread=0.0):
     ]
 
 
-def test_sec_per_epoch_is_judged_against_the_books_widest_ratio(airfoil, monkeypatch):
+def test_sec_per_epoch_is_judged_against_the_books_widest_ratio(airfoil_data, monkeypatch):
     claim = "data.train_ch11.sec_per_epoch"
     assert verdict_of(claim, timing_rows(0.245, 0.107)) == claims.REPRODUCED  # the book's EN
     assert verdict_of(claim, timing_rows(0.25, 0.1)) == claims.NOT_REPRODUCED
     assert verdict_of(claim, timing_rows(0.2, 0.1, spread=0.04)) == claims.NOT_REPRODUCED
     names = ["momentum.lr0.02_m0.5", "momentum.concise"]
-    assert verdict_of(claim, summary(airfoil, names)) == claims.REPRODUCED
+    assert verdict_of(claim, summary(airfoil_data, names)) == claims.REPRODUCED
     # Settings timed on two hosts are not compared.
     hosts = iter(["node1"] * 5 + ["node2"] * 5)
     with monkeypatch.context() as m:
-        m.setattr(sweeps.socket, "gethostname", lambda: next(hosts))
-        assert verdict_of(claim, summary(airfoil, names)) == claims.NOT_APPLICABLE
+        m.setattr(airfoil.socket, "gethostname", lambda: next(hosts))
+        assert verdict_of(claim, summary(airfoil_data, names)) == claims.NOT_APPLICABLE
     # The from-scratch update run 30 times per minibatch: the scratch settings slow down.
     step = optimizers.step
     monkeypatch.setattr(optimizers, "step", lambda *a: [step(*a) for _ in range(30)][0])
-    assert verdict_of(claim, summary(airfoil, names)) == claims.NOT_REPRODUCED
+    assert verdict_of(claim, summary(airfoil_data, names)) == claims.NOT_REPRODUCED

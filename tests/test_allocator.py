@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from d2lrepro import allocator
+from d2lrepro.core import allocator
 
 # Frees a 20 MB block and prints how many free bytes the heap kept (glibc's mallinfo2).
 FREED_AND_KEPT = """

@@ -1,7 +1,7 @@
 import torch
 from torch import nn
 
-from d2lrepro import architectures
+from d2lrepro.multidevice import architectures
 
 
 def test_a_linear_layers_training_flops_are_counted():

@@ -4,8 +4,8 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from conftest import verdict_of
-from d2lrepro import asynchrony
-from d2lrepro.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.performance import asynchrony
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 from shared_cores import skip_if_shared, timed_alone
 
 CPU = torch.device("cpu")

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from conftest import verdict_of
-from d2lrepro import autopar
-from d2lrepro.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
-from d2lrepro.results import metric
+from d2lrepro.core.results import metric
+from d2lrepro.performance import autopar
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 from shared_cores import skip_if_shared, timed_alone
 
 FAST = {"min_run_time": 0.01, "max_run_time": 0.2}

@@ -4,8 +4,8 @@ import jsonschema
 import pandas as pd
 import pytest
 
-from d2lrepro import claims
-from d2lrepro.results import failed, metric, not_applicable
+from d2lrepro.core.results import failed, metric, not_applicable
+from d2lrepro.pipeline import claims
 
 METRICS = pd.DataFrame(
     [

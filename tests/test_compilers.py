@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from conftest import verdict_of
-from d2lrepro import cold_loop, compilers
-from d2lrepro.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
-from d2lrepro.results import not_applicable
+from d2lrepro.core.results import not_applicable
+from d2lrepro.performance import hybridize, hybridize_cold
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 FAST = {"min_run_time": 0.01, "max_run_time": 0.2}
 
@@ -23,24 +23,24 @@ def values(rows):
 
 
 def test_fancy_func_imperative_and_symbolic():
-    rows, printed = compilers.imperative_vs_symbolic()
+    rows, printed = hybridize.imperative_vs_symbolic()
     assert values(rows) == {"imperative.result": 10, "symbolic.result": 10}
-    assert printed.startswith(compilers.evoke_()) and printed.endswith("10\n")
+    assert printed.startswith(hybridize.evoke_()) and printed.endswith("10\n")
     assert verdict_of("hyb.fancy_func", rows) == verdict_of("hyb.symbolic", rows) == REPRODUCED
 
 
 def test_each_result_comes_from_its_own_code(monkeypatch):
     # Mutations: a wrong add in the module breaks the imperative cell only; a wrong add in the
     # generated program breaks the symbolic cell only.
-    monkeypatch.setattr(compilers, "add", lambda a, b: a * b)
-    rows, _ = compilers.imperative_vs_symbolic()
+    monkeypatch.setattr(hybridize, "add", lambda a, b: a * b)
+    rows, _ = hybridize.imperative_vs_symbolic()
     assert values(rows) == {"imperative.result": 24, "symbolic.result": 10}
     assert verdict_of("hyb.fancy_func", rows) == NOT_REPRODUCED
     assert verdict_of("hyb.symbolic", rows) == REPRODUCED
 
     monkeypatch.undo()
-    monkeypatch.setattr(compilers, "add_", lambda: "\ndef add(a, b):\n    return a - b\n")
-    rows, _ = compilers.imperative_vs_symbolic()
+    monkeypatch.setattr(hybridize, "add_", lambda: "\ndef add(a, b):\n    return a - b\n")
+    rows, _ = hybridize.imperative_vs_symbolic()
     assert values(rows) == {"imperative.result": 10, "symbolic.result": 0}
     assert verdict_of("hyb.fancy_func", rows) == REPRODUCED
     assert verdict_of("hyb.symbolic", rows) == NOT_REPRODUCED
@@ -48,7 +48,7 @@ def test_each_result_comes_from_its_own_code(monkeypatch):
 
 @pytest.fixture(scope="module")
 def hybrid_rows():
-    return compilers.hybridize(batch_sizes=(1, 4), modes=("eager", "script"), n_calls=5, **FAST)
+    return hybridize.hybridize(batch_sizes=(1, 4), modes=("eager", "script"), n_calls=5, **FAST)
 
 
 def test_script_matches_eager(hybrid_rows):
@@ -65,8 +65,8 @@ def test_script_matches_eager(hybrid_rows):
 
 
 def test_a_missing_compiler_is_named_and_not_applicable(monkeypatch):
-    monkeypatch.setattr(compilers.shutil, "which", lambda name: None)
-    rows = compilers.hybridize(batch_sizes=(1,), modes=("eager", "compile"), n_calls=2, **FAST)
+    monkeypatch.setattr(hybridize.shutil, "which", lambda name: None)
+    rows = hybridize.hybridize(batch_sizes=(1,), modes=("eager", "compile"), n_calls=2, **FAST)
     why = "torch.compile needs a C++ compiler (g++), and none is on the PATH"
     for name in ("median_s", "naive_s", "max_abs_diff"):
         row = by_name(rows)[f"hyb.batch1.compile.{name}"]
@@ -81,14 +81,14 @@ def test_torch_compile_on_cuda_needs_triton_and_a_c_compiler(monkeypatch):
 
     cuda = torch.device("cuda", 0)
     monkeypatch.setattr(_triton, "has_triton", lambda: False)
-    assert "needs Triton" in compilers.missing_toolchain("compile", cuda)
+    assert "needs Triton" in hybridize.missing_toolchain("compile", cuda)
     monkeypatch.setattr(_triton, "has_triton", lambda: True)
-    monkeypatch.setattr(compilers.shutil, "which", lambda name: None)
+    monkeypatch.setattr(hybridize.shutil, "which", lambda name: None)
     monkeypatch.delenv("CC", raising=False)
-    assert compilers.missing_toolchain("compile", cuda).endswith(
+    assert hybridize.missing_toolchain("compile", cuda).endswith(
         "a C compiler for Triton's launchers (gcc or clang), and none is on the PATH"
     )
-    assert compilers.missing_toolchain("script", cuda) == ""
+    assert hybridize.missing_toolchain("script", cuda) == ""
 
 
 @pytest.mark.parametrize("mode, claim", [("compile", "hyb.bench.compile"), ("script", "hyb.bench")])
@@ -97,16 +97,16 @@ def test_any_other_error_fails_the_claim_with_the_error(monkeypatch, mode, claim
     def broken(*args):
         raise RuntimeError("kernel build broke\nmore detail")
 
-    real = compilers.convert
-    monkeypatch.setattr(compilers, "missing_toolchain", lambda mode, device: "")
+    real = hybridize.convert
+    monkeypatch.setattr(hybridize, "missing_toolchain", lambda mode, device: "")
     monkeypatch.setattr(
-        compilers,
+        hybridize,
         "convert",
         lambda net, m: (
             (broken(net) if when == "convert" else broken) if m == mode else real(net, m)
         ),
     )
-    rows = by_name(compilers.hybridize(batch_sizes=(1,), modes=("eager", mode), n_calls=2, **FAST))
+    rows = by_name(hybridize.hybridize(batch_sizes=(1,), modes=("eager", mode), n_calls=2, **FAST))
     for name in (f"hyb.batch1.{mode}.median_s", f"hyb.batch1.eager_over_{mode}"):
         assert rows[name]["status"] == "failed"
         assert rows[name]["note"] == "RuntimeError: kernel build broke"
@@ -116,8 +116,8 @@ def test_any_other_error_fails_the_claim_with_the_error(monkeypatch, mode, claim
 
 COMPILE_PROBE = """
 import json
-from d2lrepro import cold_loop, compilers
-rows = compilers.hybridize(
+from d2lrepro.performance import hybridize, hybridize_cold
+rows = hybridize.hybridize(
     batch_sizes=(2,), modes=("eager", "compile"), n_calls=2, min_run_time=0.01, max_run_time=0.1
 )
 print(json.dumps({r["metric"]: [r["value"], r["note"]] for r in rows}))
@@ -139,9 +139,9 @@ def test_compile_matches_eager():
 
 
 def test_serialization_round_trip(tmp_path):
-    measured = values(compilers.serialize(tmp_path))
+    measured = values(hybridize.serialize(tmp_path))
     assert (tmp_path / "my_mlp").is_file()
-    assert measured["serial.params"] == compilers.BOOK_PARAMS
+    assert measured["serial.params"] == hybridize.BOOK_PARAMS
     assert 600 * 1024 < measured["serial.file_bytes"] < 700 * 1024  # book: 651K
     assert measured["serial.max_abs_diff"] == 0
 
@@ -151,16 +151,16 @@ def test_figure(tmp_path, hybrid_rows):
         not_applicable(f"hyb.batch1.compile.{stat}", "RuntimeError: no compiler", "s")
         for stat in ("median_s", "iqr_s", "naive_s")
     ]
-    compilers.plot_hybridization(pd.DataFrame(hybrid_rows + failed), tmp_path / "hyb.png", "footer")
+    hybridize.plot_hybridization(pd.DataFrame(hybrid_rows + failed), tmp_path / "hyb.png", "footer")
     assert (tmp_path / "hyb.png").stat().st_size > 0
 
 
 def test_the_cpu_is_always_timed_and_a_gpu_gets_rows_of_its_own(tmp_path, cuda_count):
     cfg = {"batch_sizes": [1], "modes": ["eager"], "n_calls": 2, "max_run_time": 0.05}
     cuda_count(0)
-    names = {r["metric"] for r in compilers.measure(cfg, 0, tmp_path)}
+    names = {r["metric"] for r in hybridize.measure(cfg, 0, tmp_path)}
     assert "hyb.batch1.eager.median_s" in names and not any(".cuda." in n for n in names)
-    rows = compilers.hybridize(
+    rows = hybridize.hybridize(
         batch_sizes=(1,), modes=("eager",), n_calls=2, prefix="hyb.cuda", **FAST
     )
     assert "hyb.cuda.batch1.eager.median_s" in {r["metric"] for r in rows}
@@ -168,9 +168,9 @@ def test_the_cpu_is_always_timed_and_a_gpu_gets_rows_of_its_own(tmp_path, cuda_c
 
 def test_a_script_mode_that_returns_the_eager_module_fails_the_speed_claim(monkeypatch):
     """Mutation: "script" hands back the eager module, so both timings measure the same code."""
-    real = compilers.convert
-    monkeypatch.setattr(compilers, "convert", lambda net, m: net if m == "script" else real(net, m))
-    rows = compilers.hybridize(batch_sizes=(1,), modes=("eager", "script"), n_calls=100, **FAST)
+    real = hybridize.convert
+    monkeypatch.setattr(hybridize, "convert", lambda net, m: net if m == "script" else real(net, m))
+    rows = hybridize.hybridize(batch_sizes=(1,), modes=("eager", "script"), n_calls=100, **FAST)
     assert verdict_of("hyb.bench", rows) == NOT_REPRODUCED
 
 
@@ -192,13 +192,15 @@ def test_the_book_s_cold_loop_is_judged_apart_from_its_order(machine, verdict):
             return {"eager": 1.0, "script": 0.8}
         return {order[0]: 1.0, order[1]: 0.9}
 
-    rows = cold_loop.cold_pairs("hyb.batch1.naive", 1, n_calls=1, device="cpu", seed=0, run=run)
+    rows = hybridize_cold.cold_pairs(
+        "hyb.batch1.naive", 1, n_calls=1, device="cpu", seed=0, run=run
+    )
     assert orders[:2] == [("eager", "script"), ("script", "eager")]
     assert verdict_of("hyb.bench.naive", rows) == verdict
 
 
 def test_each_cold_pair_runs_in_a_fresh_process():
-    seconds = cold_loop.in_fresh_process(("script", "eager"), 1, 1, 3, "cpu", 1)
+    seconds = hybridize_cold.in_fresh_process(("script", "eager"), 1, 1, 3, "cpu", 1)
     assert set(seconds) == {"eager", "script"} and min(seconds.values()) > 0
     with pytest.raises(RuntimeError, match="the cold loop's process failed"):
-        cold_loop.in_fresh_process(("eager",), 1, 1, 3, "no-such-device", 1)
+        hybridize_cold.in_fresh_process(("eager",), 1, 1, 3, "no-such-device", 1)

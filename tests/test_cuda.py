@@ -15,15 +15,9 @@ import pandas as pd
 import pytest
 import torch
 
-from d2lrepro import (
-    asynchrony,
-    autopar,
-    compilers,
-    devices,
-    hardware,
-    multigpu_book,
-    multigpu_launch,
-)
+from d2lrepro.core import devices
+from d2lrepro.multidevice import launcher, single_process
+from d2lrepro.performance import asynchrony, autopar, hardware, hybridize
 from test_multigpu_book import data as book_data
 from test_multigpu_run import LENET, fake_fashion_mnist, ok, run
 
@@ -81,7 +75,7 @@ def test_copies_and_launches():
 
 
 def test_hybridization_on_the_gpu():
-    rows = compilers.hybridize(
+    rows = hybridize.hybridize(
         batch_sizes=(1,),
         modes=("eager", "script"),
         n_calls=2,
@@ -127,13 +121,13 @@ def test_training_on_gpus(model, world, fashion, tmp_path):
 def test_probes_and_parameter_servers_on_gpus(tmp_path):
     costs = {"lenet": {"batches": [2], "repeats": 1}}
     outputs = {"lenet": tmp_path / "cost_lenet.csv"}
-    multigpu_launch.launch_probes(
+    launcher.launch_probes(
         costs, outputs, tmp_path / "examples.csv", 0, 120, tmp_path / "probes.log"
     )
     assert (pd.read_csv(outputs["lenet"])["t1"] > 0).all()
     servers = tmp_path / "ps.csv"
     spec = {"mb": 1, "repeats": 2, "max_devices": 8}
-    multigpu_launch.launch_param_server(spec, servers, 120, tmp_path / "ps.log")
+    launcher.launch_param_server(spec, servers, 120, tmp_path / "ps.log")
     ps = pd.read_csv(servers).set_index("metric")
     two = ps[~ps.index.str.startswith("ps.all.")]
     assert two["status"].isna().all(), two[two["status"].notna()]
@@ -148,7 +142,7 @@ def test_probes_and_parameter_servers_on_gpus(tmp_path):
 
 def test_the_books_code_on_one_gpu():
     data = book_data()
-    for train in (multigpu_book.train_scratch, multigpu_book.train_concise):
+    for train in (single_process.train_scratch, single_process.train_concise):
         history = train(data, [CUDA0], 1, 32, 0.1)
         assert history["train_loss"].notna().all() and history["test_acc"].between(0, 1).all()
 
@@ -156,12 +150,12 @@ def test_the_books_code_on_one_gpu():
 @two_gpus
 def test_the_books_code_on_two_gpus():
     gpus = [CUDA0, torch.device("cuda", 1)]
-    shards = multigpu_book.scatter(torch.arange(20.0).reshape(4, 5), gpus)
+    shards = single_process.scatter(torch.arange(20.0).reshape(4, 5), gpus)
     assert [s.device for s in shards] == gpus
     assert [s[:, 0].tolist() for s in shards] == [[0, 5], [10, 15]]
     data = book_data()
-    one = multigpu_book.train_scratch(data, gpus[:1], 2, 32, 0.2)
-    two = multigpu_book.train_scratch(data, gpus, 2, 32, 0.2)
+    one = single_process.train_scratch(data, gpus[:1], 2, 32, 0.2)
+    two = single_process.train_scratch(data, gpus, 2, 32, 0.2)
     assert two["train_loss"].tolist() == pytest.approx(one["train_loss"].tolist(), rel=1e-2)
-    concise = multigpu_book.train_concise(data, gpus, 1, 32, 0.1)  # nn.DataParallel
+    concise = single_process.train_concise(data, gpus, 1, 32, 0.1)  # nn.DataParallel
     assert concise["train_loss"].notna().all()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from d2lrepro import data, fetch
+from d2lrepro.core import data, fetch
 
 PAYLOAD = b"some dataset bytes\n" * 100
 

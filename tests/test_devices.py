@@ -6,7 +6,8 @@ import time
 
 import torch
 
-from d2lrepro import devices, settings
+from d2lrepro.core import devices
+from d2lrepro.pipeline import settings
 
 
 def test_a_cpu_only_machine_runs_as_many_workers_as_it_has_cores(cuda_count, monkeypatch):
@@ -131,7 +132,7 @@ def test_every_rule_that_asks_for_gpus_claims_them(repo):
 
 
 def test_place_puts_cpu_conv_weights_channels_last_without_changing_the_outputs():
-    from d2lrepro import models
+    from d2lrepro.core import models
 
     x = torch.rand(8, 1, 28, 28)
     for build in (models.lenet, models.ScratchLeNet):

@@ -1,7 +1,8 @@
 import pytest
 
 from conftest import verdict_of
-from d2lrepro import claims, intro
+from d2lrepro.optimization import intro
+from d2lrepro.pipeline import claims
 
 
 @pytest.fixture(scope="module")

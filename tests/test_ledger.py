@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from d2lrepro import claims
-from d2lrepro.results import metric
+from d2lrepro.core.results import metric
+from d2lrepro.pipeline import claims
 
 LEDGER = claims.load()
 CLAIMS = [c for s in LEDGER["sections"] for c in s["claims"]]

@@ -5,10 +5,12 @@ import pandas as pd
 import pytest
 
 from conftest import verdict_of
-from d2lrepro import claims, lr_schedulers, lr_training, models, reference, warmup
+from d2lrepro.core import models, reference
+from d2lrepro.optimization import lr_schedules, schedulers, warmup
+from d2lrepro.pipeline import claims
 from test_lr_training import synthetic
 
-EPOCHS = 5  # lr_training.EARLY_EPOCHS
+EPOCHS = 5  # lr_schedules.EARLY_EPOCHS
 
 
 @pytest.fixture(scope="module")
@@ -19,19 +21,19 @@ def raw():
 def book_metrics(raw, runs) -> dict:
     """The runs under the book's semantics, one seed, through train() and training_metrics()."""
     histories = [
-        lr_training.train(
-            models.lenet(seed=0), raw, EPOCHS, lr_schedulers.schedule(run, "book"), batch_size=32
+        lr_schedules.train(
+            models.lenet(seed=0), raw, EPOCHS, schedulers.schedule(run, "book"), batch_size=32
         ).assign(run=run, semantics="book", seed=0, device="cpu")
         for run in runs
     ]
-    return lr_training.training_metrics(pd.concat(histories), reference.load())
+    return lr_schedules.training_metrics(pd.concat(histories), reference.load())
 
 
 def never_applied(monkeypatch):
     """The mutation: the scheduler is never applied, so every run keeps its constructor's lr."""
     for cls, hooks in (
-        (lr_schedulers.BookCustom, ("after_epoch",)),
-        (lr_schedulers.BookMultiStep, ("start", "after_epoch")),
+        (schedulers.BookCustom, ("after_epoch",)),
+        (schedulers.BookMultiStep, ("start", "after_epoch")),
     ):
         for hook in hooks:
             monkeypatch.setattr(cls, hook, lambda self, *args: None)
@@ -64,7 +66,7 @@ def warmup_sweep(raw, lrs=(1.0, 2.0), seeds=(0, 1), warmup_steps=4) -> pd.DataFr
     for variant, steps in (("none", 0), ("linear", warmup_steps)):
         for lr in lrs:
             for seed in seeds:
-                history = lr_training.train(
+                history = lr_schedules.train(
                     models.lenet(seed=seed), raw, 1, [lr], 64, seed=seed, warmup_steps=steps
                 )
                 runs.append(history.assign(peak_lr=lr, warmup=variant, warmup_steps=steps))
@@ -76,8 +78,10 @@ def test_a_warmup_that_ignores_its_steps_cannot_pass_the_sign_test(raw, monkeypa
     are then the runs without warm-up, so it rescues and breaks nothing: p = 1. (No set-up that
     trains in seconds showed warm-up rescuing enough runs for p < 0.05, so only this side is
     tested here.)"""
-    real = lr_training.train
-    monkeypatch.setattr(lr_training, "train", lambda *args, warmup_steps=0, **kw: real(*args, **kw))
+    real = lr_schedules.train
+    monkeypatch.setattr(
+        lr_schedules, "train", lambda *args, warmup_steps=0, **kw: real(*args, **kw)
+    )
     rows = warmup.sweep_metrics(warmup_sweep(raw))
     m = values(rows)
     assert m["warmup_sweep.rescued"] == m["warmup_sweep.broken"] == 0

@@ -3,13 +3,14 @@ import math
 import pandas as pd
 import pytest
 
-from d2lrepro import lr_training, reference, results
+from d2lrepro.core import reference, results
+from d2lrepro.optimization import lr_schedules
 
 BOOK = reference.load()
 
 
 def test_plot_values_are_the_books():
-    v = lr_training.plot_values()
+    v = lr_schedules.plot_values()
     assert v["sqrt"][29] == pytest.approx(0.0183, abs=5e-5)
     assert (v["factor"][0], round(v["factor"][49], 4)) == (pytest.approx(1.8), 0.0103)
     assert v["multistep"][:15] == [0.5] * 15 and v["multistep"][15:] == [0.25] * 15
@@ -45,7 +46,7 @@ def test_training_metrics():
             history("warmup", "book", [0.5] * 6, diverged=True),
         ]
     )
-    m = {r["metric"]: r for r in lr_training.training_metrics(h, BOOK)}
+    m = {r["metric"]: r for r in lr_schedules.training_metrics(h, BOOK)}
     assert m["cosine.book.early_test_acc"]["value"] == pytest.approx(0.3)
     assert m["cosine.book.gap"]["value"] == pytest.approx(0.05)
     assert m["cosine.book.test_acc"]["value"] == pytest.approx(0.9)
@@ -62,7 +63,7 @@ def test_seeds_give_medians_and_the_spread_across_seeds():
     h = pd.concat(
         [history("cosine", "book", [0.5] * 5 + [a], seed=i) for i, a in enumerate(finals)]
     )
-    m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
+    m = {r["metric"]: r["value"] for r in lr_schedules.training_metrics(h, BOOK)}
     assert m["cosine.book.seeds"] == 3
     assert m["cosine.book.test_acc"] == pytest.approx(0.84)
     assert m["cosine.book.test_acc_spread"] == pytest.approx(0.05)  # IQR of the three finals
@@ -71,7 +72,7 @@ def test_seeds_give_medians_and_the_spread_across_seeds():
 
 def test_one_seed_has_the_spread_of_its_last_epochs():
     h = history("cosine", "book", [0.1, 0.80, 0.82, 0.84, 0.86, 0.88])
-    m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
+    m = {r["metric"]: r["value"] for r in lr_schedules.training_metrics(h, BOOK)}
     assert m["cosine.book.test_acc_spread"] == pytest.approx(0.04)
     assert m["cosine.book.early_test_acc_spread"] == pytest.approx(0.04)
 
@@ -81,7 +82,7 @@ def test_an_exact_quirk_must_hold_for_every_seed():
     other = same.assign(seed=1, test_acc=[0.7, 0.72, 0.8], param_change=[0.1, 2e-9, 0.1])
     m = {
         r["metric"]: r["value"]
-        for r in lr_training.training_metrics(pd.concat([same, same.assign(seed=2), other]), BOOK)
+        for r in lr_schedules.training_metrics(pd.concat([same, same.assign(seed=2), other]), BOOK)
     }
     assert m["warmup.book.test_acc_epoch2_minus_1"] == pytest.approx(0.02)
     assert m["warmup.book.param_change_epoch2"] == 2e-9
@@ -96,13 +97,13 @@ def test_figures(tmp_path):
             for seed in (0, 1)
         ]
     )
-    lr_training.draw_lrs(h, tmp_path / "lrs.png")
-    lr_training.draw_early(h, tmp_path / "early.png", "footer")
-    lr_training.draw_run(
+    lr_schedules.draw_lrs(h, tmp_path / "lrs.png")
+    lr_schedules.draw_early(h, tmp_path / "early.png", "footer")
+    lr_schedules.draw_run(
         h[(h.run == "cosine") & (h.semantics == "book")], tmp_path / "run.png", "footer", BOOK
     )
-    lr_training.draw_plots(
-        lr_training.plot_values(), {k: tmp_path / f"{k}.png" for k in lr_training.plot_values()}
+    lr_schedules.draw_plots(
+        lr_schedules.plot_values(), {k: tmp_path / f"{k}.png" for k in lr_schedules.plot_values()}
     )
     assert len(list(tmp_path.glob("*.png"))) == 8
 
@@ -111,7 +112,7 @@ def test_the_quirks_of_the_books_code_are_measured_from_the_history():
     h = history("warmup", "book", [0.7, 0.7, 0.8]).assign(
         lr=[0.3, 0.0, 0.06], param_change=[0.2, 0.0, 0.1]
     )
-    m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
+    m = {r["metric"]: r["value"] for r in lr_schedules.training_metrics(h, BOOK)}
     assert m["warmup.book.test_acc_epoch2_minus_1"] == 0
     assert (m["warmup.book.lr_min"], m["warmup.book.lr_max"]) == (0.0, 0.3)
     assert m["warmup.book.param_change_epoch2"] == 0
@@ -119,7 +120,7 @@ def test_the_quirks_of_the_books_code_are_measured_from_the_history():
 
 def test_a_run_without_a_second_epoch_has_no_epoch_2_quirk():
     h = history("warmup", "book", [0.7])
-    m = {r["metric"]: r["value"] for r in lr_training.training_metrics(h, BOOK)}
+    m = {r["metric"]: r["value"] for r in lr_schedules.training_metrics(h, BOOK)}
     assert math.isnan(m["warmup.book.test_acc_epoch2_minus_1"])
     assert math.isnan(m["warmup.book.param_change_epoch2"])
 

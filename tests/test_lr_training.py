@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from conftest import verdict_of
-from d2lrepro import claims, data, lr_schedulers, lr_training, models, reference, results
+from d2lrepro.core import data, models, reference, results
+from d2lrepro.optimization import lr_schedules, schedulers
+from d2lrepro.pipeline import claims
 
 
 def synthetic(n_train=512, n_test=256, seed=0):
@@ -63,7 +65,7 @@ def test_train_rows_columns_and_learning(raw, caplog):
     lrs = [0.5, 0.5, 0.5]
     seen = []
     with caplog.at_level(logging.INFO, logger="t"):
-        df = lr_training.train(
+        df = lr_schedules.train(
             models.lenet(seed=0),
             raw,
             3,
@@ -73,7 +75,7 @@ def test_train_rows_columns_and_learning(raw, caplog):
             log=logging.getLogger("t"),
             on_epoch=seen.append,
         )
-    assert list(df.columns) == lr_training.COLUMNS
+    assert list(df.columns) == lr_schedules.COLUMNS
     assert list(df["epoch"]) == [1, 2, 3]
     assert list(df["lr"]) == lrs
     assert df["test_acc"].between(0, 1).all() and df["train_acc"].between(0, 1).all()
@@ -87,7 +89,7 @@ def test_train_rows_columns_and_learning(raw, caplog):
 
 def test_lr_set_per_epoch_and_partial_batch(raw):
     net = models.lenet(seed=0)
-    df = lr_training.train(
+    df = lr_schedules.train(
         net, raw, 2, [0.0, 0.0, 5.0], batch_size=100, train_subset=250, test_subset=30
     )
     assert list(df["lr"]) == [0.0, 0.0]
@@ -99,11 +101,11 @@ def test_lr_set_per_epoch_and_partial_batch(raw):
 
 def test_too_few_learning_rates(raw):
     with pytest.raises(ValueError):
-        lr_training.train(models.lenet(), raw, 3, [0.1, 0.1])
+        lr_schedules.train(models.lenet(), raw, 3, [0.1, 0.1])
 
 
 def test_divergence_is_recorded(raw):
-    df = lr_training.train(
+    df = lr_schedules.train(
         models.lenet(seed=0), raw, 3, [1e6] * 3, batch_size=32, train_subset=256, test_subset=32
     )
     assert df.attrs["diverged"] is True
@@ -115,14 +117,14 @@ def test_divergence_is_recorded(raw):
 
 def test_deterministic_on_cpu(raw):
     runs = [
-        lr_training.train(
+        lr_schedules.train(
             models.lenet(seed=5), raw, 2, [0.5, 0.5], batch_size=64, seed=7, train_subset=256
         )
         for _ in range(2)
     ]
     assert list(runs[0]["train_loss"]) == list(runs[1]["train_loss"])
     assert list(runs[0]["test_acc"]) == list(runs[1]["test_acc"])
-    other = lr_training.train(
+    other = lr_schedules.train(
         models.lenet(seed=5), raw, 2, [0.5, 0.5], batch_size=64, seed=8, train_subset=256
     )
     assert list(other["train_loss"]) != list(runs[0]["train_loss"])
@@ -137,9 +139,9 @@ def test_a_loss_far_above_its_start_is_divergence_too():
 def test_a_run_that_blows_up_without_nan_is_marked_diverged(raw, monkeypatch):
     """The failure seen in practice: a finite loss of 1e20 at chance accuracy."""
     losses = iter([2.3, 1.0, 1e20, 1e20])
-    real = lr_training.exploded
-    monkeypatch.setattr(lr_training, "exploded", lambda loss, first: real(next(losses), 2.3))
-    df = lr_training.train(models.lenet(seed=0), raw, 4, [0.1] * 4, 128, train_subset=256)
+    real = lr_schedules.exploded
+    monkeypatch.setattr(lr_schedules, "exploded", lambda loss, first: real(next(losses), 2.3))
+    df = lr_schedules.train(models.lenet(seed=0), raw, 4, [0.1] * 4, 128, train_subset=256)
     assert df["diverged"].tolist() == [False, False, True] and df.attrs["diverged"]
 
 
@@ -150,11 +152,11 @@ def test_an_explosion_in_the_first_epoch_is_measured_against_the_fresh_networks_
     first epoch's mean, which an explosion within that epoch would inflate (seen at lr 4:
     a first-epoch mean of 7e5, then 2.9, went unflagged)."""
     references = []
-    real = lr_training.exploded
+    real = lr_schedules.exploded
     monkeypatch.setattr(
-        lr_training, "exploded", lambda loss, start: references.append(start) or real(loss, start)
+        lr_schedules, "exploded", lambda loss, start: references.append(start) or real(loss, start)
     )
-    lr_training.train(models.lenet(seed=0), raw, 2, [0.1] * 2, 128, train_subset=256)
+    lr_schedules.train(models.lenet(seed=0), raw, 2, [0.1] * 2, 128, train_subset=256)
     assert len(set(references)) == 1 and abs(references[0] - math.log(10)) < 0.2
 
 
@@ -169,13 +171,13 @@ def test_warmup_climbs_linearly_per_step_then_holds(raw, monkeypatch):
     monkeypatch.setattr(torch.optim.SGD, "step", record)
     # 512 examples at batch 200: 3 steps per epoch
     lrs = [0.8, 0.8, 0.4]
-    lr_training.train(models.lenet(seed=0), raw, 3, lrs, batch_size=200, warmup_steps=4)
+    lr_schedules.train(models.lenet(seed=0), raw, 3, lrs, batch_size=200, warmup_steps=4)
     assert used == pytest.approx([0.2, 0.4, 0.6, 0.8, 0.8, 0.8, 0.4, 0.4, 0.4])
 
 
 def test_set_lr_is_measured_from_the_step_sgd_takes():
-    assert lr_training.lr_after_setting_by_hand() == pytest.approx(0.1)
-    rows = [results.metric("set_lr.step_lr", lr_training.lr_after_setting_by_hand())]
+    assert lr_schedules.lr_after_setting_by_hand() == pytest.approx(0.1)
+    rows = [results.metric("set_lr.step_lr", lr_schedules.lr_after_setting_by_hand())]
     assert verdict_of("lrs.set_lr", rows) == claims.REPRODUCED
     assert verdict_of("lrs.set_lr", [results.metric("set_lr.step_lr", 0.3)]) == (
         claims.NOT_REPRODUCED
@@ -191,8 +193,8 @@ def test_set_lr_is_measured_from_the_step_sgd_takes():
     ids=["a copy of param_groups", "the wrong key"],
 )
 def test_set_lr_on_a_copy_or_the_wrong_key_is_not_reproduced(monkeypatch, wrong):
-    monkeypatch.setattr(lr_training, "set_lr_by_hand", wrong)
-    step_lr = lr_training.lr_after_setting_by_hand()
+    monkeypatch.setattr(lr_schedules, "set_lr_by_hand", wrong)
+    step_lr = lr_schedules.lr_after_setting_by_hand()
     assert step_lr == pytest.approx(0.3)  # the constructor's lr
     rows = [results.metric("set_lr.step_lr", step_lr)]
     assert verdict_of("lrs.set_lr", rows) == claims.NOT_REPRODUCED
@@ -200,11 +202,11 @@ def test_set_lr_on_a_copy_or_the_wrong_key_is_not_reproduced(monkeypatch, wrong)
 
 def warmup_book_metrics(raw):
     """Warm-up under the book's semantics for 2 epochs, through the real loop and summary."""
-    history = lr_training.train(
-        models.lenet(seed=0), raw, 2, lr_schedulers.schedule("warmup", "book"), batch_size=16
+    history = lr_schedules.train(
+        models.lenet(seed=0), raw, 2, schedulers.schedule("warmup", "book"), batch_size=16
     )
     history = history.assign(run="warmup", semantics="book", seed=0, device="cpu")
-    return lr_training.training_metrics(history, reference.load())
+    return lr_schedules.training_metrics(history, reference.load())
 
 
 def test_warmup_epochs_1_and_2_are_identical_in_the_books_loop(raw):
@@ -217,7 +219,7 @@ def test_warmup_epochs_1_and_2_are_identical_in_the_books_loop(raw):
 
 def test_warmup_applied_on_time_makes_epochs_1_and_2_differ(raw, monkeypatch):
     """The mutation: the book's scheduler applied before each epoch instead of after it."""
-    monkeypatch.setattr(lr_schedulers, "BookCustom", lr_schedulers.OnTime)
+    monkeypatch.setattr(schedulers, "BookCustom", schedulers.OnTime)
     rows = warmup_book_metrics(raw)
     m = {r["metric"]: r["value"] for r in rows}
     assert m["warmup.book.param_change_epoch2"] > 1e-6  # epoch 2 ran at scheduler(1) = 0.06
@@ -236,6 +238,6 @@ def test_a_weight_that_moves_in_epoch_2_fails_the_claim_on_its_own(raw):
 def test_each_epoch_records_how_far_the_weights_moved(raw):
     net = models.lenet(seed=0)
     start = [p.detach().clone() for p in net.parameters()]
-    df = lr_training.train(net, raw, 2, [0.0, 0.3], batch_size=128, train_subset=256)
+    df = lr_schedules.train(net, raw, 2, [0.0, 0.3], batch_size=128, train_subset=256)
     moved = max((p.detach() - s).abs().max().item() for p, s in zip(net.parameters(), start))
     assert df["param_change"].iloc[0] == 0 and df["param_change"].iloc[1] == moved > 0

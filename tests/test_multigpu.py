@@ -6,25 +6,20 @@ from torch import nn
 from torch.nn import functional as F
 
 from conftest import verdict_of
-from d2lrepro import (
-    multigpu_book,
-    multigpu_cost,
-    multigpu_scratch,
-    multigpu_summary,
-)
-from d2lrepro.claims import NOT_REPRODUCED, REPRODUCED
-from d2lrepro.models import LENET_SHAPES, init_normal_, lenet_forward, lenet_params, resnet18
+from d2lrepro.core.models import LENET_SHAPES, init_normal_, lenet_forward, lenet_params, resnet18
+from d2lrepro.multidevice import cost_model, scratch, single_process, summary
+from d2lrepro.pipeline.claims import NOT_REPRODUCED, REPRODUCED
 
 
 def test_allreduce_sums_into_every_tensor():
     data = [torch.ones(1, 2), torch.ones(1, 2) * 2]
-    multigpu_book.allreduce(data)
+    single_process.allreduce(data)
     for tensor in data:
         assert torch.equal(tensor, torch.tensor([[3.0, 3.0]]))
 
     data = [torch.randn(3, 4) for _ in range(3)]
     total = sum(t.clone() for t in data)
-    multigpu_book.allreduce(data)
+    single_process.allreduce(data)
     for tensor in data:
         assert torch.allclose(tensor, total)
 
@@ -35,27 +30,27 @@ def cpus(n):
 
 def test_split_batch():
     X = torch.arange(20).reshape(4, 5)
-    xs, ys = multigpu_book.split_batch(X, torch.arange(4), cpus(2))
+    xs, ys = single_process.split_batch(X, torch.arange(4), cpus(2))
     assert [x.tolist() for x in xs] == [X[:2].tolist(), X[2:].tolist()]
     assert [y.tolist() for y in ys] == [[0, 1], [2, 3]]
 
-    xs, ys = multigpu_book.split_batch(torch.zeros(7, 3), torch.arange(7), cpus(3))
+    xs, ys = single_process.split_batch(torch.zeros(7, 3), torch.arange(7), cpus(3))
     assert [len(x) for x in xs] == [3, 2, 2]
     assert torch.equal(torch.cat(ys), torch.arange(7))
-    xs, _ = multigpu_book.split_batch(torch.zeros(2, 3), torch.zeros(2), cpus(4))
+    xs, _ = single_process.split_batch(torch.zeros(2, 3), torch.zeros(2), cpus(4))
     assert [len(x) for x in xs] == [1, 1, 0, 0]  # always n chunks, unlike torch.chunk
 
 
 def test_a_worker_shard_is_the_split_batch_chunk():
     X = torch.arange(35).reshape(7, 5)
-    chunks, _ = multigpu_book.split_batch(X, torch.arange(7), cpus(3))
+    chunks, _ = single_process.split_batch(X, torch.arange(7), cpus(3))
     for rank, chunk in enumerate(chunks):
-        assert torch.equal(multigpu_scratch.shard(X, rank, 3), chunk)
+        assert torch.equal(scratch.shard(X, rank, 3), chunk)
 
 
 def test_split_batch_rejects_mismatched_rows():
     try:
-        multigpu_book.split_batch(torch.zeros(4, 2), torch.zeros(3), cpus(2))
+        single_process.split_batch(torch.zeros(4, 2), torch.zeros(3), cpus(2))
     except ValueError as error:
         assert "4 rows" in str(error)
     else:
@@ -64,7 +59,7 @@ def test_split_batch_rejects_mismatched_rows():
 
 def test_dist_allreduce_without_process_group_is_identity():
     tensor = torch.arange(3.0)
-    assert multigpu_scratch.dist_allreduce_(tensor) is tensor
+    assert scratch.dist_allreduce_(tensor) is tensor
     assert torch.equal(tensor, torch.arange(3.0))
 
 
@@ -120,10 +115,10 @@ def _summed_grads(rank, world, store, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     X, y = _batch()
-    xs, ys = multigpu_book.split_batch(X, y, cpus(world))
+    xs, ys = single_process.split_batch(X, y, cpus(world))
     params = lenet_params(seed=0)
     F.cross_entropy(lenet_forward(xs[rank], params), ys[rank], reduction="none").sum().backward()
-    multigpu_scratch.sync_grads(params)
+    scratch.sync_grads(params)
     torch.save([p.grad for p in params], f"{out}.{rank}")
     dist.destroy_process_group()
 
@@ -142,7 +137,7 @@ def test_two_workers_sum_to_the_single_device_gradient(tmp_path):
 def _examples(rank, world, store, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
-    torch.save(multigpu_scratch.printed_examples(torch.device("cpu")), f"{out}.{rank}")
+    torch.save(scratch.printed_examples(torch.device("cpu")), f"{out}.{rank}")
     dist.destroy_process_group()
 
 
@@ -151,7 +146,7 @@ def test_printed_examples_are_made_by_two_workers(tmp_path):
     per_rank = [torch.load(tmp_path / f"rows.{r}", weights_only=False) for r in (0, 1)]
     assert per_rank[0] == per_rank[1]  # every worker gets every worker's rows
     values = {row["metric"]: row["value"] for row in per_rank[0]}
-    assert sorted(values) == sorted(multigpu_summary.EXAMPLE_METRICS)
+    assert sorted(values) == sorted(summary.EXAMPLE_METRICS)
     assert values["params.b1_zeros"] == 20 and values["params.b1_grad_is_none"] == 1
     assert all(values[f"allreduce.shard{r}.{j}"] == 3 for r in (0, 1) for j in (0, 1))
     rows = [values[f"scatter.shard{r}.{end}_row"] for r in (0, 1) for end in ("first", "last")]
@@ -161,15 +156,15 @@ def test_printed_examples_are_made_by_two_workers(tmp_path):
 
 
 def test_the_printed_b1_comes_through_the_books_get_params(monkeypatch):
-    rows = multigpu_scratch.params_example(torch.device("cpu"))
+    rows = scratch.params_example(torch.device("cpu"))
     assert verdict_of("mgpu.params", rows) == REPRODUCED
     # The book's training takes its per-device copies from the same get_params.
     calls = []
-    real = multigpu_book.get_params
-    monkeypatch.setattr(multigpu_book, "get_params", lambda p, d: calls.append(d) or real(p, d))
+    real = single_process.get_params
+    monkeypatch.setattr(single_process, "get_params", lambda p, d: calls.append(d) or real(p, d))
     X, y = _batch(8)
-    data = multigpu_book.Data(X, y, X, y)
-    history = multigpu_book.train_scratch(data, cpus(2), epochs=1, batch_size=4, lr=0.1)
+    data = single_process.Data(X, y, X, y)
+    history = single_process.train_scratch(data, cpus(2), epochs=1, batch_size=4, lr=0.1)
     assert len(calls) == 2 and history["train_loss"].notna().all()
 
 
@@ -187,16 +182,16 @@ def _attached_copies(params, device):
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
 @pytest.mark.parametrize("broken", [_no_grad_copies, _attached_copies])
 def test_a_broken_get_params_fails_the_printed_b1(monkeypatch, broken):
-    monkeypatch.setattr(multigpu_book, "get_params", broken)
-    rows = multigpu_scratch.params_example(torch.device("cpu"))
+    monkeypatch.setattr(single_process, "get_params", broken)
+    rows = scratch.params_example(torch.device("cpu"))
     assert verdict_of("mgpu.params", rows) == NOT_REPRODUCED
 
 
 def test_every_step_of_the_cost_model_is_built():
-    for name in multigpu_cost.STEPS:
-        net, step, communicate = multigpu_cost.setup(name, 0, 0.1, torch.device("cpu"))
+    for name in cost_model.STEPS:
+        net, step, communicate = cost_model.setup(name, 0, 0.1, torch.device("cpu"))
         x, y = torch.rand(2, 1, 28, 28), torch.tensor([0, 1])
         logits, _ = step(x, y, 2)
         assert logits.shape == (2, 10)
     with pytest.raises(ValueError, match="no cost-model step"):
-        multigpu_cost.setup("alexnet", 0, 0.1, torch.device("cpu"))
+        cost_model.setup("alexnet", 0, 0.1, torch.device("cpu"))

@@ -1,8 +1,9 @@
 import pandas as pd
 import torch
 
-from d2lrepro import data as datasets
-from d2lrepro import models, multigpu_book, results
+from d2lrepro.core import data as datasets
+from d2lrepro.core import models, results
+from d2lrepro.multidevice import single_process
 
 
 def data(n=96):
@@ -17,15 +18,15 @@ def data(n=96):
 
 
 def test_scatter_splits_rows_like_the_book():
-    shards = multigpu_book.scatter(torch.arange(20).reshape(4, 5), [torch.device("cpu")] * 2)
+    shards = single_process.scatter(torch.arange(20).reshape(4, 5), [torch.device("cpu")] * 2)
     assert [s[:, 0].tolist() for s in shards] == [[0, 5], [10, 15]]
 
 
 def test_two_copies_take_the_step_of_one_device():
     """The book's one-process path on two (CPU) devices trains like one device: same losses."""
     d = data()
-    one = multigpu_book.train_scratch(d, [torch.device("cpu")], 2, 32, 0.2)
-    two = multigpu_book.train_scratch(d, [torch.device("cpu")] * 2, 2, 32, 0.2)
+    one = single_process.train_scratch(d, [torch.device("cpu")], 2, 32, 0.2)
+    two = single_process.train_scratch(d, [torch.device("cpu")] * 2, 2, 32, 0.2)
     assert list(one.columns) == results.HISTORY_COLUMNS
     assert torch.allclose(
         torch.tensor(one["train_loss"].values), torch.tensor(two["train_loss"].values), rtol=1e-5
@@ -41,7 +42,7 @@ def test_the_books_code_runs_on_as_many_gpus_as_its_run_has(cuda_count, tmp_path
     cuda_count(0)
     runs = {f"lenet.{d}": {"model": "lenet", "devices": d} for d in (1, 2)}
     outputs = {name: tmp_path / f"book_{name}.csv" for name in runs}
-    multigpu_book.run_book(runs, 0, tmp_path / "unused.pt", outputs)
+    single_process.run_book(runs, 0, tmp_path / "unused.pt", outputs)
     notes = {name: pd.read_csv(path)["note"].iloc[0] for name, path in outputs.items()}
     assert notes == {
         "lenet.1": "the book's one-process path needs CUDA, this machine has none",

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from d2lrepro import multigpu_launch, multigpu_run
-from d2lrepro.models import LENET_SHAPES
+from d2lrepro.core.models import LENET_SHAPES
+from d2lrepro.multidevice import launcher, worker
 
 
 def fake_fashion_mnist(path, n_train=512, n_test=128, seed=0):
@@ -35,14 +35,15 @@ def data(tmp_path_factory):
 
 
 def run(args, nproc=None, timeout=120):
-    """``python -m d2lrepro.multigpu_run ARGS``, under torchrun with ``nproc`` workers if given."""
+    """``python -m d2lrepro.multidevice.worker ARGS``, under torchrun with ``nproc`` workers
+    if given."""
     launcher = (
         ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
         if nproc
         else []
     )
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    cmd = [sys.executable, *launcher, "-m", "d2lrepro.multigpu_run", *map(str, args)]
+    cmd = [sys.executable, *launcher, "-m", "d2lrepro.multidevice.worker", *map(str, args)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -86,7 +87,7 @@ def test_two_workers_train_like_one(data, tmp_path):
             )
         )
     one, two = (pd.read_csv(tmp_path / f"{w}.csv") for w in (1, 2))
-    assert list(two.columns) == multigpu_run.RUN_COLUMNS
+    assert list(two.columns) == worker.RUN_COLUMNS
     assert set(two["examples"]) == {512} and (two["steady_samples_per_s"] > 0).all()
     assert (
         two["epoch"].tolist() == [1, 2]
@@ -105,18 +106,18 @@ def test_two_workers_train_like_one(data, tmp_path):
 
 def test_the_steady_rate_leaves_out_the_first_batch_and_a_partial_last_one():
     # 4 batches of 256 then 100: the first takes 2 s (warm-up), each other 1 s (the last 0.5).
-    assert multigpu_run.steady_rate([(2.0, 256), (5.0, 1024)], 5.5, 1124) == 768 / 3
-    assert multigpu_run.steady_rate([(2.0, 256)], 5.0, 1024) == 768 / 3  # whole batches only
-    assert math.isnan(multigpu_run.steady_rate([(2.0, 512)], 2.0, 512))  # one batch
+    assert worker.steady_rate([(2.0, 256), (5.0, 1024)], 5.5, 1124) == 768 / 3
+    assert worker.steady_rate([(2.0, 256)], 5.0, 1024) == 768 / 3  # whole batches only
+    assert math.isnan(worker.steady_rate([(2.0, 512)], 2.0, 512))  # one batch
 
 
 def test_one_and_two_workers_shuffle_apart_from_the_same_parameters():
     """As in the book: the same initial parameters (--seed), a data order per device count."""
-    args = multigpu_run.parse_args(["--data", "d.pt", "--out", "o.csv", "--seed", "1"])
-    one, two = (multigpu_run._config(args, world)["order_seed"] for world in (1, 2))
+    args = worker.parse_args(["--data", "d.pt", "--out", "o.csv", "--seed", "1"])
+    one, two = (worker._config(args, world)["order_seed"] for world in (1, 2))
     assert one == 1 and two != one
-    pinned = multigpu_run.parse_args(["--data", "d.pt", "--out", "o.csv", "--order-seed", "7"])
-    assert multigpu_run._config(pinned, 2)["order_seed"] == 7
+    pinned = worker.parse_args(["--data", "d.pt", "--out", "o.csv", "--order-seed", "7"])
+    assert worker._config(pinned, 2)["order_seed"] == 7
 
 
 def test_resume_gives_the_uninterrupted_result(data, tmp_path):
@@ -174,7 +175,7 @@ def test_resume_gives_the_uninterrupted_result(data, tmp_path):
         assert resumed[metrics].equals(whole[metrics])
         assert resumed_topk.equals(whole_topk)
     assert len(whole_topk) == 6
-    assert list(whole_topk.columns) == multigpu_run.TOPK_COLUMNS
+    assert list(whole_topk.columns) == worker.TOPK_COLUMNS
 
     changed = run(
         [
@@ -222,7 +223,7 @@ def test_cost_model_rows_for_each_model_of_the_spec(tmp_path):
     }
     ok(run(["--cost-model", json.dumps(spec)]))
     lenet, resnet = (pd.read_csv(tmp_path / f"cost_{m}.csv") for m in spec)
-    assert list(lenet.columns) == multigpu_run.COST_COLUMNS
+    assert list(lenet.columns) == worker.COST_COLUMNS
     assert lenet["batch_per_device"].tolist() == [2, 8] and resnet["batch_per_device"].tolist() == [
         1
     ]
@@ -236,12 +237,12 @@ def test_cost_model_rows_for_each_model_of_the_spec(tmp_path):
 
 def test_parse_args_rejects_momentum_for_scratch_lenet():
     with pytest.raises(SystemExit):
-        multigpu_run.parse_args(
+        worker.parse_args(
             ["--model", "lenet", "--momentum", "0.9", "--data", "x.pt", "--out", "y.csv"]
         )
     with pytest.raises(SystemExit):
-        multigpu_run.parse_args(["--out", "y.csv"])  # training needs --data
-    assert multigpu_run.parse_args(["--cost-model", "{}"]).cost_model == {}
+        worker.parse_args(["--out", "y.csv"])  # training needs --data
+    assert worker.parse_args(["--cost-model", "{}"]).cost_model == {}
 
 
 def test_two_jobs_at_once_do_not_collide(data, tmp_path):
@@ -249,7 +250,7 @@ def test_two_jobs_at_once_do_not_collide(data, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
     jobs = [
         subprocess.Popen(
-            multigpu_launch.command(
+            launcher.command(
                 2,
                 [
                     *map(str, LENET[:2]),
@@ -321,7 +322,7 @@ def two_nodes(tmp_path, monkeypatch):
 
 
 def train_on_nodes(data, tmp_path, spec, name="nodes", timeout=60):
-    multigpu_launch.launch_training(
+    launcher.launch_training(
         "lenet.2",
         spec,
         0,
@@ -336,7 +337,7 @@ def train_on_nodes(data, tmp_path, spec, name="nodes", timeout=60):
 
 
 def one_node(data, tmp_path, spec):
-    ok(run([*multigpu_launch.run_argv(spec), "--data", data, "--out", tmp_path / "one.csv"], 2))
+    ok(run([*launcher.run_argv(spec), "--data", data, "--out", tmp_path / "one.csv"], 2))
     return pd.read_csv(tmp_path / "one.csv")
 
 
@@ -344,7 +345,7 @@ def test_two_nodes_train_like_one_node_with_two_workers(data, tmp_path, two_node
     """A run over 2 nodes (here two torchrun agents on this host, started by srun, meeting at
     a c10d rendezvous on it) gives the losses of one node with 2 workers."""
     spec = {"model": "lenet", "devices": 2, "nodes": 2, "epochs": 2, "batch_size": 64, "lr": 0.2}
-    caplog.set_level("INFO", logger="d2lrepro.multigpu_launch")
+    caplog.set_level("INFO", logger="d2lrepro.multidevice.launcher")
     nodes, one = train_on_nodes(data, tmp_path, spec), one_node(data, tmp_path, spec)
     assert "srun --nodes=2 --ntasks=2" in caplog.text and "--nproc-per-node=1" in caplog.text
     assert set(nodes["world_size"]) == {2} and nodes["devices"].iloc[0] == one["devices"].iloc[0]
@@ -356,7 +357,7 @@ def test_a_lost_node_fails_the_job_and_a_rerun_resumes_from_its_checkpoint(
     data, tmp_path, two_nodes, monkeypatch
 ):
     spec = {"model": "lenet", "devices": 2, "nodes": 2, "epochs": 12, "batch_size": 64, "lr": 0.2}
-    checkpoints = tmp_path / multigpu_launch.CHECKPOINTS
+    checkpoints = tmp_path / launcher.CHECKPOINTS
     monkeypatch.setenv("FAKE_SRUN_LOSE_NODE_AFTER", str(checkpoints))
     start = time.monotonic()
     with pytest.raises(subprocess.CalledProcessError):
@@ -372,9 +373,9 @@ def test_a_lost_node_fails_the_job_and_a_rerun_resumes_from_its_checkpoint(
 
 def test_a_run_across_nodes_needs_an_allocation_of_them(monkeypatch):
     monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
-    assert multigpu_launch.nodes_unavailable(2, 2).startswith("needs 2 nodes, this job has 1")
+    assert launcher.nodes_unavailable(2, 2).startswith("needs 2 nodes, this job has 1")
     monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
-    assert multigpu_launch.nodes_unavailable(2, 2) == ""
-    argv = multigpu_launch.torchrun_argv(4, [], nodes=2, endpoint="node1:29400", run_id="r")
+    assert launcher.nodes_unavailable(2, 2) == ""
+    argv = launcher.torchrun_argv(4, [], nodes=2, endpoint="node1:29400", run_id="r")
     assert {"--nnodes=2", "--nproc-per-node=2", "--rdzv-endpoint=node1:29400"} <= set(argv)
-    assert "--standalone" not in argv and "--standalone" in multigpu_launch.torchrun_argv(2, [])
+    assert "--standalone" not in argv and "--standalone" in launcher.torchrun_argv(2, [])

@@ -3,10 +3,10 @@ import math
 import pandas as pd
 
 from conftest import verdict_of
-from d2lrepro import multigpu_figures, param_server, reference, results
-from d2lrepro import multigpu_summary as summary
-from d2lrepro.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
-from d2lrepro.results import diverged
+from d2lrepro.core import reference, results
+from d2lrepro.core.results import diverged
+from d2lrepro.multidevice import figures, parameter_server, summary
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 BOOK = reference.load()
 
@@ -170,8 +170,8 @@ def test_ring_bandwidth_against_ethernet_and_pcie():
     def nvlink(gbps, iqr, linked=True):
         prefix = "ps.ring_nvlink"
         if not linked:
-            return param_server.bandwidth_rows(prefix, [], "", "no NVLink between GPU 0 and 1")
-        return param_server.bandwidth_rows(prefix, [gbps - iqr / 2, gbps, gbps + iqr / 2], "")
+            return parameter_server.bandwidth_rows(prefix, [], "", "no NVLink between GPU 0 and 1")
+        return parameter_server.bandwidth_rows(prefix, [gbps - iqr / 2, gbps, gbps + iqr / 2], "")
 
     assert verdict_of("ps.nvlink", nvlink(54, 2), gpus) == REPRODUCED  # the book's NVLink ring
     assert verdict_of("ps.nvlink", nvlink(25, 1), gpus) == NOT_REPRODUCED  # fewer NVLinks
@@ -224,8 +224,8 @@ def test_summarize_compares_every_pair_and_draws_every_figure(tmp_path):
     ).to_csv(topk, index=False)
     names = ["mgpu_test_acc", "mgpu_epochs", "mgpuc_test_acc", "mgpuc_epochs"]
     figures = {n: tmp_path / f"{n}.png" for n in [*names, "throughput", "topk", "cost", "ps"]}
-    servers = tmp_path / "param_server.csv"
-    results.write_metrics(param_server.unmeasured_rows("needs 2 devices"), servers)
+    servers = tmp_path / "parameter_server.csv"
+    results.write_metrics(parameter_server.unmeasured_rows("needs 2 devices"), servers)
     summary.summarize(
         runs=[*runs, tmp_path / "book_lenet.2.csv"],
         costs=[tmp_path / "cost_lenet.csv"],
@@ -246,17 +246,15 @@ def test_the_parameter_server_figure_draws_each_run_or_says_why(tmp_path):
     measured = [
         results.metric(f"{p}.{name}.{stat}_s", seconds)
         for p, seconds in (("ps", 0.2), ("ps.all", 0.1))
-        for name in param_server.STRATEGIES
+        for name in parameter_server.STRATEGIES
         for stat in ("median", "iqr")
     ]
     workers = [results.metric("ps.workers", 2), results.metric("ps.all.workers", 4)]
     both = pd.DataFrame(measured + workers)
-    multigpu_figures.draw_param_server(both, tmp_path / "both.png", "footer")
+    figures.draw_param_server(both, tmp_path / "both.png", "footer")
     only_two = both[~both["metric"].str.startswith("ps.all.")]
-    absent = pd.DataFrame(param_server.unmeasured_rows("this machine has 2 devices", "ps.all"))
-    multigpu_figures.draw_param_server(
-        pd.concat([only_two, absent]), tmp_path / "two.png", "footer"
-    )
-    none = pd.DataFrame(param_server.unmeasured_rows("needs 2 devices"))
-    multigpu_figures.draw_param_server(none, tmp_path / "none.png", "footer")
+    absent = pd.DataFrame(parameter_server.unmeasured_rows("this machine has 2 devices", "ps.all"))
+    figures.draw_param_server(pd.concat([only_two, absent]), tmp_path / "two.png", "footer")
+    none = pd.DataFrame(parameter_server.unmeasured_rows("needs 2 devices"))
+    figures.draw_param_server(none, tmp_path / "none.png", "footer")
     assert all((tmp_path / f"{n}.png").stat().st_size > 0 for n in ("both", "two", "none"))

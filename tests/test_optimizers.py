@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from d2lrepro import optimizers as opt
+from d2lrepro.optimization import optimizers as opt
 
 
 # The book prints `epoch 20, x1: %f, x2: %f` for each of these traces.

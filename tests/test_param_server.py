@@ -8,8 +8,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from conftest import verdict_of
-from d2lrepro import devices, multigpu_launch, param_server, results
-from d2lrepro.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.core import devices, results
+from d2lrepro.multidevice import launcher, parameter_server
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 
 def _strategies(rank, world, store, out):
@@ -17,13 +18,13 @@ def _strategies(rank, world, store, out):
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     mine = torch.arange(6.0) * (rank + 1)  # worker r holds (r + 1) * [0..5]
     gathered, ringed = mine.clone(), mine.clone()
-    param_server.gather(gathered)
-    param_server.ring(ringed)
+    parameter_server.gather(gathered)
+    parameter_server.ring(ringed)
     pushed = {}
     for servers in (1, world):
-        pushed[servers] = param_server.inbox(mine, servers, rank, world)
-        param_server.push(mine, servers, rank, pushed[servers])
-    rows = param_server.measure(1, 2, torch.device("cpu"), prefix=f"p{world}")
+        pushed[servers] = parameter_server.inbox(mine, servers, rank, world)
+        parameter_server.push(mine, servers, rank, pushed[servers])
+    rows = parameter_server.measure(1, 2, torch.device("cpu"), prefix=f"p{world}")
     torch.save(
         {"gathered": gathered, "ringed": ringed, "pushed": pushed, "rows": rows}, f"{out}.{rank}"
     )
@@ -50,7 +51,7 @@ def test_rank_0_reports_every_strategy(tmp_path, world):
     rows = {r["metric"]: r for r in torch.load(tmp_path / "out.0", weights_only=False)["rows"]}
     assert all(torch.load(tmp_path / f"out.{r}", weights_only=False)["rows"] == [] for r in (1,))
     p = f"p{world}"
-    assert set(rows) == {r["metric"] for r in param_server.unmeasured_rows("x", p)}
+    assert set(rows) == {r["metric"] for r in parameter_server.unmeasured_rows("x", p)}
     assert rows[f"{p}.workers"]["value"] == world
     for name in ("gather", "ring", "push.n1", "push.split"):
         assert rows[f"{p}.{name}.median_s"]["value"] > 0 and rows[f"{p}.{name}.iqr_s"]["value"] >= 0
@@ -63,28 +64,28 @@ def test_rank_0_reports_every_strategy(tmp_path, world):
 
 
 def launch(tmp_path, max_devices):
-    out = tmp_path / "param_server.csv"
+    out = tmp_path / "parameter_server.csv"
     spec = {"mb": 1, "repeats": 2, "max_devices": max_devices}
-    multigpu_launch.launch_param_server(spec, out, timeout=60, log_path=tmp_path / "ps.log")
+    launcher.launch_param_server(spec, out, timeout=60, log_path=tmp_path / "ps.log")
     return pd.read_csv(out).set_index("metric")
 
 
 def test_a_launch_on_2_workers_and_on_all_devices(tmp_path, monkeypatch):
     # A machine of 3 devices: on 2 cores, the third worker shares a core.
-    monkeypatch.setattr(multigpu_launch, "machine_devices", lambda: 3)
-    monkeypatch.setattr(multigpu_launch, "unavailable", lambda workers: "")
+    monkeypatch.setattr(launcher, "machine_devices", lambda: 3)
+    monkeypatch.setattr(launcher, "unavailable", lambda workers: "")
     rows = launch(tmp_path, max_devices=8)
     assert rows.loc["ps.workers", "value"] == 2 and rows.loc["ps.all.workers", "value"] == 3
     measured = rows[rows["status"].isna()]
     assert measured.index.str.startswith("ps.all.ring").any()
     assert set(rows.index) == {
-        r["metric"] for p in ("ps", "ps.all") for r in param_server.unmeasured_rows("x", p)
+        r["metric"] for p in ("ps", "ps.all") for r in parameter_server.unmeasured_rows("x", p)
     }
-    assert not list(tmp_path.glob("param_server.*.csv"))  # the parts are gone
+    assert not list(tmp_path.glob("parameter_server.*.csv"))  # the parts are gone
 
 
 def test_no_run_on_all_devices_where_they_are_2(tmp_path, monkeypatch):
-    monkeypatch.setattr(multigpu_launch, "machine_devices", lambda: 3)
+    monkeypatch.setattr(launcher, "machine_devices", lambda: 3)
     rows = launch(tmp_path, max_devices=2)
     assert rows.loc["ps.workers", "value"] == 2
     gone = rows.loc[rows.index.str.startswith("ps.all.")]
@@ -109,7 +110,7 @@ class FakeNVML:
         return 0
 
     def nvmlDeviceGetP2PStatus(self, one, two, index, status):
-        assert index == param_server.NVML_P2P_CAPS_INDEX_NVLINK
+        assert index == parameter_server.NVML_P2P_CAPS_INDEX_NVLINK
         pair = {chr(one.value), chr(two.value)}
         status.contents.value = 0 if pair in self.linked else 4  # NVML: not supported
         return 0
@@ -117,11 +118,13 @@ class FakeNVML:
 
 def test_nvlink_is_read_from_nvml_for_every_pair():
     gpus = ["GPU-a", "GPU-b", "GPU-c"]
-    assert param_server.nvlink_between(gpus[:2], FakeNVML([{"a", "b"}])) == ""
-    assert param_server.nvlink_between(gpus[:2], FakeNVML([])) == "no NVLink between GPU 0 and 1"
+    assert parameter_server.nvlink_between(gpus[:2], FakeNVML([{"a", "b"}])) == ""
+    assert (
+        parameter_server.nvlink_between(gpus[:2], FakeNVML([])) == "no NVLink between GPU 0 and 1"
+    )
     half = FakeNVML([{"a", "b"}, {"a", "c"}])
-    assert param_server.nvlink_between(gpus, half) == "no NVLink between GPU 1 and 2"
-    assert "does not know" in param_server.nvlink_between(["GPU-z", "GPU-a"], half)
+    assert parameter_server.nvlink_between(gpus, half) == "no NVLink between GPU 1 and 2"
+    assert "does not know" in parameter_server.nvlink_between(["GPU-z", "GPU-a"], half)
 
 
 def _whole_to_each(grad, servers, rank, received):
@@ -144,12 +147,12 @@ def _timed(rank, world, store, out, mb, mutation):
     devices.pin_to_core(rank)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     if mutation == "chunked":
-        param_server.ring = _chunked_ring
+        parameter_server.ring = _chunked_ring
     elif mutation == "gathered":
-        param_server.ring = param_server.gather  # "split over all workers", done on one
+        parameter_server.ring = parameter_server.gather  # "split over all workers", done on one
     elif mutation == "whole":
-        param_server.push = _whole_to_each
-    rows = param_server.measure(mb, 7, torch.device("cpu"))
+        parameter_server.push = _whole_to_each
+    rows = parameter_server.measure(mb, 7, torch.device("cpu"))
     if rank == 0:
         torch.save(rows, out)
     dist.destroy_process_group()

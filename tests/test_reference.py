@@ -4,7 +4,8 @@ import re
 import pandas as pd
 
 from conftest import REPO
-from d2lrepro import lr_training, plotting, reference, sweeps
+from d2lrepro.core import plotting, reference
+from d2lrepro.optimization import lr_schedules
 
 BOOK = reference.load()
 
@@ -47,7 +48,7 @@ def test_figures_with_a_book_counterpart_draw_it(monkeypatch, tmp_path):
     airfoil = pd.DataFrame(
         {"setting": "adam.yogi", "seed": 0, "epoch": [0.5, 1.0], "loss": [0.3, 0.25]}
     )
-    sweeps.draw_setting(airfoil, tmp_path / "a.png", "footer", BOOK)
+    airfoil.draw_setting(airfoil, tmp_path / "a.png", "footer", BOOK)
     run = pd.DataFrame(
         {
             "run": "cosine",
@@ -59,7 +60,7 @@ def test_figures_with_a_book_counterpart_draw_it(monkeypatch, tmp_path):
             "diverged": False,
         }
     )
-    lr_training.draw_run(run, tmp_path / "b.png", "footer", BOOK)
+    lr_schedules.draw_run(run, tmp_path / "b.png", "footer", BOOK)
     assert drawn == ["adam.yogi", "lrs.cosine_train"]
 
 
@@ -92,7 +93,7 @@ def test_edition_gap_is_the_largest_gap_where_both_drew():
 
 def test_airfoil_curve_tolerances_are_the_editions_own_gaps():
     """Each airfoil curve claim's tolerance is the largest EN-ZH gap of its plot."""
-    from d2lrepro import claims
+    from d2lrepro.pipeline import claims
 
     checks = {
         check["metric"].removesuffix(".curve_excess"): check["bound"]
@@ -111,7 +112,7 @@ def test_airfoil_final_loss_tolerances_are_the_editions_own_disagreement():
     """Each airfoil claim's final loss is judged against EN's printed one, within the larger of
     its plot's EN-ZH gap and the spread of the printed EN/ZH/CL final losses; the printed
     losses are those of the book's reference outputs."""
-    from d2lrepro import claims
+    from d2lrepro.pipeline import claims
 
     outputs = REPO.parent / "shared" / "reference" / "book_outputs.md"
     printed_lines = outputs.read_text().splitlines() if outputs.exists() else None

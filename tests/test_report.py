@@ -1,6 +1,7 @@
 import pandas as pd
 
-from d2lrepro import claims, plotting, report, settings
+from d2lrepro.core import plotting
+from d2lrepro.pipeline import claims, report, settings
 
 ENV = {
     "cpu_model": "Test CPU",

@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from d2lrepro import settings
+from d2lrepro.pipeline import settings
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 import torch
 
-from d2lrepro import data, speed
+from d2lrepro.core import data
+from d2lrepro.multidevice import speed
 
 
 def raw(n=64):

@@ -2,7 +2,7 @@ import time
 
 import torch
 
-from d2lrepro import timing
+from d2lrepro.core import timing
 
 FAST = {"min_run_time": 0.01, "max_run_time": 0.2}
 

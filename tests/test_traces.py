@@ -5,7 +5,8 @@ import torch
 import yaml
 
 from conftest import verdict_of
-from d2lrepro import claims, optimizers, traces
+from d2lrepro.optimization import optimizers, traces
+from d2lrepro.pipeline import claims
 
 # The book's printed `epoch 20, x1: %f, x2: %f` for each run of config.yaml (identical in EN, ZH,
 # CL).

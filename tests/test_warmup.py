@@ -3,7 +3,7 @@ import math
 import pandas as pd
 import pytest
 
-from d2lrepro import warmup
+from d2lrepro.optimization import warmup
 
 
 def sweep_runs(trained_none, trained_linear, lrs=(0.5, 1.0), seeds=(0, 1)):

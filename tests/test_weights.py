@@ -9,7 +9,8 @@ import torch
 import yaml
 
 from conftest import verdict_of
-from d2lrepro import claims, optimizers, traces
+from d2lrepro.optimization import optimizers, traces
+from d2lrepro.pipeline import claims
 
 CLAIMS = ("momentum.eff_weight", "rmsprop.weights", "momentum.scalar")
 

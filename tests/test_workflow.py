@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from d2lrepro import claims, imports
+from d2lrepro.pipeline import claims, code_inputs
 
 # They take every core, so the scheduler runs nothing beside them.
 TIMING_RULES = (
@@ -225,7 +225,7 @@ def test_code_inputs_are_the_import_closure_of_each_script(repo):
     for rule, inputs in jobs.items():
         for job_inputs in inputs:
             declared = sorted(f for f in job_inputs if f.startswith("workflow/d2lrepro/"))
-            expected = imports.closure(scripts[rule], repo) if rule in scripts else []
+            expected = code_inputs.closure(scripts[rule], repo) if rule in scripts else []
             assert declared == expected, rule
 
 
@@ -236,7 +236,7 @@ def test_editing_a_module_reruns_exactly_the_rules_that_import_it(smoke_run, mir
     users = [
         rule
         for rule, script in rule_scripts(smoke_run).items()
-        if "workflow/d2lrepro/lr_schedulers.py" in imports.closure(script, smoke_run)
+        if "workflow/d2lrepro/lr_schedulers.py" in code_inputs.closure(script, smoke_run)
     ]
     assert {"lr_schedule_plots", "lr_train", "lr_summary"} <= set(users)
     forced = planned_jobs(snakemake(smoke_run, "-n", "-R", *users, *config).stdout)
@@ -268,7 +268,7 @@ import sys
 from pathlib import Path
 from snakemake.api import SnakemakeApi
 from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
-from d2lrepro import settings
+from d2lrepro.pipeline import settings
 
 settings.local_gpus = lambda: int(sys.argv[1])  # this machine, as the Snakefile sees it
 given = {k: int(v) for k, v in (arg.split("=") for arg in sys.argv[2:])}

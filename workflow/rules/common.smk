@@ -17,7 +17,9 @@ import pandas as pd
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import Paramspace
 
-from d2lrepro import claims, fetch, imports, lr_schedulers, settings
+from d2lrepro.pipeline import claims, code_inputs, settings
+from d2lrepro.core import fetch
+from d2lrepro.optimization import schedulers
 
 ENV = "../../envs/d2lrepro.yaml"
 
@@ -33,7 +35,7 @@ def code(script):
     """The package modules that workflow/scripts/<script>.py imports, directly or not, as
     inputs: editing one reruns exactly the rules that run it."""
     path = Path(workflow.basedir) / "workflow" / "scripts" / f"{script}.py"
-    return imports.closure(path, workflow.basedir)
+    return code_inputs.closure(path, workflow.basedir)
 
 
 SECTION_TITLES = {
@@ -115,7 +117,7 @@ def plain(value):
     return value.item() if hasattr(value, "item") else value
 
 
-LR_RUNS = list(lr_schedulers.EXPERIMENTS)
+LR_RUNS = list(schedulers.EXPERIMENTS)
 MULTIGPU_MODELS = sorted({run["model"] for run in S["multidevice"]["runs"].values()})
 
 

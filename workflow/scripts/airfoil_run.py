@@ -1,12 +1,13 @@
 import torch
 
-from d2lrepro import logs, results, sweeps
+from d2lrepro.core import logs, results
+from d2lrepro.optimization import airfoil
 
 log = logs.setup(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 log.info("%s: %s, seeds %s", p.name, p.setting, p.seeds)
-runs = sweeps.run_setting(
+runs = airfoil.run_setting(
     p.name,
     p.setting,
     torch.load(snakemake.input.data),

@@ -3,7 +3,8 @@ import time
 import pandas as pd
 import torch
 
-from d2lrepro import environment, logs, reference, results, sweeps
+from d2lrepro.core import environment, logs, reference, results
+from d2lrepro.optimization import airfoil
 
 log = logs.setup(snakemake.log[0])
 p = snakemake.params
@@ -17,9 +18,9 @@ log.info(
     finals.sum(),
 )
 book = reference.load(snakemake.input.book_curves)
-rows = sweeps.summarize(runs, book)
+rows = airfoil.summarize(runs, book)
 data = torch.load(snakemake.input.data)
-rows += sweeps.compare_implementations(
+rows += airfoil.compare_implementations(
     data,
     p.settings,
     p.compare_epochs,
@@ -28,7 +29,7 @@ rows += sweeps.compare_implementations(
     p.seed,
 )
 start = time.perf_counter()
-eps_runs = sweeps.eps_sweep(
+eps_runs = airfoil.eps_sweep(
     data,
     p.eps_sweep["eps"],
     p.seeds,
@@ -38,10 +39,10 @@ eps_runs = sweeps.eps_sweep(
     p.eval_every,
 )
 log.info("ε sweep: %d runs in %.1f s", len(eps_runs), time.perf_counter() - start)
-rows += sweeps.eps_metrics(eps_runs)
+rows += airfoil.eps_metrics(eps_runs)
 results.write_csv(runs, snakemake.output.runs)
 results.write_csv(eps_runs, snakemake.output.eps_runs)
 results.write_metrics(rows, snakemake.output.metrics)
 for name, group in runs.groupby("setting"):
-    sweeps.draw_setting(group, snakemake.output[name], footer, book)
-sweeps.draw_eps(eps_runs, snakemake.output.eps_sweep, footer)
+    airfoil.draw_setting(group, snakemake.output[name], footer, book)
+airfoil.draw_eps(eps_runs, snakemake.output.eps_sweep, footer)

@@ -1,6 +1,7 @@
 import torch
 
-from d2lrepro import architectures, logs, results
+from d2lrepro.core import logs, results
+from d2lrepro.multidevice import architectures
 
 log = logs.setup(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

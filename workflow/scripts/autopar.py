@@ -1,6 +1,7 @@
 import torch
 
-from d2lrepro import autopar, devices, environment, logs, results
+from d2lrepro.core import devices, environment, logs, results
+from d2lrepro.performance import autopar
 
 log = logs.setup(snakemake.log[0])
 # Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...

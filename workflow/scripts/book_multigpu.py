@@ -1,9 +1,10 @@
-from d2lrepro import devices, logs, multigpu_book
+from d2lrepro.core import devices, logs
+from d2lrepro.multidevice import single_process
 
 log = logs.setup(snakemake.log[0])
 # Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
 devices.claim_gpus(snakemake.resources.gpu, log)
-multigpu_book.run_book(
+single_process.run_book(
     snakemake.params.runs,
     snakemake.params.seed,
     snakemake.input.data,

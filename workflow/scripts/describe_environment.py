@@ -1,6 +1,6 @@
 import json
 
-from d2lrepro import environment, logs
+from d2lrepro.core import environment, logs
 
 log = logs.setup(snakemake.log[0])
 env = environment.describe()

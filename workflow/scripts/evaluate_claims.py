@@ -2,7 +2,8 @@ import json
 
 import pandas as pd
 
-from d2lrepro import claims, logs
+from d2lrepro.core import logs
+from d2lrepro.pipeline import claims
 
 log = logs.setup(snakemake.log[0])
 with open(snakemake.input.environment) as f:

@@ -1,4 +1,4 @@
-from d2lrepro import fetch, logs
+from d2lrepro.core import fetch, logs
 
 logs.setup(snakemake.log[0])
 spec = next(s for s in fetch.FILES.values() if s.mirror_path == snakemake.wildcards.path)

@@ -1,4 +1,5 @@
-from d2lrepro import intro, logs, results
+from d2lrepro.core import logs, results
+from d2lrepro.optimization import intro
 
 logs.setup(snakemake.log[0])
 rows = intro.measure(snakemake.params.step)

@@ -1,6 +1,7 @@
 import torch
 
-from d2lrepro import data, devices, logs, lr_schedulers, lr_training, models, results
+from d2lrepro.core import data, devices, logs, models, results
+from d2lrepro.optimization import lr_schedules, schedulers
 
 log = logs.setup(snakemake.log[0])
 # Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
@@ -17,11 +18,11 @@ log.info(
     snakemake.threads,
 )
 fashion = data.load_data(snakemake.input.data, p.train_subset, p.test_subset, device)
-history = lr_training.train(
+history = lr_schedules.train(
     models.lenet(seed=p.seed),
     fashion,
     p.epochs,
-    lr_schedulers.schedule(w.run, w.semantics),
+    schedulers.schedule(w.run, w.semantics),
     batch_size=p.batch_size,
     device=device,
     seed=p.seed,

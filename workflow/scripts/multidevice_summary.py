@@ -1,7 +1,8 @@
-from d2lrepro import environment, logs, multigpu_summary, reference
+from d2lrepro.core import environment, logs, reference
+from d2lrepro.multidevice import summary
 
 logs.setup(snakemake.log[0])
-multigpu_summary.summarize(
+summary.summarize(
     runs=[*snakemake.input.runs, *snakemake.input.book],
     costs=snakemake.input.costs,
     topk=snakemake.input.topk,

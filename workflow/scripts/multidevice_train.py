@@ -1,9 +1,10 @@
-from d2lrepro import devices, logs, multigpu_launch
+from d2lrepro.core import devices, logs
+from d2lrepro.multidevice import launcher
 
 log = logs.setup(snakemake.log[0])
 # Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
 devices.claim_gpus(snakemake.resources.gpu, log)
-multigpu_launch.launch_training(
+launcher.launch_training(
     snakemake.wildcards.run,
     snakemake.params.run,
     snakemake.params.seed,

@@ -1,4 +1,4 @@
-from d2lrepro import data, logs, results
+from d2lrepro.core import data, logs, results
 
 log = logs.setup(snakemake.log[0])
 tensors = data.prepare_airfoil(snakemake.input.table, n=snakemake.params.examples)

@@ -1,4 +1,4 @@
-from d2lrepro import data, logs
+from d2lrepro.core import data, logs
 
 log = logs.setup(snakemake.log[0])
 files = snakemake.input

@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from d2lrepro import claims, environment, logs, report, settings
+from d2lrepro.core import environment, logs
+from d2lrepro.pipeline import claims, report, settings
 
 log = logs.setup(snakemake.log[0])
 with open(snakemake.input.environment) as f:

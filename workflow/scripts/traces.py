@@ -1,4 +1,5 @@
-from d2lrepro import logs, results, traces
+from d2lrepro.core import logs, results
+from d2lrepro.optimization import traces
 
 logs.setup(snakemake.log[0])
 steps = traces.run_traces(snakemake.params.runs, snakemake.params.steps, snakemake.params.start)

@@ -1,7 +1,8 @@
 import pandas as pd
 import torch
 
-from d2lrepro import data, devices, logs, lr_training, models, results
+from d2lrepro.core import data, devices, logs, models, results
+from d2lrepro.optimization import lr_schedules
 
 log = logs.setup(snakemake.log[0])
 # Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
@@ -14,7 +15,7 @@ fashion = data.load_data(snakemake.input.data, sweep["train_subset"], sweep["tes
 runs = []
 for seed in sweep["seeds"]:
     log.info("peak lr %g, warm-up over %d steps, seed %d, on %s", lr, warmup_steps, seed, device)
-    history = lr_training.train(
+    history = lr_schedules.train(
         models.lenet(seed=seed),
         fashion,
         sweep["epochs"],

@@ -1,0 +1,1 @@
+"""The shared layer: data, devices, models, timing, results, plots and logs."""

@@ -1,0 +1,40 @@
+"""Where every file of the workflow lives: the one place that knows.
+
+Files shipped with the repository are absolute (found from this module). Files a run writes
+are relative to the working directory Snakemake runs in: each experiment writes under
+``results/<chapter>/<experiment>/``, figures under ``results/figures/<section>/<name>.png``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+WORKFLOW = REPO / "workflow"
+LEDGER = WORKFLOW / "claims.yaml"
+CONFIG_SCHEMA = WORKFLOW / "schemas" / "config.schema.yaml"
+CLAIMS_SCHEMA = WORKFLOW / "schemas" / "claims.schema.yaml"
+BOOK_CURVES = WORKFLOW / "reference" / "book_curves.csv"
+SCRIPTS = WORKFLOW / "scripts"
+REPORT_TEMPLATE = REPO / "report" / "report.html.j2"
+CAPTIONS = REPO / "report" / "captions"
+
+RESULTS = Path("results")
+ENVIRONMENT = RESULTS / "environment.json"
+CLAIMS = RESULTS / "claims.csv"
+REPORT = RESULTS / "report.html"
+# `auto` resolved once per results tree (delete it to decide again).
+AUTO_PRESET = RESULTS / "auto_preset.txt"
+# Training checkpoints: outside every output, so that an interrupted job resumes from them.
+CHECKPOINTS = RESULTS / "checkpoints"
+
+
+def experiment(chapter: str, name: str) -> Path:
+    """The directory of experiment ``name`` of ``chapter`` (optimization, performance,
+    multidevice or data)."""
+    return RESULTS / chapter / name
+
+
+def figure(section: str, name: str) -> Path:
+    """The figure ``name`` of ledger section ``section``."""
+    return RESULTS / "figures" / section / f"{name}.png"

@@ -1,0 +1,91 @@
+"""The book's curves, point by point (EN and ZH editions, read off the evaluated notebooks'
+plots to about ±0.001): drawn beside ours, and the band they span that our curves are judged
+against. Reference data only, never a measurement."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from d2lrepro.core import paths
+
+BOOK_CURVES = paths.BOOK_CURVES
+EDITION_LABELS = {"en-1.0.3": "book EN", "zh-2.0.0": "book ZH"}
+EDITION_STYLES = {"en-1.0.3": ":", "zh-2.0.0": "--"}
+
+
+def load(path: Path = BOOK_CURVES) -> pd.DataFrame:
+    return pd.read_csv(path)
+
+
+def curve(curves: pd.DataFrame, claim_id: str, metric: str) -> pd.DataFrame:
+    """The book's points of one curve: edition, epoch, value."""
+    return curves[(curves["id"] == claim_id) & (curves["metric"] == metric)]
+
+
+def band_excess(
+    curves: pd.DataFrame, claim_id: str, metric: str, x, y, y_high=None, clip=None
+) -> float:
+    """How far our curve strays outside the band the book's editions span: over the book's
+    points within our x range, the largest gap between our values there (interpolated; with
+    ``y_high``, the interval from ``y`` to ``y_high``, such as the range over seeds, so that
+    our own noise is not counted against the book) and [lowest, highest] edition value. 0
+    where they overlap everywhere, NaN where the curves share no x.
+
+    With ``clip``, the top of the book's y-axis: at each of our x before an edition's first
+    point, that edition's curve ran above the plot, so the band there is [clip, inf)."""
+    book = curve(curves, claim_id, metric)
+    x, low = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    high = low if y_high is None else np.asarray(y_high, dtype=float)
+    if not len(book) or not len(x):
+        return math.nan
+    table = book.pivot_table(index="epoch", columns="edition", values="value")
+    if clip is not None:
+        firsts = table.apply(pd.Series.first_valid_index)
+        early = [v for v in x if 0 < v < firsts.max() and np.abs(table.index - v).min() > 1e-3]
+        table = table.reindex(table.index.union(early))
+        above = table.index.to_numpy()[:, None] < firsts.to_numpy()[None, :] - 1e-9
+        lows, highs = table.mask(above, clip), table.mask(above, math.inf)
+    else:
+        lows, highs = table, table
+    keep = (table.index >= x.min() - 1e-9) & (table.index <= x.max() + 1e-9)
+    band_low, band_high = lows[keep].min(axis=1), highs[keep].max(axis=1)
+    if not len(band_low):
+        return math.nan
+    at = band_low.index.to_numpy()
+    ours_low, ours_high = np.interp(at, x, low), np.interp(at, x, high)
+    below = band_low.to_numpy() - ours_high  # our whole interval under the band
+    above = ours_low - band_high.to_numpy()  # or over it
+    return float(np.max(np.maximum(0.0, np.maximum(below, above))))
+
+
+def edition_gap(curves: pd.DataFrame, claim_id: str, metric: str) -> float:
+    """The largest gap between the book's editions at the points where each drew the curve:
+    the tightest tolerance at which the editions reproduce each other."""
+    table = curve(curves, claim_id, metric).pivot_table(
+        index="epoch", columns="edition", values="value"
+    )
+    return float((table.max(axis=1) - table.min(axis=1)).max())
+
+
+def final_loss_tolerance(curves: pd.DataFrame, claim_id: str, printed) -> float:
+    """How far a final airfoil loss may lie from EN's and still match the book: the plot's
+    :func:`edition_gap`, or the spread of the editions' ``printed`` final losses if larger."""
+    return max(edition_gap(curves, claim_id, "loss"), float(np.ptp(printed)))
+
+
+def draw(ax, curves: pd.DataFrame, claim_id: str, metric: str, what: str = "") -> None:
+    """The book's editions of one curve on ``ax``, light and labelled by edition (and
+    ``what``)."""
+    for edition, points in curve(curves, claim_id, metric).groupby("edition"):
+        ax.plot(
+            points["epoch"],
+            points["value"],
+            EDITION_STYLES.get(edition, "-."),
+            color="0.55",
+            linewidth=1,
+            label=" ".join(filter(None, [EDITION_LABELS.get(edition, edition), what])),
+        )

@@ -1,0 +1,98 @@
+"""The timing figures of the multi-device sections: the cost model of a data-parallel step
+and the parameter servers' strategies."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from d2lrepro.core import plotting
+
+
+def draw_cost(costs: dict[str, pd.DataFrame], path, footer: str) -> None:
+    """t1, t2, max(t1, t2), t1 + t2 and the measured step against the per-device batch, one
+    panel per step of the cost model."""
+    fig, axes = plotting.figure(figsize=(3.3 * len(costs), 2.8), ncols=len(costs))
+    for ax, (model, cost) in zip(np.atleast_1d(axes), costs.items()):
+        if "t1" in cost and cost["t1"].notna().any():
+            lines = cost.assign(t1_plus_t2=cost["t1"] + cost["t2"])
+            columns = ["t1", "t2", "max_t1_t2", "t1_plus_t2", "measured_step"]
+            for column, fmt in zip(columns, ["-o", "-s", "k:", "k--", "r-^"]):
+                ax.plot(lines["batch_per_device"], lines[column], fmt, markersize=3, label=column)
+            ax.set(xscale="log", yscale="log")
+            ax.legend(fontsize=6)
+        ax.set(title=model, xlabel="batch per device", ylabel="seconds")
+        ax.grid(True)
+    plotting.save(fig, path, footer=footer)
+
+
+# The book's times for 160 MB of gradients on its 4-GPU PCIe server (seconds).
+BOOK_SYNC_S = {"gather": 0.060, "host": 0.080, "ring": 0.015}
+
+
+def draw_param_server(rows: pd.DataFrame, path, footer: str) -> None:
+    """Left: seconds to synchronize the gradient by each strategy on 2 workers and on all the
+    devices (median, error bars over the IQR), beside the book's times. Right: the time to
+    push every worker's gradient to one server and a 1/n share to each of n servers (the
+    slowest worker's), beside one server's time divided by n (the book's O(m/n)). A run that
+    could not happen here says why under its panels."""
+    value = rows.set_index("metric")["value"].astype(float)
+    notes = rows.set_index("metric")["note"].fillna("")
+
+    def get(name):
+        return value.get(name, math.nan)
+
+    runs = [(p, int(n)) for p in ("ps", "ps.all") if (n := get(f"{p}.workers")) > 0]
+    fig, (sync, pushes) = plotting.figure(figsize=(7.5, 3), ncols=2)
+    names, width = list(BOOK_SYNC_S), 0.8 / max(len(runs), 1)
+    for i, (prefix, workers) in enumerate(runs):
+        label = f"{workers} workers"
+        x = np.arange(len(names)) + (i - (len(runs) - 1) / 2) * width
+        medians = [get(f"{prefix}.{n}.median_s") for n in names]
+        spreads = [get(f"{prefix}.{n}.iqr_s") / 2 for n in names]
+        sync.bar(x, medians, width, yerr=spreads, color=f"C{i}", label=label)
+        for xi, median in zip(x, medians):
+            if not math.isfinite(median):
+                sync.text(xi, 0, "n/a", ha="center", va="bottom", fontsize=6)
+        parts = ("push.n1", "push.split")
+        pushes.errorbar(
+            [1, workers],
+            [get(f"{prefix}.{n}.median_s") for n in parts],
+            yerr=[get(f"{prefix}.{n}.iqr_s") / 2 for n in parts],
+            fmt="o-",
+            color=f"C{i}",
+            label=f"run on {label}",
+        )
+    if runs:
+        servers = np.arange(1, max(n for _, n in runs) + 1)
+        one = get(f"{runs[0][0]}.push.n1.median_s")
+        pushes.plot(servers, one / servers, ":", color="0.5", label="1 server's time / n")
+        pushes.set_xticks(servers)
+    sync.scatter(
+        range(len(names)),
+        list(BOOK_SYNC_S.values()),
+        color="0.5",
+        marker="_",
+        s=400,
+        zorder=3,
+        label="book, 160 MB on 4 GPUs",
+    )
+    sync.set_xticks(range(len(names)), names)
+    missing = [
+        f"no run on {'2 workers' if p == 'ps' else 'all devices'}: {notes.get(f'{p}.workers')}"
+        for p in ("ps", "ps.all")
+        if p not in dict(runs)
+    ]
+    if missing:
+        fig.supxlabel("; ".join(missing), fontsize=6.5, y=0.05)
+    for ax in (sync, pushes):
+        ax.set(ylabel="seconds")
+        ax.grid(True, axis="y")
+        if ax.get_legend_handles_labels()[0]:
+            ax.margins(y=0.3)  # room for the legend above the bars and the book's marks
+            ax.legend(fontsize=6, loc="upper left")
+    sync.set_title("synchronize the gradient", fontsize=8)
+    pushes.set_title("push the gradients to n servers", fontsize=8)
+    plotting.save(fig, path, footer=footer)

@@ -1,0 +1,242 @@
+"""Starting multi-device runs from the workflow: one worker in the job's own process, more under
+``torchrun`` (across the nodes of a SLURM allocation with ``srun``, one torchrun agent per node
+meeting at a c10d rendezvous); checkpoints named after the run's settings; "not applicable
+here" where the machine lacks the devices or the job the nodes."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+from torch.distributed import run as torchrun
+
+from d2lrepro.core import paths
+from d2lrepro.core.devices import cuda_count, machine_devices, unavailable
+from d2lrepro.core.results import METRIC_COLUMNS, write_csv, write_metrics, write_not_applicable
+from d2lrepro.multidevice.parameter_server import unmeasured_rows
+from d2lrepro.multidevice.worker import TOPK_COLUMNS, main
+
+CHECKPOINTS = paths.CHECKPOINTS
+
+log = logging.getLogger(__name__)
+
+
+def torchrun_argv(
+    devices: int, argv: list[str], nodes: int = 1, endpoint: str = "", run_id: str = ""
+) -> list[str]:
+    """torchrun's arguments for ``devices`` workers of this module, on one node or spread
+    evenly over ``nodes``. On one node --standalone picks a free port, so jobs running at once
+    never collide; across nodes every agent meets the others at the c10d rendezvous
+    ``endpoint`` (host:port) under ``run_id``. --max-restarts 0 ends the group when a worker
+    dies."""
+    if nodes == 1:
+        where = ["--standalone"]
+    else:
+        where = [
+            f"--nnodes={nodes}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={endpoint}",
+            f"--rdzv-id={run_id}",
+        ]
+    flags = [*where, f"--nproc-per-node={devices // nodes}", "--max-restarts=0"]
+    return [*flags, "-m", "d2lrepro.multidevice.worker", *argv]
+
+
+def allocated_nodes() -> int:
+    """Nodes of the SLURM allocation this job runs in (1 outside SLURM)."""
+    return int(os.environ.get("SLURM_JOB_NUM_NODES", 1))
+
+
+def free_port() -> int:
+    """A TCP port free on this host now, for the rendezvous this host serves."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
+def across_nodes(nodes: int, devices: int, argv: list[str], run_id: str) -> list[str]:
+    """The command that starts one torchrun agent on each of ``nodes`` nodes of this SLURM
+    allocation (srun, one task per node); this node, where the job runs, serves the
+    rendezvous."""
+    endpoint = f"{socket.gethostname()}:{free_port()}"
+    return [
+        "srun",
+        f"--nodes={nodes}",
+        f"--ntasks={nodes}",
+        "--ntasks-per-node=1",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *torchrun_argv(devices, argv, nodes, endpoint, run_id),
+    ]
+
+
+def command(devices: int, argv: list[str]) -> list[str]:
+    """The command line that runs this module on ``devices`` workers."""
+    if devices == 1:
+        return [sys.executable, "-m", "d2lrepro.multidevice.worker", *argv]
+    return [sys.executable, "-m", "torch.distributed.run", *torchrun_argv(devices, argv)]
+
+
+@contextlib.contextmanager
+def _output_to(log_path):
+    """Send this process's stdout and stderr, and so its children's, to ``log_path``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(log_path, "a") as stream:
+        for fd in (1, 2):
+            os.dup2(stream.fileno(), fd)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, old in zip((1, 2), saved):
+                os.dup2(old, fd)
+                os.close(old)
+
+
+def run_argv(run: dict) -> list[str]:
+    """Command-line flags for one training run of the config (model, epochs, batch_size, lr...)."""
+    flags = (
+        "model",
+        "epochs",
+        "batch_size",
+        "lr",
+        "momentum",
+        "weight_decay",
+        "train_subset",
+        "test_subset",
+    )
+    return [
+        item
+        for key in flags
+        if run.get(key) is not None
+        for item in (f"--{key.replace('_', '-')}", str(run[key]))
+    ]
+
+
+def _launch(devices: int, argv: list[str], log_path, nodes: int = 1, run_id: str = "") -> None:
+    """Run the workers. The job's own process is the worker of a 1-device run and torchrun's
+    agent for more on one node (its workers write to the log), which saves a Python and torch
+    start; across nodes srun starts an agent per node."""
+    if nodes > 1:
+        cmd = across_nodes(nodes, devices, argv, run_id)
+        log.info("as %s", " ".join(cmd))
+        with open(log_path, "a") as stream:
+            subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=True)
+        return
+    log.info("as %s", " ".join(command(devices, argv)))
+    if devices == 1:
+        main(argv)
+        return
+    with _output_to(log_path):
+        torchrun.main(torchrun_argv(devices, argv))
+
+
+def nodes_unavailable(nodes: int, devices: int) -> str:
+    """Why a run of ``devices`` devices over ``nodes`` nodes cannot happen in this job; ""
+    when it can. Each node must hold its share of the devices (the config check makes sure
+    they split evenly)."""
+    have = allocated_nodes()
+    if nodes > have:
+        return (
+            f"needs {nodes} nodes, this job has {have}: run it on a SLURM cluster"
+            " (snakemake --workflow-profile profiles/slurm asks for the nodes)"
+        )
+    return unavailable(devices // nodes)
+
+
+def launch_training(
+    name: str, run: dict, seed: int, data, history, topk, topk_every: int, timeout: float, log_path
+) -> None:
+    """Train run ``name`` of the config on its devices, or record why it cannot run here.
+
+    The checkpoint lives outside the outputs, so an interrupted job resumes from it; its name
+    carries the run's settings, so a changed setting never resumes from a stale one."""
+    nodes = run.get("nodes", 1)
+    reason = nodes_unavailable(nodes, run["devices"])
+    if reason:
+        write_not_applicable(history, reason)
+        write_csv([], topk, TOPK_COLUMNS)
+        return
+    key = hashlib.sha256(json.dumps([run, seed], sort_keys=True).encode()).hexdigest()[:12]
+    # Only the run that logs top-k pays for its collectives; the others leave the file empty.
+    topk_args = ["--topk-out", str(topk), "--topk-every", str(topk_every)]
+    if not run.get("topk"):
+        write_csv([], topk, TOPK_COLUMNS)
+        topk_args = []
+    checkpoint = CHECKPOINTS / f"{name}-{key}.pt"
+    _launch(
+        run["devices"],
+        run_argv(run)
+        + [
+            "--data",
+            str(data),
+            "--out",
+            str(history),
+            "--checkpoint",
+            str(checkpoint),
+            "--seed",
+            str(seed),
+            "--timeout",
+            str(timeout),
+            *topk_args,
+        ],
+        log_path,
+        nodes,
+        run_id=f"{name}-{key}-{os.environ.get('SLURM_JOB_ID', os.getpid())}",
+    )
+    checkpoint.unlink()
+
+
+def launch_probes(
+    costs: dict, outputs: dict, examples, seed: int, timeout: float, log_path
+) -> None:
+    """One launch of 2 workers that train nothing: the cost model of each model of ``costs``,
+    written to ``outputs[model]``, and the section's printed examples, written to
+    ``examples``; or why they cannot be measured here."""
+    reason = unavailable(2)
+    if reason:
+        for path in [*outputs.values(), examples]:
+            write_not_applicable(path, reason)
+        return
+    spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
+    argv = ["--cost-model", json.dumps(spec), "--examples-out", str(examples)]
+    _launch(2, [*argv, "--seed", str(seed), "--timeout", str(timeout)], log_path)
+
+
+def launch_param_server(spec: dict, out, timeout: float, log_path) -> None:
+    """The parameter-server timings of ``spec`` (mb, repeats, max_devices) on 2 workers
+    (metrics ``ps.*``) and on all the machine's devices, at most ``max_devices`` (``ps.all.*``),
+    one launch each, written together to ``out``; what cannot run here says why."""
+    most = min(spec["max_devices"], machine_devices())
+    rows = []
+    for workers, prefix in ((2, "ps"), (most, "ps.all")):
+        reason = unavailable(workers)
+        if not reason and prefix == "ps.all" and most <= 2:
+            kind = "GPUs" if cuda_count() else "usable cores"
+            reason = (
+                f"this machine has {machine_devices()} {kind} and parameter_server.max_devices"
+                f" is {spec['max_devices']}: no more devices than the 2-worker run's"
+            )
+        if reason:
+            rows += unmeasured_rows(reason, prefix)
+            continue
+        part = Path(out).with_suffix(f".{workers}.csv")
+        measure = {"mb": spec["mb"], "repeats": spec["repeats"], "prefix": prefix, "out": str(part)}
+        argv = ["--param-server", json.dumps(measure), "--timeout", str(timeout)]
+        _launch(workers, argv, log_path)
+        measured = pd.read_csv(part, dtype={c: str for c in METRIC_COLUMNS[2:]})
+        rows += measured.fillna({c: "" for c in METRIC_COLUMNS[2:]}).to_dict("records")
+        part.unlink()
+    write_metrics(rows, out)

@@ -1,0 +1,110 @@
+"""Training on multiple GPUs, from scratch, one process per device: the book's allreduce on
+``torch.distributed``, the rows each worker takes of a batch, the from-scratch LeNet's training
+step and the section's printed examples. The book's own one-process code is
+:mod:`d2lrepro.multidevice.single_process`."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+import torch.distributed as dist
+from torch.nn import functional as F
+
+from d2lrepro.core import models
+from d2lrepro.core.devices import place, world_size
+from d2lrepro.core.results import metric
+from d2lrepro.multidevice import single_process
+
+log = logging.getLogger(__name__)
+
+
+def dist_allreduce_(tensor: torch.Tensor) -> torch.Tensor:
+    """Sum ``tensor`` over all workers, in place, the book's way: reduce onto rank 0, then
+    broadcast from it. Without a process group (one worker) nothing is sent."""
+    if world_size() > 1:
+        dist.reduce(tensor, dst=0)
+        dist.broadcast(tensor, src=0)
+    return tensor
+
+
+def shard(batch: torch.Tensor, rank: int, world: int) -> torch.Tensor:
+    """Worker ``rank``'s rows of a global ``batch``: contiguous, nearly equal chunks, one per
+    worker, the first ones a row longer (the book's ``split_batch``)."""
+    return torch.tensor_split(batch, world)[rank]
+
+
+def sync_grads(params) -> None:
+    """Sum every parameter's gradient over the workers (not the mean) with one
+    :func:`dist_allreduce_` of all of them packed into one flat buffer: a message costs gloo
+    a fixed overhead, so one reduce and one broadcast beat one of each per parameter."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if world_size() == 1 or not grads:
+        return
+    flat = dist_allreduce_(torch.cat([g.reshape(-1) for g in grads]))
+    for grad, part in zip(grads, flat.split([g.numel() for g in grads])):
+        grad.copy_(part.view_as(grad))
+
+
+def scratch_setup(seed: int, lr: float, device: torch.device):
+    """This worker's from-scratch LeNet, no optimizer, and ``step(x, y, global_batch)``: the
+    summed cross-entropy of this worker's shard, gradients summed over the workers, and
+    ``p -= lr * grad / global_batch`` (``d2l.sgd``); returns the logits and the shard's loss."""
+    net = place(models.ScratchLeNet(seed), device)
+    params = list(net.parameters())
+
+    def step(x, y, global_batch):
+        y_hat = net(x)
+        loss = F.cross_entropy(y_hat, y, reduction="none").sum()
+        loss.backward()
+        sync_grads(params)
+        with torch.no_grad():
+            for param in params:
+                param -= lr * param.grad / global_batch
+                param.grad.zero_()
+        return y_hat.detach(), loss.detach()
+
+    return net, None, step
+
+
+def params_example(device: torch.device) -> list[dict]:
+    """The section's ``get_params`` cell: LeNet's parameters through the book's
+    :func:`~d2lrepro.multidevice.single_process.get_params` to ``device``, and what the book
+    prints of b1
+    (``b1 weight: tensor([0., …], device=…, requires_grad=True)``, ``b1 grad: None``), logged
+    as printed: its zero entries, whether the print shows ``requires_grad=True``, whether it
+    is on ``device``, and whether its grad is None."""
+    b1 = single_process.get_params(models.lenet_params(), device)[1]
+    printed = repr(b1)
+    log.info("b1 weight: %s", printed)
+    log.info("b1 grad: %s", b1.grad)
+    where = str(device)
+    return [
+        metric("params.b1_zeros", int((b1 == 0).sum()), device=where),
+        metric("params.b1_requires_grad", float("requires_grad=True" in printed), device=where),
+        metric("params.b1_on_device", float(b1.device == device), device=where),
+        metric("params.b1_grad_is_none", float(b1.grad is None), device=where),
+    ]
+
+
+def printed_examples(device: torch.device) -> list[dict]:
+    """The section's printed examples, made by 2 workers on their own devices: LeNet's fresh
+    parameters copied to worker 0's device (:func:`params_example`), the allreduce of [[1, 1]]
+    held by worker 0 and [[2, 2]] held by worker 1, and the rows each worker takes of a 4x5
+    batch and of seed 003's 6x4 batch. Every worker returns every worker's rows."""
+    rank, world = dist.get_rank(), world_size()
+    if world != 2:
+        raise ValueError(f"the printed examples need 2 workers, not {world}")
+    where = str(device)
+    rows = params_example(device) if rank == 0 else []
+    held = dist_allreduce_(torch.full((1, 2), float(rank + 1), device=device))
+    rows += [metric(f"allreduce.shard{rank}.{j}", held[0, j].item(), device=where) for j in (0, 1)]
+    for name, (n, width) in {"scatter": (4, 5), "split6x4": (6, 4)}.items():
+        mine = shard(torch.arange(n * width, device=device).reshape(n, width), rank, world)
+        rows += [
+            metric(f"{name}.shard{rank}.{end}_row", mine[k, 0].item() // width, device=where)
+            for end, k in (("first", 0), ("last", -1))
+        ]
+    gathered = [None] * world
+    dist.all_gather_object(gathered, rows)
+    return [row for worker in gathered for row in worker]

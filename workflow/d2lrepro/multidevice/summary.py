@@ -1,0 +1,320 @@
+"""What the multi-GPU runs measured: per-run and 1-vs-2-device metrics, the cost model (at its
+ends and where t1 and t2 balance), and the sections' figures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from d2lrepro.core import plotting, reference
+from d2lrepro.core.results import (
+    failed,
+    late_iqr,
+    metric,
+    not_applicable,
+    seed_spread,
+    write_metrics,
+)
+
+# The ledger id of each run's test-accuracy curve in the book.
+BOOK_CURVE_IDS = {
+    "lenet.1": "mgpu.1gpu",
+    "lenet.2": "mgpu.2gpu",
+    "resnet18.1": "mgpuc.1gpu",
+    "resnet18.2": "mgpuc.2gpu",
+}
+
+# The printed examples' metrics, as the 2 workers of d2lrepro.multidevice.scratch make them.
+EXAMPLE_METRICS = [
+    *(f"params.b1_{n}" for n in ("zeros", "requires_grad", "on_device", "grad_is_none")),
+    *(f"allreduce.shard{r}.{j}" for r in range(2) for j in range(2)),
+    *(
+        f"{name}.shard{r}.{end}_row"
+        for name in ("scatter", "split6x4")
+        for r in range(2)
+        for end in ("first", "last")
+    ),
+]
+
+# The cost model at the balanced batch, whose t1 / t2 must lie within 1/BALANCE and BALANCE
+# (see cost_metrics).
+BALANCED = ("batch", "t1_over_t2", "step_over_max", "max_error", "sum_error")
+BALANCE = 2
+
+
+def load_runs(paths) -> dict[str, pd.DataFrame]:
+    """Histories by run name, the seeds of a run (files ``<run>.seed<n>.csv``) concatenated
+    with a ``seed`` column; the book's code runs once (``book_<model>.2.csv``)."""
+    runs: dict[str, list] = {}
+    for path in paths:
+        name, _, seed = Path(path).name.removesuffix(".csv").partition(".seed")
+        runs.setdefault(name, []).append(pd.read_csv(path).assign(seed=int(seed or 0)))
+    return {name: pd.concat(frames, ignore_index=True) for name, frames in runs.items()}
+
+
+def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
+    """Over the run's seeds: the median final test accuracy and its spread (IQR across seeds,
+    or with one seed its last five epochs' IQR), mean seconds per epoch (the book's
+    timer.avg), samples/s over whole epochs and (median) on each epoch's whole batches after
+    its first, and for a run the book drew, how far the median test-accuracy curve strays
+    outside the band of the book's editions; not applicable where the machine lacks its
+    devices, failed where a seed diverged. The book's code records no first batch: its
+    steady rate is the epoch's."""
+    names = (
+        "test_acc",
+        "test_acc_spread",
+        "sec_per_epoch",
+        "samples_per_s",
+        "steady_samples_per_s",
+    )
+    names += ("curve_excess",) if name in BOOK_CURVE_IDS else ()
+    note = history["note"].dropna().astype(str) if "note" in history else pd.Series(dtype=str)
+    if len(note) and note.iloc[0]:
+        return [not_applicable(f"{name}.{n}", note.iloc[0]) for n in names]
+    device = str(history["devices"].iloc[0])
+    if history["diverged"].astype(bool).any():
+        at = history[history["diverged"].astype(bool)].iloc[0]
+        why = f"{name} seed {at.seed} diverged at epoch {at.epoch} (train loss {at.train_loss:.3g})"
+        return [failed(f"{name}.{n}", why, device=device) for n in names]
+    seeds = [h for _, h in history.groupby("seed")]
+    final = pd.Series([h["test_acc"].iloc[-1] for h in seeds])
+    rows = [
+        metric(f"{name}.test_acc", final.median(), device=device),
+        metric(
+            f"{name}.test_acc_spread",
+            seed_spread(final, late_iqr(seeds[0]["test_acc"])),
+            device=device,
+        ),
+        metric(f"{name}.sec_per_epoch", history["seconds"].mean(), "s", device),
+        metric(f"{name}.samples_per_s", history["samples_per_s"].median(), "samples/s", device),
+        metric(
+            f"{name}.steady_samples_per_s",
+            history.get("steady_samples_per_s", history["samples_per_s"]).median(skipna=False),
+            "samples/s",
+            device,
+        ),
+    ]
+    if name in BOOK_CURVE_IDS:
+        curve = history.groupby("epoch")["test_acc"].median()
+        excess = reference.band_excess(
+            book, BOOK_CURVE_IDS[name], "test_acc", curve.index, curve.values
+        )
+        rows.append(metric(f"{name}.curve_excess", excess, device=device))
+    return rows
+
+
+def unequal_work(one: pd.DataFrame, two: pd.DataFrame) -> str:
+    """Why two runs' steady throughputs do not compare the same work ("" when they do): their
+    epochs must train the same examples, and each must have a whole batch after its first
+    (:func:`d2lrepro.multidevice.worker.steady_rate`)."""
+    examples = sorted({int(n) for h in (one, two) for n in h["examples"]})
+    if len(examples) > 1:
+        return f"the runs train different numbers of examples per epoch: {examples}"
+    if one["steady_samples_per_s"].isna().any() or two["steady_samples_per_s"].isna().any():
+        return "a run has no whole batch after its first: no steady throughput to compare"
+    return ""
+
+
+def comparison_metrics(
+    rows: dict[str, dict], model: str, histories: dict[str, pd.DataFrame]
+) -> list[dict]:
+    """Speed-up (steady throughput, 2 devices over 1) and scaling efficiency of run
+    ``<model>.2`` over ``<model>.1``, and the test accuracy difference (absolute, and 2
+    devices minus 1); these inherit "not applicable" or "failed" from the runs they compare,
+    and the speed-up is not applicable where the runs' epochs are not the same work
+    (:func:`unequal_work`)."""
+    one, two = f"{model}.1", f"{model}.2"
+    rate = "steady_samples_per_s"
+    needed = [rows[f"{run}.{n}"] for run in (one, two) for n in (rate, "test_acc")]
+    names = ("speedup", "efficiency", "acc_diff", "acc_change")
+    for status, make in (("failed", failed), ("not applicable", not_applicable)):
+        notes = sorted({r["note"] for r in needed if r["status"] == status})
+        if notes:
+            return [make(f"{model}.{n}", "; ".join(notes)) for n in names]
+    value = {r["metric"]: r["value"] for r in needed}
+    speedup = value[f"{two}.{rate}"] / value[f"{one}.{rate}"]
+    speed = [metric(f"{model}.speedup", speedup, "x"), metric(f"{model}.efficiency", speedup / 2)]
+    if "examples" in histories[one] and (why := unequal_work(histories[one], histories[two])):
+        speed = [not_applicable(f"{model}.{n}", why) for n in ("speedup", "efficiency")]
+    return speed + [
+        metric(f"{model}.acc_diff", abs(value[f"{two}.test_acc"] - value[f"{one}.test_acc"])),
+        metric(f"{model}.acc_change", value[f"{two}.test_acc"] - value[f"{one}.test_acc"]),
+    ]
+
+
+def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
+    """The cost model's verdict numbers: t1 / t2 at the smallest and largest batch, and at the
+    balanced batch (least |log t1/t2|: max(t1, t2) and t1 + t2 differ most) the measured step
+    over max(t1, t2) and the step's relative error from each; the crossover batch (first
+    t1 > t2) is shown.
+
+    The balanced batch must have t1 / t2 within [1/:data:`BALANCE`, :data:`BALANCE`], where
+    max(t1, t2) is at most 2/3 of t1 + t2; further apart the two differ too little for the
+    step to tell them apart, and the balanced metrics are not applicable: the claim needs a
+    step whose communication is comparable to its computation."""
+    names = ("t1_over_t2.smallest", "t1_over_t2.largest", "crossover_batch")
+    names += tuple(f"balanced.{n}" for n in BALANCED)
+    if "note" in cost and cost["note"].notna().any():
+        reason = cost["note"].dropna().iloc[0]
+        return [not_applicable(f"cost.{model}.{n}", reason) for n in names]
+    first, last = cost.iloc[0], cost.iloc[-1]
+    dominated = cost[cost["t1"] > cost["t2"]]["batch_per_device"]
+    crossover = (
+        metric(f"cost.{model}.crossover_batch", dominated.min())
+        if len(dominated)
+        else failed(f"cost.{model}.crossover_batch", "communication dominates at every batch")
+    )
+    ends = [
+        metric(f"cost.{model}.t1_over_t2.smallest", first.t1 / first.t2, "x"),
+        metric(f"cost.{model}.t1_over_t2.largest", last.t1 / last.t2, "x"),
+        crossover,
+    ]
+    at = cost.loc[np.log(cost["t1"] / cost["t2"]).abs().idxmin()]
+    ratio = at.t1 / at.t2
+    if not 1 / BALANCE <= ratio <= BALANCE:
+        why = (
+            f"no balanced batch: t1 / t2 is nearest 1 at batch {at.batch_per_device:g} per"
+            f" device, {ratio:.3g}, outside 1/{BALANCE}–{BALANCE}, where max(t1, t2) and"
+            " t1 + t2 differ too little to tell apart; a model or link whose communication"
+            " is comparable to its computation at some batch would judge it"
+        )
+        return ends + [not_applicable(f"cost.{model}.balanced.{n}", why) for n in BALANCED]
+    over = (at.measured_step / max(at.t1, at.t2), at.measured_step / (at.t1 + at.t2))
+    values = (at.batch_per_device, ratio, over[0], *(abs(o - 1) for o in over))
+    return ends + [metric(f"cost.{model}.balanced.{n}", v) for n, v in zip(BALANCED, values)]
+
+
+def example_metrics(examples: pd.DataFrame) -> list[dict]:
+    """The printed examples as the 2 workers made them, or why they could not be made here."""
+    if "metric" not in examples:
+        return [not_applicable(name, examples["note"].iloc[0]) for name in EXAMPLE_METRICS]
+    return examples.fillna({"unit": "", "note": "", "status": ""}).to_dict("records")
+
+
+def model_of(run: str) -> str:
+    """The model a run trains, from its name: ``resnet18_momentum.1`` and
+    ``book_resnet18.2`` train ``resnet18``."""
+    return run.removeprefix("book_").split(".")[0].split("_")[0]
+
+
+def _label(name: str, h: pd.DataFrame) -> str:
+    """A run in words: its devices, batch and lr, and how it was run."""
+    first = h.iloc[0]
+    how = "one process, book's code" if name.startswith("book_") else name
+    return f"{first.world_size} dev, batch {first.batch_size}, lr {first.lr:g} ({how})"
+
+
+def _trained(histories: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The runs that trained on this machine (not the ones it could not make)."""
+    return {
+        name: h for name, h in histories.items() if "test_acc" in h and h["test_acc"].notna().any()
+    }
+
+
+def draw_test_acc(
+    histories: dict[str, pd.DataFrame], path, footer: str, book: pd.DataFrame
+) -> None:
+    """Test accuracy per epoch (median over seeds), one line per run that could be made on
+    this machine, and the book's curves of the same runs in grey; the legend beside the axes,
+    where it hides no curve."""
+    fig, ax = plotting.figure(figsize=(6.5, 2.8))
+    for name in histories:
+        if name in BOOK_CURVE_IDS:
+            what = f"{name.split('.')[-1]} device(s)"
+            reference.draw(ax, book, BOOK_CURVE_IDS[name], "test_acc", what)
+    for name, h in _trained(histories).items():
+        curve = h.groupby("epoch")["test_acc"].median()
+        ax.plot(curve.index, curve.values, "-o", markersize=3, label=_label(name, h))
+    ax.set(xlabel="epoch", ylabel="test acc")
+    ax.legend(fontsize=5, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.grid(True)
+    plotting.save(fig, path, footer=footer)
+
+
+def draw_epochs(histories: dict[str, pd.DataFrame], path, footer: str) -> None:
+    """Train loss, train accuracy and test accuracy per epoch (medians over seeds) of every
+    run that could be made on this machine, one panel each."""
+    columns = ("train_loss", "train_acc", "test_acc")
+    fig, axes = plotting.figure(figsize=(9, 2.8), ncols=len(columns))
+    for name, h in _trained(histories).items():
+        curves = h.groupby("epoch")[list(columns)].median()
+        for ax, column in zip(axes, columns):
+            ax.plot(curves.index, curves[column], "-o", markersize=2, label=_label(name, h))
+    for ax, column in zip(axes, columns):
+        ax.set(xlabel="epoch", ylabel=column.replace("_", " "))
+        ax.grid(True)
+    axes[0].legend(fontsize=5)
+    plotting.save(fig, path, footer=footer)
+
+
+def draw_throughput(values: dict[str, float], runs: list[str], path, footer: str) -> None:
+    """Samples per second of each run made on this machine (log scale: the models differ ~100x)."""
+    rates = {r: values.get(f"{r}.samples_per_s", math.nan) for r in runs}
+    rates = {r: v for r, v in rates.items() if math.isfinite(v)}
+    fig, ax = plotting.figure(figsize=(4.5, 2.5))
+    ax.bar(range(len(rates)), list(rates.values()), color=[f"C{i}" for i in range(len(rates))])
+    ax.set_xticks(range(len(rates)), list(rates), fontsize=6, rotation=20, ha="right")
+    ax.set(yscale="log", ylabel="samples / s", title="Training throughput")
+    ax.grid(True, axis="y")
+    plotting.save(fig, path, footer=footer)
+
+
+def draw_topk(topk: dict[str, pd.DataFrame], path, footer: str) -> None:
+    """The runs that log it (the seeds' Paddle run on 1 and 2 devices): running train loss,
+    top-1 and top-5 training accuracy at each logging step."""
+    fig, axes = plotting.figure(figsize=(7, 2.8), ncols=2)
+    for i, (name, rows) in enumerate(topk.items()):
+        step = np.arange(1, len(rows) + 1)
+        axes[0].plot(step, rows["train_loss"], ".-", color=f"C{i}", label=name)
+        axes[1].plot(step, rows["top1"], ".-", color=f"C{i}", label=f"{name} top-1")
+        axes[1].plot(step, rows["top5"], ".--", color=f"C{i}", label=f"{name} top-5")
+    axes[0].set(xlabel="logging step", ylabel="train loss")
+    axes[1].set(xlabel="logging step", ylabel="train accuracy")
+    for ax in axes:
+        ax.grid(True)
+        if ax.lines:
+            ax.legend(fontsize=6)
+    plotting.save(fig, path, footer=footer)
+
+
+def summarize(
+    runs: list,
+    costs: list,
+    topk: list,
+    examples,
+    servers,
+    footer: str,
+    metrics_out,
+    figures: dict,
+    book: pd.DataFrame,
+) -> None:
+    """Metrics and figures of every training run (``runs``: history CSVs named after the run
+    and seed, the book's code as ``book_<model>.2.csv``) and cost model (``cost_<model>.csv``),
+    beside the book's curves (``book``), the top-k logs (``topk``: one CSV per run that logs
+    it, ``<run>.seed<n>.topk.csv``), the printed examples (``examples``, a metrics CSV) and
+    the parameter-server timings (``servers``, a metrics CSV, drawn only)."""
+    histories = load_runs(runs)
+    cost_tables = {Path(p).stem.removeprefix("cost_"): pd.read_csv(p) for p in costs}
+    rows = example_metrics(pd.read_csv(examples))
+    for name, history in histories.items():
+        rows += run_metrics(name, history, book)
+    by_name = {r["metric"]: r for r in rows}
+    pairs = sorted({n.rsplit(".", 1)[0] for n in histories if n.endswith(".2")})
+    for prefix in (p for p in pairs if f"{p}.1" in histories):
+        rows += comparison_metrics(by_name, prefix, histories)
+    values = {r["metric"]: r["value"] for r in rows}
+    for model, cost in cost_tables.items():
+        rows += cost_metrics(cost, model)
+    write_metrics(rows, metrics_out)
+    for model, section in (("lenet", "mgpu"), ("resnet18", "mgpuc")):
+        of_model = {k: v for k, v in histories.items() if model_of(k) == model}
+        draw_test_acc(of_model, figures[f"{section}_test_acc"], footer, book)
+        draw_epochs(of_model, figures[f"{section}_epochs"], footer)
+    draw_throughput(values, list(histories), figures["throughput"], footer)
+    logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk}
+    draw_topk({name: rows for name, rows in logs.items() if len(rows)}, figures["topk"], footer)
+    figures.draw_cost(cost_tables, figures["cost"], footer)
+    figures.draw_param_server(pd.read_csv(servers), figures["ps"], footer)

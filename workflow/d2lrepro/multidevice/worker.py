@@ -1,0 +1,355 @@
+"""One data-parallel run on one or more devices, one process per device: the worker that
+``torchrun`` starts for the multi-GPU sections (:mod:`d2lrepro.multidevice.launcher` starts it).
+
+Run as ``python -m d2lrepro.multidevice.worker --model lenet --data fashion_mnist.pt
+--out lenet.csv`` (one worker), or under ``torchrun --standalone --nproc-per-node 2 -m
+d2lrepro.multidevice.worker ...``.
+Without torchrun's environment (``WORLD_SIZE`` unset) no process group is created. Workers use
+NCCL on GPUs and gloo on pinned CPU cores (see :mod:`d2lrepro.core.devices`).
+
+Every worker walks the same seeded permutation of the training set; each global minibatch of
+``--batch-size`` examples is split row-wise into one contiguous shard per worker, so the union
+of the shards is a minibatch of one device. The initial parameters depend on ``--seed`` only,
+the data order by default on the number of workers too (:func:`order_seed`): the book's 1- and
+2-GPU runs start from the same parameters but each shuffles on its own. ``lenet`` is the
+from-scratch section (:mod:`d2lrepro.multidevice.scratch`), ``resnet18`` the concise one
+(:mod:`d2lrepro.multidevice.concise`). Test accuracy is measured on rank 0 only (the book
+evaluates on the first GPU), outside the timed part; rank 0 also writes the CSVs and the
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from d2lrepro.core.data import evaluate_accuracy, load_data, save
+from d2lrepro.core.devices import (
+    describe,
+    device_for,
+    node_workers,
+    pin_to_core,
+    run_devices,
+    world_size,
+)
+from d2lrepro.core.results import HISTORY_COLUMNS, diverged, write_csv, write_metrics
+from d2lrepro.core.timing import Clock, synchronize
+from d2lrepro.multidevice import parameter_server
+from d2lrepro.multidevice.concise import concise_setup
+from d2lrepro.multidevice.cost_model import COST_COLUMNS, cost_model
+from d2lrepro.multidevice.scratch import printed_examples, scratch_setup, shard
+
+MODELS = ("lenet", "resnet18")
+# Beside HISTORY_COLUMNS: an epoch's examples, and its throughput on its whole batches after
+# the first (:func:`steady_rate`).
+RUN_COLUMNS = [*HISTORY_COLUMNS, "examples", "steady_samples_per_s"]
+TOPK_COLUMNS = ["epoch", "batch", "train_loss", "top1", "top5"]
+log = logging.getLogger("d2lrepro.multidevice.worker")
+
+
+def build(
+    model: str,
+    seed: int,
+    lr: float,
+    device: torch.device,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+):
+    """This worker's replica of ``model``, its optimizer (None for the from-scratch LeNet) and
+    ``step(x, y, global_batch)``."""
+    if model == "lenet":
+        return scratch_setup(seed, lr, device)
+    return concise_setup(seed, lr, device, momentum, weight_decay)
+
+
+def order_seed(seed: int, world: int) -> int:
+    """The default seed of the data order of a run of ``world`` workers: ``seed`` for one
+    worker, another for each further one, so 1 and 2 devices see different minibatches."""
+    return seed + 1000 * (world - 1)
+
+
+def steady_rate(marks: list[tuple[float, int]], seconds: float, examples: int) -> float:
+    """Examples per second from the end of an epoch's first batch to the start of a partial
+    last batch (or the epoch's end), given ``marks`` (seconds, examples done) at those points:
+    warm-up, which would weigh more on a run of fewer batches, and a partial batch, which runs
+    at another rate, are left out. NaN without a whole batch after the first."""
+    (t0, n0), (t1, n1) = marks[0], marks[1] if len(marks) > 1 else (seconds, examples)
+    return (n1 - n0) / (t1 - t0) if n1 > n0 else math.nan
+
+
+def _mark(device: torch.device, start: float, examples: int) -> tuple[float, int]:
+    synchronize(device)
+    return time.perf_counter() - start, examples
+
+
+def _reduced(counts: torch.Tensor) -> torch.Tensor:
+    """The sum of ``counts`` over workers (valid on rank 0)."""
+    total = counts.clone()
+    if world_size() > 1:
+        dist.reduce(total, dst=0)
+    return total
+
+
+def _config(args: argparse.Namespace, world: int) -> dict:
+    """What a checkpoint must agree on to be resumed."""
+    keys = ("model", "batch_size", "lr", "momentum", "weight_decay", "seed", "train_subset")
+    order = order_seed(args.seed, world) if args.order_seed is None else args.order_seed
+    return {**{k: getattr(args, k) for k in keys}, "world_size": world, "order_seed": order}
+
+
+def _resume(args, net, optimizer, generator, config) -> tuple[list, list, int]:
+    """History, top-k rows and epochs done from ``args.checkpoint``; nothing if it is absent."""
+    if args.checkpoint is None or not args.checkpoint.exists():
+        return [], [], 0
+    state = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
+    if state["config"] != config:
+        raise ValueError(
+            f"{args.checkpoint} was written by a run with {state['config']}, not {config}"
+        )
+    if state["epoch"] > args.epochs:
+        raise ValueError(
+            f"{args.checkpoint} is at epoch {state['epoch']}, past --epochs {args.epochs}"
+        )
+    net.load_state_dict(state["model"])
+    if optimizer is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    generator.set_state(state["rng"])
+    log.info("resuming from %s after epoch %d", args.checkpoint, state["epoch"])
+    return state["history"], state["topk"], state["epoch"]
+
+
+def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[list, list]:
+    """Train for ``args.epochs`` epochs, resuming from ``args.checkpoint`` if it exists.
+
+    Returns (on rank 0; empty elsewhere) one row per epoch
+    (:data:`RUN_COLUMNS`) and, with
+    ``--topk-out``, a row every ``--topk-every`` batches with the running means since the
+    epoch's start of loss, top-1 and top-5 training accuracy (:data:`TOPK_COLUMNS`).
+    """
+    world = world_size()
+    data = load_data(args.data, args.train_subset, args.test_subset, device)
+    net, optimizer, step = build(
+        args.model, args.seed, args.lr, device, args.momentum, args.weight_decay
+    )
+    config = _config(args, world)
+    generator = torch.Generator().manual_seed(config["order_seed"])
+    history, topk_rows, done = _resume(args, net, optimizer, generator, config)
+    n = len(data.train_y)
+    devices = describe(run_devices(world))
+    for epoch in range(done + 1, args.epochs + 1):
+        if epoch == args.fail_at_epoch and rank == world - 1:
+            raise RuntimeError(f"rank {rank} fails at epoch {epoch} as asked (--fail-at-epoch)")
+        order = torch.randperm(n, generator=generator).to(device)
+        net.train()
+        # loss sum, top-1 hits, top-5 hits, examples
+        counts = torch.zeros(4, dtype=torch.float64, device=device)
+        marks = []  # see steady_rate
+        with Clock(device) as clock:
+            start = time.perf_counter()
+            for batch, i in enumerate(range(0, n, args.batch_size), start=1):
+                idx = order[i : i + args.batch_size]
+                if batch > 1 and len(idx) < args.batch_size:
+                    marks.append(_mark(device, start, i))
+                mine = shard(idx, rank, world)
+                y = data.train_y[mine]
+                y_hat, loss = step(data.train_x[mine], y, len(idx))
+                if batch == 1:
+                    marks.append(_mark(device, start, len(idx)))
+                hits = y_hat.topk(min(5, y_hat.shape[1]), dim=1).indices == y[:, None]
+                counts[0] += loss
+                counts[1] += hits[:, 0].sum()
+                counts[2] += hits.any(dim=1).sum()
+                counts[3] += len(y)
+                if args.topk_out is not None and batch % args.topk_every == 0:
+                    loss_sum, top1, top5, seen = _reduced(counts).tolist()
+                    if rank == 0:
+                        topk_rows.append(
+                            {
+                                "epoch": epoch,
+                                "batch": batch,
+                                "train_loss": loss_sum / seen,
+                                "top1": top1 / seen,
+                                "top5": top5 / seen,
+                            }
+                        )
+            loss_sum, top1, _, seen = _reduced(counts).tolist()
+        if rank != 0:
+            continue
+        history.append(
+            {
+                "epoch": epoch,
+                "train_loss": loss_sum / seen,
+                "train_acc": top1 / seen,
+                "test_acc": evaluate_accuracy(net, data.test_x, data.test_y, args.batch_size),
+                "seconds": clock.seconds,
+                "samples_per_s": seen / clock.seconds,
+                "examples": seen,
+                "steady_samples_per_s": steady_rate(marks, clock.seconds, seen),
+                "devices": devices,
+                "world_size": world,
+                "model": args.model,
+                "batch_size": args.batch_size,
+                "lr": args.lr,
+                "diverged": diverged([h["train_loss"] for h in history] + [loss_sum / seen]),
+            }
+        )
+        log.info(
+            "epoch %d/%d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f examples/s)"
+            + (" DIVERGED" if history[-1]["diverged"] else ""),
+            epoch,
+            args.epochs,
+            *(
+                history[-1][k]
+                for k in ("train_loss", "train_acc", "test_acc", "seconds", "samples_per_s")
+            ),
+        )
+        if args.checkpoint is not None:
+            save(
+                {
+                    "config": config,
+                    "epoch": epoch,
+                    "model": net.state_dict(),
+                    "optimizer": None if optimizer is None else optimizer.state_dict(),
+                    "rng": generator.get_state(),
+                    "history": history,
+                    "topk": topk_rows,
+                },
+                args.checkpoint,
+            )
+    if rank != 0:
+        return [], []
+    return history, topk_rows
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m d2lrepro.multidevice.worker", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--model", choices=MODELS, default="lenet")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument(
+        "--batch-size", type=int, default=256, help="global minibatch, split across the workers"
+    )
+    parser.add_argument("--lr", type=float, default=0.2)
+    parser.add_argument("--momentum", type=float, default=0.0, help="resnet18 only")
+    parser.add_argument("--weight-decay", type=float, default=0.0, help="resnet18 only")
+    parser.add_argument("--train-subset", type=int, help="use the first N training examples")
+    parser.add_argument("--test-subset", type=int, help="use the first N test examples")
+    parser.add_argument(
+        "--data", type=Path, help="prepared Fashion-MNIST (.pt); not needed with --cost-model"
+    )
+    parser.add_argument("--out", type=Path, help="CSV: one row per epoch")
+    parser.add_argument(
+        "--topk-out", type=Path, help="CSV of running loss, top-1 and top-5 accuracy"
+    )
+    parser.add_argument(
+        "--topk-every", type=int, default=50, help="batches between --topk-out rows"
+    )
+    parser.add_argument(
+        "--checkpoint", type=Path, help="saved every epoch, resumed from if it exists"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--order-seed",
+        type=int,
+        help="seed of the data order (default: one per --seed and number of workers)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=600,
+        help="seconds a worker waits for its peers before failing; must exceed "
+        "rank 0's per-epoch evaluation and checkpointing, during which the "
+        "others wait",
+    )
+    parser.add_argument(
+        "--cost-model",
+        type=json.loads,
+        metavar="JSON",
+        help="measure the cost model instead of training, for each step of "
+        '{"STEP": {"batches": [per-device batch sizes], "repeats": N, "out": CSV}} '
+        "(steps: lenet, lenet_ddp, resnet18)",
+    )
+    parser.add_argument(
+        "--examples-out",
+        type=Path,
+        help="with --cost-model on 2 workers: CSV of the section's printed examples",
+    )
+    parser.add_argument(
+        "--param-server",
+        type=json.loads,
+        metavar="JSON",
+        help='time the parameter-server strategies, {"mb": gradient MB, "repeats": N, '
+        '"prefix": metric prefix, "out": CSV}',
+    )
+    # tests: the last rank dies
+    parser.add_argument("--fail-at-epoch", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    probes = args.cost_model is not None or args.param_server is not None
+    if not probes and (args.data is None or args.out is None):
+        parser.error("training needs --data and --out")
+    if args.examples_out and args.cost_model is None:
+        parser.error("--examples-out goes with --cost-model")
+    if args.model == "lenet" and (args.momentum or args.weight_decay):
+        parser.error("the from-scratch LeNet uses plain SGD: no --momentum or --weight-decay")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    rank = int(os.environ.get("RANK", 0))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s rank {rank} %(levelname)s: %(message)s"
+    )
+    # Devices are per node: a run over 2 nodes of 4 GPUs uses cuda:0..3 on each.
+    device = device_for(local_rank, node_workers())
+    if device.type == "cpu":
+        pin_to_core(local_rank)
+    if "WORLD_SIZE" in os.environ:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=args.timeout)
+        )
+    probes = args.cost_model is not None or args.param_server is not None
+    if not probes and args.batch_size % world_size():
+        raise ValueError(
+            f"--batch-size {args.batch_size} does not split evenly over {world_size()} workers"
+        )
+    if probes:
+        # One launch measures every model of the spec: a torchrun start costs seconds.
+        for model, spec in (args.cost_model or {}).items():
+            rows = cost_model(model, spec["batches"], spec["repeats"], args.seed, args.lr, device)
+            if rank == 0:
+                write_csv(rows, spec["out"], COST_COLUMNS)
+        if args.examples_out is not None:
+            rows = printed_examples(device)
+            if rank == 0:
+                write_metrics(rows, args.examples_out)
+        if args.param_server is not None:
+            spec = args.param_server
+            rows = parameter_server.measure(spec["mb"], spec["repeats"], device, spec["prefix"])
+            if rank == 0:
+                write_metrics(rows, spec["out"])
+    else:
+        history, topk_rows = train(args, device, rank)
+        if rank == 0:
+            write_csv(history, args.out, RUN_COLUMNS)
+            if args.topk_out is not None:
+                write_csv(topk_rows, args.topk_out, TOPK_COLUMNS)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

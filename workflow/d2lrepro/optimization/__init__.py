@@ -1,0 +1,1 @@
+"""The optimization chapter: one module per experiment."""

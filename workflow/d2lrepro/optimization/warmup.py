@@ -1,0 +1,81 @@
+"""Warm-up against a high learning rate (seed 000 §6.3): the sweep of peak lrs, each run
+without and with a linear warm-up from the same weights (``lr_training.train``'s
+``warmup_steps``), judged pair by pair."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from d2lrepro.core import plotting
+from d2lrepro.core.results import metric, sign_test_p
+
+# A run "trains" when it neither explodes nor dies: a LeNet whose ReLUs died predicts one
+# class, 0.1 on the balanced test set; one that learns anything is far above twice that.
+TRAINED_TEST_ACC = 0.2
+
+
+def trained(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per variant, peak lr and seed of the warm-up sweep: whether the run trained (its last
+    epoch did not diverge and reached test accuracy :data:`TRAINED_TEST_ACC`)."""
+    last = runs.groupby(["warmup", "peak_lr", "seed"]).tail(1)
+    trained = ~last["diverged"].astype(bool) & (last["test_acc"] >= TRAINED_TEST_ACC)
+    return last.assign(trained=trained)[["warmup", "peak_lr", "seed", "test_acc", "trained"]]
+
+
+def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
+    """Runs that fail without and with warm-up; the (lr, seed) pairs, which start from the
+    same weights, that warm-up rescues and that it breaks, and the one-sided sign-test
+    p-value of rescuing more than it breaks; per variant, the highest peak lr at which every
+    seed trained (0 if none)."""
+    table = trained(runs)
+    pairs = table.pivot_table(index=["peak_lr", "seed"], columns="warmup", values="trained")
+    pairs = pairs.astype(bool)
+    rescued = int((pairs["linear"] & ~pairs["none"]).sum())
+    broken = int((pairs["none"] & ~pairs["linear"]).sum())
+    sign_p = sign_test_p(rescued, rescued + broken)
+    highest = {}
+    rows = []
+    for variant, g in table.groupby("warmup"):
+        every_seed = g.groupby("peak_lr")["trained"].all()
+        highest[variant] = max(every_seed[every_seed].index, default=0.0)
+        rows += [
+            metric(f"warmup_sweep.{variant}.failed_runs", int((~g["trained"]).sum())),
+            metric(f"warmup_sweep.{variant}.highest_lr", highest[variant]),
+        ]
+    lr = {variant: f"{value:g}" if value else "none" for variant, value in highest.items()}
+    note = (
+        f"warm-up rescued {rescued} and broke {broken} of {len(pairs)} (lr, seed) pairs; the"
+        f" highest peak lr at which every seed trained: {lr['none']} without warm-up,"
+        f" {lr['linear']} with"
+    )
+    return rows + [
+        metric("warmup_sweep.pairs", len(pairs)),
+        metric("warmup_sweep.rescued", rescued),
+        metric("warmup_sweep.broken", broken),
+        metric("warmup_sweep.sign_p", sign_p, note=note),
+    ]
+
+
+def draw_sweep(runs: pd.DataFrame, path, footer: str) -> None:
+    """Test accuracy after the sweep's epochs against the peak lr, each seed a point, the
+    median a line, without and with warm-up; runs that exploded sit at 0."""
+    table = trained(runs).fillna({"test_acc": 0.0})
+    fig, ax = plotting.figure()
+    for (variant, g), style in zip(table.groupby("warmup"), ("-o", "--s")):
+        steps = int(runs.loc[runs["warmup"] == variant, "warmup_steps"].iloc[0])
+        label = (
+            f"linear warm-up over {steps} step{'s' if steps != 1 else ''}"
+            if steps
+            else "no warm-up"
+        )
+        median = g.groupby("peak_lr")["test_acc"].median()
+        (line,) = ax.plot(median.index, median.values, style, label=label)
+        ax.scatter(g["peak_lr"], g["test_acc"], s=8, color=line.get_color(), alpha=0.5)
+    ax.axhline(TRAINED_TEST_ACC, color="grey", linestyle=":", linewidth=0.8)
+    lrs = sorted(table["peak_lr"].unique())
+    ax.set(xlabel="peak lr", ylabel="test acc", xscale="log", ylim=(0, 1))
+    ax.set_xticks(lrs, [f"{lr:g}" for lr in lrs])
+    ax.minorticks_off()
+    ax.legend(fontsize=6)
+    ax.grid(True)
+    plotting.save(fig, path, footer=footer)

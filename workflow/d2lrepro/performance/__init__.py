@@ -1,0 +1,1 @@
+"""The computational-performance chapter: one module per experiment."""

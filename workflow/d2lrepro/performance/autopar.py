@@ -1,0 +1,254 @@
+"""Automatic parallelism: two independent chains of products alone and together (on 2 GPUs,
+2 CUDA streams, or 2 CPU cores), and computing while copying results to the host.
+
+Metrics: ``autopar.{cpu,streams,gpus}.{a,b,both}.{median_s,iqr_s,runs}``,
+``autopar.{v}.sum_s`` (a + b), ``autopar.{v}.both_below_sum`` (1 or 0), ``autopar.{v}.speedup``
+(sum / both); ``autopar.gpus.book_both_s``; ``copy.{compute,copy,overlap,book}.{median_s,...}``,
+``copy.sum_s``, ``copy.{overlap,book}_below_sum``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pandas as pd
+import torch
+
+from d2lrepro.core import plotting
+from d2lrepro.core.devices import synchronize, unavailable
+from d2lrepro.core.results import metric, not_applicable, unmeasured
+from d2lrepro.core.timing import NAN_TIMING, intra_op_threads, naive_time, time_fn, timing_rows
+
+
+def run(x: torch.Tensor, n: int = 50) -> list[torch.Tensor]:
+    """The book's workload: ``n`` products x @ x, all kept."""
+    return [x.mm(x) for _ in range(n)]
+
+
+def _parallel_rows(prefix: str, times: dict[str, dict], device: str, note: str) -> list[dict]:
+    rows = [
+        r
+        for part in ("a", "b", "both")
+        for r in timing_rows(f"{prefix}.{part}", times[part], device, note)
+    ]
+    total, both = times["a"]["median"] + times["b"]["median"], times["both"]["median"]
+    return rows + [
+        metric(f"{prefix}.sum_s", total, "s", device, note),
+        metric(f"{prefix}.both_below_sum", float(both < total), "", device, note),
+        metric(f"{prefix}.speedup", total / both, "x", device, note),
+    ]
+
+
+def _time_parts(parts: dict, device, min_run_time: float, max_run_time: float) -> dict:
+    """:func:`~d2lrepro.core.timing.time_fn` of each named part."""
+    return {name: time_fn(fn, device, min_run_time, max_run_time) for name, fn in parts.items()}
+
+
+def _parallel_unmeasured(prefix: str, reason: str) -> list[dict]:
+    return unmeasured(
+        _parallel_rows(prefix, dict.fromkeys(("a", "b", "both"), NAN_TIMING), "", ""), reason
+    )
+
+
+def concurrently(pool: ThreadPoolExecutor, jobs: list[tuple]) -> None:
+    """Start every job, ``(function, *arguments)``, on ``pool`` at once; wait for all."""
+    for future in [pool.submit(*job) for job in jobs]:
+        future.result()
+
+
+def autopar_cpu(
+    size: int = 4000,
+    n: int = 50,
+    seed: int = 0,
+    min_run_time: float = 0.2,
+    max_run_time: float = 10.0,
+) -> list[dict]:
+    """The CPU analogue of the book's two-GPU experiment: chains a and b of run() alone, each on
+    one intra-op thread, and both at once in two Python threads (mm releases the GIL)."""
+    torch.manual_seed(seed)
+    xa, xb = torch.rand(size, size), torch.rand(size, size)
+    # A new thread computes with torch's default thread count, whatever the caller set: each
+    # worker sets its own, else the two chains together run four threads on two cores.
+    workers = ThreadPoolExecutor(2, initializer=torch.set_num_threads, initargs=(1,))
+    with intra_op_threads(1), workers as pool:
+        parts = {
+            "a": lambda: run(xa, n),
+            "b": lambda: run(xb, n),
+            "both": lambda: concurrently(pool, [(run, xa, n), (run, xb, n)]),
+        }
+        times = _time_parts(parts, "cpu", min_run_time, max_run_time)
+    return _parallel_rows("autopar.cpu", times, "cpu", "two chains, one thread each")
+
+
+def autopar_streams(
+    size: int = 4000,
+    n: int = 50,
+    seed: int = 0,
+    min_run_time: float = 0.2,
+    max_run_time: float = 10.0,
+) -> list[dict]:
+    """On one GPU: chains a and b of run() each on its own CUDA stream, alone and both at once."""
+    reason = unavailable(cuda=1)
+    if reason:
+        return _parallel_unmeasured("autopar.streams", reason)
+    device = torch.device("cuda", 0)
+    torch.manual_seed(seed)
+    xa, xb = torch.rand(size, size, device=device), torch.rand(size, size, device=device)
+    streams = torch.cuda.Stream(device), torch.cuda.Stream(device)
+    # the inputs, made on the default stream, are ready before the side streams read them
+    synchronize(device)
+
+    def chains(*which):
+        for i in which:
+            with torch.cuda.stream(streams[i]):
+                run((xa, xb)[i], n)
+        synchronize(device)
+
+    parts = {"a": lambda: chains(0), "b": lambda: chains(1), "both": lambda: chains(0, 1)}
+    times = _time_parts(parts, device, min_run_time, max_run_time)
+    return _parallel_rows("autopar.streams", times, str(device), "two CUDA streams on one GPU")
+
+
+def autopar_gpus(
+    size: int = 4000,
+    n: int = 50,
+    seed: int = 0,
+    min_run_time: float = 0.2,
+    max_run_time: float = 10.0,
+) -> list[dict]:
+    """The book's experiment: run() on GPU 0 alone, on GPU 1 alone, and on both, waiting for both
+    GPUs; book_both_s is the book's own code, which waits only for the current device."""
+    reason = unavailable(cuda=2)
+    if reason:
+        return _parallel_unmeasured("autopar.gpus", reason) + [
+            not_applicable("autopar.gpus.book_both_s", reason, "s")
+        ]
+    devices = torch.device("cuda", 0), torch.device("cuda", 1)
+    torch.manual_seed(seed)
+    xs = [torch.rand(size, size, device=d) for d in devices]
+
+    def on(*which):
+        for i in which:
+            run(xs[i], n)
+        for i in which:
+            synchronize(devices[i])
+
+    # each clock waits for every GPU a part uses (on() synchronizes them), so one device will do
+    parts = {"a": lambda: on(0), "b": lambda: on(1), "both": lambda: on(0, 1)}
+    times = _time_parts(parts, devices[0], min_run_time, max_run_time)
+    current = torch.device("cuda", torch.cuda.current_device())
+    book = naive_time(lambda: (run(xs[0], n), run(xs[1], n)), current, sync=True)
+    return _parallel_rows("autopar.gpus", times, "cuda:0+cuda:1", "two GPUs") + [
+        metric(
+            "autopar.gpus.book_both_s",
+            book,
+            "s",
+            "cuda:0+cuda:1",
+            "synchronizes the current device only",
+        )
+    ]
+
+
+COPY_PARTS = ("compute", "copy", "pinned", "overlap", "book")
+
+
+def _copy_rows(times: dict[str, dict], device: str) -> list[dict]:
+    rows = [r for part in COPY_PARTS for r in timing_rows(f"copy.{part}", times[part], device)]
+    total = times["compute"]["median"] + times["copy"]["median"]
+    return rows + [
+        metric("copy.sum_s", total, "s", device),
+        metric("copy.overlap_below_sum", float(times["overlap"]["median"] < total), "", device),
+        metric("copy.book_below_sum", float(times["book"]["median"] < total), "", device),
+    ]
+
+
+def copy_overlap(
+    size: int = 4000,
+    n: int = 50,
+    seed: int = 0,
+    min_run_time: float = 0.2,
+    max_run_time: float = 10.0,
+) -> list[dict]:
+    """The book's 'Run on GPU1 and copy to CPU': compute alone, blocking copy of the results
+    alone (into fresh pageable memory, as the book's ``.to('cpu')``; pinned: into the pinned
+    buffers the overlap uses, so that pinning alone cannot make the overlap win), each product
+    copied on a side stream into pinned memory while the next one computes (overlap), and the
+    book's code (non-blocking copies queued after all products, book)."""
+    reason = unavailable(cuda=1)
+    if reason:
+        return unmeasured(
+            _copy_rows(dict.fromkeys(COPY_PARTS, NAN_TIMING), ""),
+            reason,
+        )
+    device = torch.device("cuda", 0)
+    torch.manual_seed(seed)
+    x = torch.rand(size, size, device=device)
+    ys = run(x, n)
+    pinned = [torch.empty(size, size, pin_memory=True) for _ in range(n)]
+    copier = torch.cuda.Stream(device)
+    synchronize(device)
+
+    def overlapped():
+        for buffer in pinned:
+            y = x.mm(x)
+            copier.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(copier):
+                buffer.copy_(y, non_blocking=True)
+            y.record_stream(copier)  # keeps y's memory from reuse until the copy is done
+        synchronize(device)
+
+    def book():
+        copies = [y.to("cpu", non_blocking=True) for y in run(x, n)]
+        synchronize(device)
+        return copies
+
+    def pinned_copy():
+        for buffer, y in zip(pinned, ys):
+            buffer.copy_(y)
+
+    parts = {
+        "compute": lambda: run(x, n),
+        "copy": lambda: [y.to("cpu") for y in ys],
+        "pinned": pinned_copy,
+        "overlap": overlapped,
+        "book": book,
+    }
+    times = _time_parts(parts, device, min_run_time, max_run_time)
+    return _copy_rows(times, str(device))
+
+
+AUTOPAR_VARIANTS = {"cpu": "CPU, 2 threads", "streams": "1 GPU, 2 streams", "gpus": "2 GPUs"}
+
+
+def plot_autopar(metrics: pd.DataFrame, path, footer: str) -> None:
+    """Chain a alone, chain b alone, both at once, and a + b, for each variant measured."""
+    table = plotting.metric_table(
+        metrics, r"^autopar\.(?P<variant>\w+)\.(?P<part>a|b|both)\.(?P<stat>median_s|iqr_s)$"
+    )
+    table = table.dropna(subset="value").pivot_table(
+        index=["variant", "part"], columns="stat", values="value"
+    )
+    sums = table.xs("a", level="part")["median_s"] + table.xs("b", level="part")["median_s"]
+    table = pd.concat([table, sums.to_frame().assign(part="sum").set_index("part", append=True)])
+    variants = [v for v in AUTOPAR_VARIANTS if (v, "both") in table.index]
+    labels = {"a": "a alone", "b": "b alone", "both": "both", "sum": "a + b"}
+    table = table.rename(index=labels, level="part")
+
+    fig, ax = plotting.figure(figsize=(4.5, 3))
+    plotting.grouped_bars(ax, table, variants, list(labels.values()))
+    ax.set_xticklabels([AUTOPAR_VARIANTS[v] for v in variants])
+    ax.set(ylabel="time (s)", title="Two independent chains of products")
+    ax.legend(fontsize=6)
+    plotting.save(fig, path, footer=footer)
+
+
+def measure(cfg: dict, seed: int) -> list[dict]:
+    """Every variant of the section with the ``autopar`` config: two CPU cores (at their own
+    sizes), two CUDA streams, two GPUs, and computing while copying."""
+    size, n, limit = cfg["size"], cfg["matmuls"], cfg["max_run_time"]
+    return [
+        *autopar_cpu(cfg["cpu"]["size"], cfg["cpu"]["matmuls"], seed, max_run_time=limit),
+        *autopar_streams(size, n, seed, max_run_time=limit),
+        *autopar_gpus(size, n, seed, max_run_time=limit),
+        *copy_overlap(size, n, seed, max_run_time=limit),
+    ]

@@ -1,0 +1,326 @@
+"""Compilers and interpreters: imperative vs symbolic fancy_func, the book's MLP run eagerly,
+by TorchScript and by torch.compile, and TorchScript serialization.
+
+Metrics: ``imperative.result``, ``symbolic.result`` (book: 10); ``hyb.n_calls``;
+``hyb.batch{B}.{mode}.{median_s,iqr_s,runs}`` (time of ``n_calls`` forward calls),
+``hyb.batch{B}.{mode}.naive_s`` (the book's one cold loop), ``hyb.batch{B}.{mode}.max_abs_diff``
+(against eager), ``hyb.batch{B}.eager_over_{mode}`` and its ``_iqr`` (eager's time over the
+mode's, from blocks of calls timed in alternation), ``hyb.batch{B}.naive.*`` (the
+book's cold loop in fresh processes: :mod:`.cold_loop`);
+``serial.{file_bytes,params,max_abs_diff}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+import os
+import shutil
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import nn
+
+from d2lrepro.core import plotting
+from d2lrepro.core.devices import cuda_count
+from d2lrepro.core.models import mlp
+from d2lrepro.core.results import failed, metric, not_applicable, one_line
+from d2lrepro.core.timing import NAN_TIMING, naive_time, paired_ratio, time_fn, timing_rows
+from d2lrepro.performance import hybridize_cold
+
+log = logging.getLogger(__name__)
+MODES = ("eager", "script", "compile")
+BOOK_PARAMS = 164_482
+
+
+def add(a, b):
+    return a + b
+
+
+def fancy_func(a, b, c, d):
+    e = add(a, b)
+    f = add(c, d)
+    g = add(e, f)
+    return g
+
+
+def add_():
+    return """
+def add(a, b):
+    return a + b
+"""
+
+
+def fancy_func_():
+    return """
+def fancy_func(a, b, c, d):
+    e = add(a, b)
+    f = add(c, d)
+    g = add(e, f)
+    return g
+"""
+
+
+def evoke_():
+    return add_() + fancy_func_() + "print(fancy_func(1, 2, 3, 4))"
+
+
+def _printed(cell: Callable[[], None]) -> str:
+    """What ``cell`` prints."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cell()
+    return out.getvalue()
+
+
+def imperative_vs_symbolic() -> tuple[list[dict], str]:
+    """The book's two cells, run as it writes them: print(fancy_func(1, 2, 3, 4)), and the
+    program that evoke_() generates, printed, compiled and executed; each result is the last
+    line the cell prints. Returns the rows and what the symbolic cell printed."""
+
+    def symbolic():
+        prog = evoke_()
+        print(prog)
+        y = compile(prog, "", "exec")
+        # Its own namespace, as a notebook's: the program's fancy_func calls the program's add,
+        # never this module's.
+        exec(y, {})
+
+    imperative = _printed(lambda: print(fancy_func(1, 2, 3, 4)))
+    printed = _printed(symbolic)
+    rows = [
+        metric("imperative.result", float(imperative.splitlines()[-1])),
+        metric("symbolic.result", float(printed.splitlines()[-1])),
+    ]
+    return rows, printed
+
+
+@contextlib.contextmanager
+def _quiet_jit():
+    # torch.jit warns that it is deprecated; TorchScript is what the book's section measures.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+def convert(net: nn.Module, mode: str) -> Callable:
+    """``net`` as run in ``mode``: eager (itself), script (TorchScript) or compile (torch.compile,
+    specialized to each input shape; it compiles lazily, on the first call)."""
+    if mode == "eager":
+        return net
+    if mode == "script":
+        with _quiet_jit():
+            return torch.jit.script(net)
+    if mode == "compile":
+        return torch.compile(net, dynamic=False)
+    raise ValueError(f"unknown mode {mode!r}")
+
+
+def _hyb_rows(prefix: str, naive: float, timing: dict, diff: float, device: str) -> list[dict]:
+    return [
+        metric(f"{prefix}.naive_s", naive, "s", device),
+        *timing_rows(prefix, timing, device),
+        metric(f"{prefix}.max_abs_diff", diff, "", device),
+    ]
+
+
+def missing_toolchain(mode: str, device: torch.device) -> str:
+    """The tool that ``mode`` needs on ``device`` and this machine lacks, named ("" when none
+    is missing): torch.compile builds C++ kernels for the CPU with the compiler that its
+    inductor config names, and Triton kernels for CUDA, whose launchers Triton builds with a
+    C compiler ($CC, gcc or clang)."""
+    if mode != "compile":
+        return ""
+    # torch.compile's own modules: a second to import, so only when it is asked for
+    from torch._inductor import config as inductor_config
+    from torch.utils._triton import has_triton
+
+    if device.type == "cuda":
+        if not has_triton():
+            return "torch.compile on CUDA needs Triton, which is not installed"
+        what, names = "a C compiler for Triton's launchers", [os.environ.get("CC"), "gcc", "clang"]
+    else:
+        cxx = inductor_config.cpp.cxx
+        what, names = "a C++ compiler", list(cxx) if isinstance(cxx, list | tuple) else [cxx]
+    names = [name for name in names if name]  # None: torch would install one with conda
+    if any(shutil.which(name) for name in names):
+        return ""
+    return f"torch.compile needs {what} ({' or '.join(names)}), and none is on the PATH"
+
+
+def hybridize(
+    batch_sizes=(1, 64, 1024),
+    modes=MODES,
+    n_calls: int = 1000,
+    device="cpu",
+    seed: int = 0,
+    min_run_time: float = 0.2,
+    max_run_time: float = 10.0,
+    prefix: str = "hyb",
+    cold_batch: int | None = 1,
+) -> list[dict]:
+    """Forward passes of the book's MLP run eagerly, by TorchScript and by torch.compile;
+    metric names start with ``prefix``.
+
+    Autograd stays on, as in the book (it calls net(x) without torch.no_grad). For each batch
+    size, in the book's order of modes: naive_s is the book's loop of ``n_calls`` calls on a
+    shape the net has not seen, so it includes TorchScript's profiling runs and torch.compile's
+    compilation (on CUDA it also waits for the device at the end, unlike the book); median_s
+    and iqr_s are the timing helper's per-call figures times ``n_calls``, its blocks of calls
+    standing for the book's loop; max_abs_diff compares the output with eager's. A mode whose
+    toolchain is missing (:func:`missing_toolchain`) is not applicable, with what is missing;
+    a mode that raises anyway has failed, with the error's first line. At ``cold_batch`` (the
+    book's batch 1; None: none) the book's cold loop is also repeated in fresh processes.
+    """
+    device = torch.device(device)
+    eager = mlp(seed).to(device)
+    nets = {}
+    # Every mode gets its rows; one that is not measured says why: (row maker, reason).
+    unusable = {
+        mode: (not_applicable, "not run: not among the configured modes")
+        for mode in MODES
+        if mode not in modes
+    }
+    for mode in MODES:
+        if mode in unusable:
+            continue
+        missing = missing_toolchain(mode, device)
+        if missing:
+            unusable[mode] = (not_applicable, missing)
+            continue
+        try:
+            nets[mode] = convert(eager, mode)
+        except Exception as error:  # noqa: BLE001 -- a failure to convert is a result
+            unusable[mode] = (failed, one_line(error))
+
+    rows = [metric(f"{prefix}.n_calls", n_calls)]
+    paired = {"block_s": min_run_time / 10, "max_run_time": max_run_time}
+    for batch in batch_sizes:
+        x = torch.randn(batch, 512, device=device)
+        reference = eager(x).detach()
+        medians = {}
+        for mode in MODES:
+            name = f"{prefix}.batch{batch}.{mode}"
+            if mode not in unusable:
+                try:
+                    naive, timing, diff = _measure_net(
+                        nets[mode], x, reference, n_calls, device, min_run_time, max_run_time
+                    )
+                except Exception as error:  # noqa: BLE001 -- torch.compile fails on its first call
+                    unusable[mode] = (failed, one_line(error))
+            if mode in unusable:
+                make, reason = unusable[mode]
+                template = _hyb_rows(name, math.nan, NAN_TIMING, math.nan, "")
+                rows += [make(row["metric"], reason, row["unit"]) for row in template]
+                continue
+            medians[mode] = timing["median"]
+            rows += _hyb_rows(name, naive, timing, diff, str(device))
+        for mode in MODES[1:]:  # eager is the reference, timed in alternation with each mode
+            name = f"{prefix}.batch{batch}.eager_over_{mode}"
+            if "eager" in medians and mode in medians:
+                ratio = paired_ratio(
+                    lambda: nets["eager"](x), lambda: nets[mode](x), device, **paired
+                )
+                rows += [
+                    metric(name, ratio["median"], "x", str(device)),
+                    metric(f"{name}_iqr", ratio["iqr"], "x", str(device)),
+                ]
+            else:
+                make, reason = unusable.get(mode) or unusable["eager"]
+                rows += [make(name, reason, "x"), make(f"{name}_iqr", reason, "x")]
+        if batch != cold_batch:
+            continue
+        name = f"{prefix}.batch{batch}.naive"
+        if {"eager", "script"} <= medians.keys():
+            rows += hybridize_cold.cold_pairs(name, batch, n_calls, device, seed)
+        else:
+            make, reason = unusable.get("script") or unusable["eager"]
+            rows += [make(f"{name}.{m}", reason) for m in hybridize_cold.NAMES]
+    return rows
+
+
+def _measure_net(
+    net, x, reference, n_calls, device, min_run_time, max_run_time
+) -> tuple[float, dict, float]:
+    """The book's cold loop, the timing helper's estimate for ``n_calls`` calls, and the largest
+    difference from ``reference``."""
+
+    def loop():
+        for _ in range(n_calls):
+            net(x)
+
+    naive = naive_time(loop, device, sync=True)
+    diff = (net(x) - reference).abs().max().item()
+    per_call = time_fn(lambda: net(x), device, min_run_time, max_run_time)
+    timing = {
+        "median": per_call["median"] * n_calls,
+        "iqr": per_call["iqr"] * n_calls,
+        "runs": per_call["runs"],
+    }
+    return naive, timing, diff
+
+
+def serialize(directory, seed: int = 0) -> list[dict]:
+    """The book's net.save('my_mlp'): save the scripted MLP, load it back, compare outputs."""
+    path = Path(directory) / "my_mlp"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    net = convert(mlp(seed), "script")
+    with _quiet_jit():
+        torch.jit.save(net, str(path))
+        loaded = torch.jit.load(str(path))
+    x = torch.randn(1, 512)
+    return [
+        metric("serial.file_bytes", path.stat().st_size, "B"),
+        metric("serial.params", sum(p.numel() for p in net.parameters())),
+        metric("serial.max_abs_diff", (loaded(x) - net(x)).abs().max().item()),
+    ]
+
+
+def plot_hybridization(metrics: pd.DataFrame, path, footer: str) -> None:
+    """Time of n_calls forward passes per batch size and mode: median bars with IQR error bars,
+    the book's single cold loop as hollow markers."""
+    table = plotting.metric_table(
+        metrics, r"^hyb\.batch(?P<batch>\d+)\.(?P<mode>\w+)\.(?P<stat>median_s|iqr_s|naive_s)$"
+    )
+    table["batch"] = table["batch"].astype(int)
+    table = table.pivot_table(index=["batch", "mode"], columns="stat", values="value", dropna=False)
+    batches = sorted(table.index.get_level_values("batch").unique())
+    modes = [m for m in MODES if m in table.index.get_level_values("mode")]
+    n_calls = int(metrics.loc[metrics["metric"] == "hyb.n_calls", "value"].iloc[0])
+
+    fig, ax = plotting.figure(figsize=(5, 3))
+    plotting.grouped_bars(ax, table, batches, modes)
+    ax.scatter([], [], facecolors="none", edgecolors="0.3", s=18, label="book's cold loop")
+    ax.set_xticklabels(batches)
+    ax.set(
+        yscale="log",
+        xlabel="batch size",
+        ylabel=f"time of {n_calls} calls (s)",
+        title="MLP forward: eager, TorchScript, torch.compile",
+    )
+    ax.legend(fontsize=6)
+    plotting.save(fig, path, footer=footer)
+
+
+def measure(cfg: dict, seed: int, model_dir) -> list[dict]:
+    """Every measurement of the section with the ``hybridize`` config: fancy_func both ways,
+    the MLP in each mode on the CPU (as the book timed it) and, where there is one, on the
+    first GPU (``hyb.cuda.*``), and its serialization into ``model_dir``."""
+    rows, printed = imperative_vs_symbolic()
+    log.info("the symbolic cell printed:\n%s", printed)
+    timing = dict(
+        batch_sizes=cfg["batch_sizes"],
+        modes=cfg["modes"],
+        n_calls=cfg["n_calls"],
+        seed=seed,
+        max_run_time=cfg["max_run_time"],
+    )
+    rows += hybridize(device="cpu", **timing)
+    if cuda_count():
+        rows += hybridize(device="cuda:0", prefix="hyb.cuda", cold_batch=None, **timing)
+    return rows + serialize(model_dir, seed)

@@ -1,0 +1,353 @@
+"""Claims as data: load the ledger, evaluate every claim against this run's measurements.
+
+A verdict is always computed here from measured numbers; book values are only displayed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pandas as pd
+import yaml
+
+from d2lrepro.core import paths
+
+SCHEMA = paths.CLAIMS_SCHEMA
+LEDGER = paths.LEDGER
+
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+NOT_APPLICABLE = "not applicable here"
+SCALED_REASON = "judged at the book's scale only"
+COLUMNS = [
+    "id",
+    "section",
+    "kind",
+    "statement",
+    "book",
+    "measured",
+    "verdict",
+    "reason",
+    "device",
+    "evidence",
+]
+
+
+def load(path: Path = LEDGER) -> dict:
+    ledger = yaml.safe_load(Path(path).read_text())
+    jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA.read_text())).validate(ledger)
+    ids = [c["id"] for s in ledger["sections"] for c in s["claims"]]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValueError(f"{path}: duplicate claim ids {duplicates}")
+    return ledger
+
+
+def evidence_files(ledger: dict) -> list[str]:
+    return sorted({c["evidence"] for s in ledger["sections"] for c in s["claims"]})
+
+
+def figure_files(ledger: dict) -> list[str]:
+    return [f["file"] for s in ledger["sections"] for f in s.get("figures", [])]
+
+
+@dataclass
+class Outcome:
+    measured: str
+    passed: bool
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _check(check: dict, value, name=lambda m: m) -> Outcome:
+    """Apply one check; ``value(metric)`` returns a measured metric, ``name(metric)`` its label.
+
+    With ``spread`` (metric -> the metric of its IQR), a comparison holds only if it also holds
+    between the pessimistic ends of the measured spreads (median -+ IQR / 2); a difference
+    smaller than the noise does not reproduce a claim.
+    """
+    kind, spread = check["kind"], check.get("spread", {})
+
+    def half(metric):
+        return value(spread[metric]) / 2 if metric in spread else 0.0
+
+    def noisy(text, point, margin):
+        if point and not margin:
+            return Outcome(f"{text}, within the measured spread (median ± IQR/2)", False)
+        return Outcome(text, point and margin)
+
+    if kind in ("above", "below"):
+        m = check["metric"]
+        v, bound, h = value(m), check["bound"], half(m)
+        sign = ">" if kind == "above" else "<"
+        point = v > bound if kind == "above" else v < bound
+        margin = v - h > bound if kind == "above" else v + h < bound
+        return noisy(f"{name(m)} = {_fmt(v)} (needs {sign} {_fmt(bound)})", point, margin)
+    if kind == "within":
+        v, target, tol = value(check["metric"]), check["target"], check["tol"]
+        scale = abs(target) if check.get("relative") else 1.0
+        what = f"{tol:.0%} of" if check.get("relative") else f"± {_fmt(tol)} of"
+        return Outcome(
+            f"{name(check['metric'])} = {_fmt(v)} (needs {what} {_fmt(target)})",
+            abs(v - target) <= tol * scale,
+        )
+    if kind in ("ratio_above", "ratio_below"):
+        num, den = check["numerator"], check["denominator"]
+        n, d, bound = value(num), value(den), check["bound"]
+        sign = ">" if kind == "ratio_above" else "<"
+        text = f"{name(num)} / {name(den)} = {_fmt(n)} / {_fmt(d)}"
+        if d <= 0:  # a time or size of zero is a broken measurement, not an infinite ratio
+            return Outcome(
+                f"{text}: the denominator is not positive (needs {sign} {_fmt(bound)})", False
+            )
+        if kind == "ratio_above":
+            point, margin = n / d > bound, (n - half(num)) / (d + half(den)) > bound
+        else:
+            low = d - half(den)  # the noise may reach zero: then the ratio is not bounded
+            point, margin = n / d < bound, low > 0 and (n + half(num)) / low < bound
+        return noisy(f"{text} = {n / d:.3g} (needs {sign} {_fmt(bound)})", point, margin)
+    if kind == "sum_of_parts":
+        whole, parts = value(check["whole"]), [value(p) for p in check["parts"]]
+        bound, total = check.get("bound", 1), sum(parts)
+        text = (
+            f"{name(check['whole'])} = {_fmt(whole)}, sum of parts "
+            f"{' + '.join(_fmt(p) for p in parts)} = {_fmt(total)}"
+        )
+        if whole <= 0:
+            return Outcome(f"{text}: the whole is not positive", False)
+        needs = "needs whole < sum" if bound == 1 else f"needs sum / whole > {_fmt(bound)}"
+        low = sum(value(p) - half(p) for p in check["parts"])
+        return noisy(
+            f"{text}, sum / whole = {total / whole:.3g} ({needs})",
+            total / whole > bound,
+            low / (whole + half(check["whole"])) > bound,
+        )
+    if kind == "exact":
+        v, decimals = value(check["metric"]), check.get("decimals", 6)
+        shown, expected = f"{v:.{decimals}f}", f"{check['expected']:.{decimals}f}"
+        rounded = "" if float(shown) == v else f" → {shown}"
+        return Outcome(
+            f"{name(check['metric'])} = {_fmt(v)}{rounded}"
+            f" (needs {expected} to {decimals} decimals)",
+            shown == expected,
+        )
+    if kind == "ordering":
+        ms = check["metrics"]
+        vs = [value(m) for m in ms]
+        increasing = check["order"] == "increasing"
+        pairs = list(zip(ms, ms[1:]))
+        if increasing:
+            point = all(value(a) < value(b) for a, b in pairs)
+            margin = all(value(a) + half(a) < value(b) - half(b) for a, b in pairs)
+        else:
+            point = all(value(a) > value(b) for a, b in pairs)
+            margin = all(value(a) - half(a) > value(b) + half(b) for a, b in pairs)
+        sign = " < " if increasing else " > "
+        text = sign.join(f"{name(m)} = {_fmt(v)}" for m, v in zip(ms, vs))
+        return noisy(text + " (needs this order)", point, margin)
+    raise ValueError(f"unknown check kind {kind!r}")
+
+
+def _metrics_of(check: dict) -> list[str]:
+    names = [check.get(k) for k in ("metric", "numerator", "denominator", "whole")]
+    names = [n for n in names if n] + check.get("parts", []) + check.get("metrics", [])
+    return names + list(check.get("spread", {}).values())
+
+
+def _unmet(requires: dict, environment: dict) -> str:
+    """Why the machine that ``environment`` describes lacks what a claim ``requires``."""
+    from d2lrepro.core.devices import (
+        unavailable,  # imports torch: only when evaluating, not when parsing
+    )
+
+    cores, have = requires.get("cores", 0), environment.get("usable_cores", 1)
+    if cores > have:
+        return f"needs {cores} CPU cores, this machine lets this run use {have}"
+    return unavailable(
+        cuda=requires.get("cuda_devices", 0),
+        have_cuda=environment.get("cuda_devices", 0),
+        cores=have,
+    )
+
+
+# Settings whose ratio says how much more work the book's run is (None: the full data set);
+# a list setting (seeds, lrs) scales the work by its length.
+WORK_SETTINGS = {"epochs": None, "train_subset": 60_000}
+
+
+def job_seconds(files: dict[str, list[str]]) -> dict[str, float]:
+    """Wall seconds this run's jobs took, by the setting they ran: ``files`` maps a config key
+    to the benchmark files of the jobs that ran it (those missing are skipped)."""
+    seconds = {}
+    for key, job_files in files.items():
+        found = [Path(p) for p in job_files if Path(p).exists()]
+        if found:
+            seconds[key] = sum(float(pd.read_csv(f, sep="\t")["s"].iloc[-1]) for f in found)
+    return seconds
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def _work_factor(deviations: list) -> float:
+    """How many times this run's work the book's values of ``deviations`` are."""
+    factor = 1.0
+    for key, book, value in deviations:
+        setting = key.rsplit(".", 1)[-1]
+        full = WORK_SETTINGS.get(setting) if book is None else book
+        if isinstance(full, list) and isinstance(value, list) and value:
+            factor *= len(full) / len(value)
+        elif setting in WORK_SETTINGS and isinstance(full, int | float):
+            factor *= full / value if isinstance(value, int | float) and value > 0 else 1.0
+    return factor
+
+
+def _under(key: str, family: str) -> bool:
+    """Whether setting ``key`` shapes the jobs of ``family`` (a config key): it lies under the
+    family, or it is a setting of a section the family belongs to."""
+    parent = key.rsplit(".", 1)[0]
+    return key.startswith(family + ".") or family == parent or family.startswith(parent + ".")
+
+
+def _scaled(depends_on: list[str], deviations: list, preset: str, seconds: dict) -> str:
+    """Why a claim is judged only at the book's scale, when the preset changed a setting it
+    depends on ("" when it changed none): what was scaled, and how long the book's settings
+    would take here, from the ``seconds`` this run's jobs of each family took and the work
+    factor of that family's own settings (families add up), or else how much more work."""
+    hits = [
+        d
+        for d in deviations
+        if any(d[0] == key or d[0].startswith(key + ".") for key in depends_on)
+    ]
+    if not hits:
+        return ""
+    parts = [f"{k} = {v} (book: {'all' if b is None else b})" for k, b, v in hits]
+    families = [
+        f
+        for f in seconds
+        if any(f == d or d.startswith(f + ".") or f.startswith(d + ".") for d in depends_on)
+    ]
+    spent = sum(seconds[f] for f in families)
+    book = sum(seconds[f] * _work_factor([h for h in hits if _under(h[0], f)]) for f in families)
+    factor = _work_factor(hits)
+    if spent and book > spent:
+        more = (
+            f"; the book's settings would take at most about {_minutes(book)} of job time"
+            f" here, one job at a time (this run's {_minutes(spent)} scaled linearly, its"
+            " start-up costs too)"
+        )
+    elif factor > 1:
+        more = f"; the book's settings are about {factor:.3g}x this run's work"
+    else:
+        more = ""
+    return (
+        f"{SCALED_REASON}: preset {preset} scaled "
+        + ", ".join(parts)
+        + more
+        + " (run with --config preset=book to judge it)"
+    )
+
+
+def _notes(rows: pd.DataFrame) -> str:
+    return "; ".join(sorted(set(rows["note"].fillna("").astype(str)) - {""})) or "no note"
+
+
+def evaluate_claim(
+    claim: dict,
+    metrics: pd.DataFrame,
+    environment: dict,
+    deviations: list = (),
+    preset: str = "book",
+    seconds: dict | None = None,
+) -> dict:
+    """One row of claims.csv for ``claim``, given the rows of its evidence file, the settings
+    the preset changed (``deviations``: (key, book value, value) triples) and the seconds this
+    run's jobs took by setting (:func:`job_seconds`).
+
+    "not applicable here": the machine lacks the hardware, cannot measure a metric, or the
+    preset scaled a setting the claim depends on. "not reproduced": a check failed, or the run
+    behind a metric diverged, failed or measured nothing. The measured numbers are shown
+    whenever there are any.
+    """
+    row = {k: claim.get(k, "") for k in ("id", "kind", "statement", "book", "evidence")}
+    names = [n for check in claim["checks"] for n in _metrics_of(check)]
+    missing = sorted(set(names) - set(metrics["metric"]))
+    if missing:
+        raise KeyError(f"claim {claim['id']}: {claim['evidence']} has no metric {missing}")
+    used = metrics[metrics["metric"].isin(names)]
+    if used["metric"].duplicated().any():
+        raise ValueError(f"claim {claim['id']}: {claim['evidence']} holds a metric more than once")
+    row["device"] = ", ".join(sorted(set(used["device"].fillna("").astype(str)) - {""}))
+    status = used["status"].fillna("") if "status" in used else pd.Series("", index=used.index)
+    values = dict(zip(used["metric"], used["value"].astype(float)))
+    prefix = claim["id"] + "."  # metric names often repeat the claim's id
+
+    def name(metric):
+        return metric.removeprefix(prefix)
+
+    # A metric without a finite number (NaN, or ±inf from a broken measurement) is never judged.
+    broken = sorted(m for m, v in values.items() if not math.isfinite(v))
+    outcomes = []
+    if not broken:
+        outcomes = [_check(check, values.__getitem__, name) for check in claim["checks"]]
+    measured = "; ".join(o.measured for o in outcomes) or "; ".join(
+        f"{name(m)} = {_fmt(v)}" for m, v in values.items() if math.isfinite(v)
+    )
+
+    def verdict(kind, reason):
+        return row | {"measured": measured, "verdict": kind, "reason": reason}
+
+    unmet = _unmet(claim.get("requires", {}), environment)
+    if unmet:
+        return verdict(NOT_APPLICABLE, unmet)
+    failed_rows = used[status == "failed"]
+    scaled = _scaled(claim.get("depends_on", []), list(deviations), preset, seconds or {})
+    if len(failed_rows):
+        # A run that failed is a finding even when the preset scaled it: a smaller run that
+        # crashes or diverges says something is wrong, and the scale is named beside it.
+        also = f" (this run was scaled: {scaled})" if scaled else ""
+        return verdict(NOT_REPRODUCED, f"the run failed: {_notes(failed_rows)}{also}")
+    if scaled:
+        return verdict(NOT_APPLICABLE, scaled)
+    not_here = used[status == "not applicable"]
+    if len(not_here):
+        return verdict(NOT_APPLICABLE, _notes(not_here))
+    if broken:
+        shown = ", ".join(f"{m} ({values[m]})" for m in broken)
+        return verdict(NOT_REPRODUCED, "no number was measured: " + shown)
+    failed = [o.measured for o in outcomes if not o.passed]
+    if not failed:
+        return verdict(REPRODUCED, "")
+    # What the measurement itself noted (e.g. why two numbers are equal) explains the finding.
+    noted = used[used["note"].fillna("").astype(str) != ""] if "note" in used else used[:0]
+    why = f"; note: {_notes(noted)}" if len(noted) else ""
+    return verdict(NOT_REPRODUCED, "failed: " + "; ".join(failed) + why)
+
+
+def evaluate(
+    ledger: dict,
+    read_metrics,
+    environment: dict,
+    deviations: list = (),
+    preset: str = "book",
+    seconds: dict | None = None,
+) -> pd.DataFrame:
+    """All claims of the ledger; ``read_metrics(path)`` returns an evidence file's rows."""
+    cache: dict[str, pd.DataFrame] = {}
+    rows = []
+    for section in ledger["sections"]:
+        for claim in section["claims"]:
+            path = claim["evidence"]
+            if path not in cache:
+                cache[path] = read_metrics(path)
+            rows.append(
+                {"section": section["id"]}
+                | evaluate_claim(claim, cache[path], environment, deviations, preset, seconds)
+            )
+    return pd.DataFrame(rows, columns=COLUMNS)

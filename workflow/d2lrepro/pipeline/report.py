@@ -1,0 +1,113 @@
+"""The HTML report: one self-contained file, figures embedded, sections in the book's order."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+from d2lrepro.core import paths
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, SCALED_REASON
+from d2lrepro.pipeline.settings import Settings
+
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE)
+# What a claim checks: a measurement of this run, or a deterministic printed output of the
+# book's code; the report counts the two apart, since only the first depends on the machine.
+KINDS = {"measurement": "measurement", "output": "printed output"}
+TEMPLATE = paths.REPORT_TEMPLATE
+
+
+def embed_png(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def figure_anchor(path: str) -> str:
+    """The HTML id of a figure, from its file (results/figures/lrs/baseline.png ->
+    fig-lrs-baseline)."""
+    return "fig-" + "-".join(Path(path).with_suffix("").parts[-2:]).replace(".", "_")
+
+
+def claim_figure(claim_id: str, figures: list[str]) -> str:
+    """The figure a claim is read from: the one named after its id, or after the id's longest
+    prefix (``lrs.warmup_train.intended`` -> lrs/warmup_train.png); "" where there is none."""
+    by_name = {".".join(Path(f).with_suffix("").parts[-2:]): f for f in figures}
+    parts = claim_id.split(".")
+    for end in range(len(parts), 1, -1):
+        name = ".".join(parts[:end])
+        if name in by_name:
+            return by_name[name]
+    return ""
+
+
+def tally(rows: list[dict]) -> dict:
+    """Verdict -> kind -> how many of ``rows`` have them."""
+    return {
+        v: {k: sum(r["verdict"] == v and r["kind"] == k for r in rows) for k in KINDS}
+        for v in VERDICTS
+    }
+
+
+def render(
+    ledger: dict,
+    claims: pd.DataFrame,
+    environment: dict,
+    settings: Settings,
+    commit: str,
+    template: Path = TEMPLATE,
+) -> str:
+    """The report: a table of contents with each section's verdict counts, the claims that did
+    not reproduce listed first, then every section with its figures (each opens full size)
+    and its claims, each linked to its figure and its evidence file."""
+    claims = claims.fillna("")
+    sections = []
+    for section in ledger["sections"]:
+        files = [f["file"] for f in section.get("figures", [])]
+        rows = claims[claims["section"] == section["id"]].to_dict("records")
+        for row in rows:
+            figure = claim_figure(row["id"], files)
+            row["figure"] = figure_anchor(figure) if figure else ""
+            # the report sits in results/, beside the evidence it links to
+            row["evidence_href"] = os.path.relpath(row["evidence"], "results")
+        sections.append(
+            {
+                **section,
+                "figures": [
+                    {
+                        "src": embed_png(f["file"]),
+                        "caption": f["caption"],
+                        "file": f["file"],
+                        "anchor": figure_anchor(f["file"]),
+                    }
+                    for f in section.get("figures", [])
+                ],
+                "rows": rows,
+                "counts": tally(rows),
+                "scaled": [r["id"] for r in rows if r["reason"].startswith(SCALED_REASON)],
+            }
+        )
+    counts = tally(claims.to_dict("records"))
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(template).parent),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template(Path(template).name).render(
+        sections=sections,
+        counts=counts,
+        failures=[
+            r | {"section": s["title"]}
+            for s in sections
+            for r in s["rows"]
+            if r["verdict"] == NOT_REPRODUCED
+        ],
+        environment=environment,
+        settings=settings,
+        commit=commit,
+        built=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        verdict_class={REPRODUCED: "ok", NOT_REPRODUCED: "bad", NOT_APPLICABLE: "na"},
+        kinds=KINDS,
+    )

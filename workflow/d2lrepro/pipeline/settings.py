@@ -1,0 +1,175 @@
+"""Config validation and preset resolution.
+
+The top-level sections of config.yaml hold the book's own settings. A preset overlays its
+block from ``presets`` on top of them, so every leaf a preset changes is a deviation from the
+book, and the report can list them without anyone keeping that list by hand.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from d2lrepro.core import paths
+
+SCHEMA = paths.CONFIG_SCHEMA
+
+
+class ConfigError(ValueError):
+    """A config that does not match the schema; the message names the offending key."""
+
+
+@dataclass(frozen=True)
+class Deviation:
+    key: str
+    book: object
+    value: object
+
+
+@dataclass(frozen=True)
+class Settings:
+    requested: str
+    preset: str
+    values: dict
+    deviations: list[Deviation] = field(default_factory=list)
+
+
+def _with_defaults(validator_class):
+    """Extend a validator so that validation also fills in the schema's defaults."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+_Validator = _with_defaults(jsonschema.Draft202012Validator)
+
+
+def load_schema(path: Path = SCHEMA) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def validate(config: dict, schema: dict | None = None) -> dict:
+    """Validate ``config`` in place (filling defaults); raise ConfigError naming the key."""
+    schema = schema if schema is not None else load_schema()
+    errors = sorted(_Validator(schema).iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = []
+        for error in errors:
+            key = ".".join(str(p) for p in error.absolute_path) or "<top level>"
+            lines.append(f"config key '{key}': {error.message}")
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+    return config
+
+
+def check_runs(runs: dict) -> None:
+    """What the schema cannot say about the multi-device runs: the devices split evenly over
+    the nodes, and the global batch over the devices."""
+    for name, run in runs.items():
+        devices, nodes, batch = run["devices"], run.get("nodes", 1), run["batch_size"]
+        if devices % nodes:
+            raise ConfigError(
+                f"config key 'multidevice.runs.{name}': {devices} devices do not split evenly"
+                f" over {nodes} nodes"
+            )
+        if batch % devices:
+            raise ConfigError(
+                f"config key 'multidevice.runs.{name}': batch_size {batch} does not split"
+                f" evenly over {devices} devices"
+            )
+
+
+def merge(base: dict, overlay: dict) -> dict:
+    """Deep-merge ``overlay`` into a copy of ``base``; dicts merge, anything else replaces."""
+    merged = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def deviations(book: dict, resolved: dict, prefix: str = "") -> list[Deviation]:
+    """Every leaf where ``resolved`` differs from ``book``, as dotted keys."""
+    found = []
+    for key, value in resolved.items():
+        dotted = f"{prefix}{key}"
+        original = book.get(key)
+        if isinstance(value, dict) and isinstance(original, dict):
+            found.extend(deviations(original, value, dotted + "."))
+        elif value != original:
+            found.append(Deviation(dotted, original, value))
+    return found
+
+
+def _cuda_available() -> bool:
+    import torch  # only when the preset is auto: importing torch slows every snakemake call
+
+    return torch.cuda.is_available()
+
+
+def local_gpus() -> int:
+    """GPUs of this machine, for jobs run on it; 0 without an NVIDIA driver, found without
+    importing torch, which slows every snakemake call."""
+    if not (Path("/proc/driver/nvidia").exists() or shutil.which("nvidia-smi")):
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def gpu_request(wanted: int, *, machine_gpus: int, book: bool) -> int:
+    """The GPUs a job asks its scheduler for, given the GPUs of the machine that plans the run.
+    A machine with GPUs runs its jobs itself: at most its own GPUs (on fewer, a job's 2-GPU
+    parts are not applicable rather than waiting for ever). One without, such as a cluster's
+    login node, asks for the GPUs wanted under the book preset, the one made for GPUs."""
+    if machine_gpus:
+        return min(wanted, machine_gpus)
+    return wanted if book else 0
+
+
+def resolve(
+    config: dict,
+    cuda_available: bool | None = None,
+    schema: dict | None = None,
+    record: Path | None = None,
+) -> Settings:
+    """Validate ``config``, pick the preset (``auto``: book with CUDA, else cpu) and apply it.
+
+    With ``record``, ``auto`` is decided once per results tree: the first resolution is
+    written there and later ones read it back, so a ``--report`` or ``-n`` from a host
+    without the GPU the run used neither switches the preset nor reruns anything.
+    """
+    schema = schema if schema is not None else load_schema()
+    config = validate(copy.deepcopy(config), schema)
+    requested = config["preset"]
+    if requested != "auto":
+        preset = requested
+    elif record is not None and Path(record).exists():
+        preset = Path(record).read_text().strip()
+        if preset not in config["presets"]:
+            raise ConfigError(f"{record} names no preset of the config: {preset!r}")
+    else:
+        cuda = _cuda_available() if cuda_available is None else cuda_available
+        preset = "book" if cuda else "cpu"
+        if record is not None:
+            Path(record).parent.mkdir(parents=True, exist_ok=True)
+            Path(record).write_text(preset + "\n")
+    book = {k: v for k, v in config.items() if k != "presets"}
+    values = merge(book, config["presets"].get(preset, {}))
+    # A preset overlay may only change known keys to valid values: validate the result too.
+    validate(values | {"presets": {}}, schema)
+    check_runs(values["multidevice"]["runs"])
+    return Settings(requested, preset, values, deviations(book, values))
