@@ -12,7 +12,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/optimization.smk"
 include: "workflow/rules/performance.smk"
-include: "workflow/rules/training.smk"
+include: "workflow/rules/multidevice.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -259,7 +259,7 @@ def test_a_scaled_setting_makes_the_claim_not_applicable_and_keeps_the_numbers()
     unrelated = evaluate_with(
         [metric("acc", 0.4)],
         check,
-        claim={"depends_on": ["multidevice.runs.lenet.1"]},
+        claim={"depends_on": ["data_parallel.runs.lenet.1"]},
         deviations=SCALED,
         preset="cpu",
     )
@@ -273,9 +273,11 @@ def benchmark(path, seconds):
 
 
 def test_a_scaled_claim_says_how_long_the_book_s_scale_would_take_here(tmp_path):
-    lr = [benchmark(tmp_path / f"lr_train/{n}.tsv", s) for n, s in (("a", 40.0), ("b", 50.0))]
-    benchmark(tmp_path / "lr_train/stale.tsv", 999.0)  # from an earlier run: not listed
-    files = {"lr_schedules": lr, "multidevice.runs.lenet.1": [str(tmp_path / "none.tsv")]}
+    lr = [
+        benchmark(tmp_path / f"lr_schedules_run/{n}.tsv", s) for n, s in (("a", 40.0), ("b", 50.0))
+    ]
+    benchmark(tmp_path / "lr_schedules_run/stale.tsv", 999.0)  # from an earlier run: not listed
+    files = {"lr_schedules": lr, "data_parallel.runs.lenet.1": [str(tmp_path / "none.tsv")]}
     seconds = claims.job_seconds(files)
     assert seconds == {"lr_schedules": 90.0}
     row = evaluate_with(
@@ -293,15 +295,17 @@ def test_a_scaled_claim_says_how_long_the_book_s_scale_would_take_here(tmp_path)
 
 def test_the_times_of_separate_runs_add_up_and_lists_scale_by_their_length():
     deviations = [
-        ("multidevice.runs.a.epochs", 10, 1),
-        ("multidevice.runs.b.epochs", 10, 1),
-        ("multidevice.seeds", [0, 1, 2], [0]),
+        ("data_parallel.runs.a.epochs", 10, 1),
+        ("data_parallel.runs.b.epochs", 10, 1),
+        ("data_parallel.seeds", [0, 1, 2], [0]),
     ]
-    seconds = {"multidevice.runs.a": 60.0, "multidevice.runs.b": 60.0}
+    seconds = {"data_parallel.runs.a": 60.0, "data_parallel.runs.b": 60.0}
     row = evaluate_with(
         [metric("acc", 0.9)],
         {"kind": "above", "metric": "acc", "bound": 0.5},
-        claim={"depends_on": ["multidevice.runs.a", "multidevice.runs.b", "multidevice.seeds"]},
+        claim={
+            "depends_on": ["data_parallel.runs.a", "data_parallel.runs.b", "data_parallel.seeds"]
+        },
         deviations=deviations,
         preset="cpu",
         seconds=seconds,

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import verdict_of
 from d2lrepro.core import models, reference
-from d2lrepro.optimization import lr_schedules, schedulers, warmup
+from d2lrepro.optimization import lr_schedules, schedulers, warmup_sweep
 from d2lrepro.pipeline import claims
 from test_lr_training import synthetic
 
@@ -59,7 +59,7 @@ def test_a_schedule_never_applied_fails_the_warmup_and_cosine_orderings(raw, mon
         assert verdict_of(claim, rows) == claims.NOT_REPRODUCED
 
 
-def warmup_sweep(raw, lrs=(1.0, 2.0), seeds=(0, 1), warmup_steps=4) -> pd.DataFrame:
+def sweep_runs(raw, lrs=(1.0, 2.0), seeds=(0, 1), warmup_steps=4) -> pd.DataFrame:
     """The warm-up sweep's runs as its rule makes them: each peak lr and seed without and with
     a linear warm-up, from the same weights, one epoch."""
     runs = []
@@ -82,7 +82,7 @@ def test_a_warmup_that_ignores_its_steps_cannot_pass_the_sign_test(raw, monkeypa
     monkeypatch.setattr(
         lr_schedules, "train", lambda *args, warmup_steps=0, **kw: real(*args, **kw)
     )
-    rows = warmup.sweep_metrics(warmup_sweep(raw))
+    rows = warmup_sweep.sweep_metrics(sweep_runs(raw))
     m = values(rows)
     assert m["warmup_sweep.rescued"] == m["warmup_sweep.broken"] == 0
     assert m["warmup_sweep.sign_p"] == 1

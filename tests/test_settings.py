@@ -66,8 +66,8 @@ def test_bad_config_names_the_key(config, edit, key):
     ],
 )
 def test_runs_must_split_over_their_nodes_and_devices(config, run, message):
-    config["multidevice"]["runs"]["lenet.2"].update(run)
-    with pytest.raises(settings.ConfigError, match=f"'multidevice.runs.lenet.2': {message}"):
+    config["data_parallel"]["runs"]["lenet.2"].update(run)
+    with pytest.raises(settings.ConfigError, match=f"'data_parallel.runs.lenet.2': {message}"):
         settings.resolve(config, cuda_available=False)
 
 

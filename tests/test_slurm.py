@@ -235,7 +235,7 @@ def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, tmp_path):
     rules = {d.name.removeprefix("rule_") for d in slurm_logs.iterdir()}
     assert set(re.findall(r"^localrule (\w+):", said, re.M)) == LOCAL_RULES
     assert rules == set(re.findall(r"^rule (\w+):", said, re.M))
-    assert {"lr_train", "hybridize", "multidevice_train", "multidevice_probes"} <= rules
+    assert {"lr_schedules_run", "hybridize", "data_parallel_run", "cost_model"} <= rules
     for rule in rules:
         job_ids = [log.stem for log in (slurm_logs / f"rule_{rule}").rglob("*.log")]
         assert job_ids and all(states[i] == "COMPLETED" for i in job_ids), (rule, states)
@@ -290,9 +290,9 @@ def test_a_job_killed_for_time_names_its_rule_and_job_id_and_leaves_its_checkpoi
         workdir,
         ["results/multidevice/lenet.1.seed0.csv"],
         "--set-resources",
-        "multidevice_train:runtime=1",
+        "data_parallel_run:runtime=1",
         "--set-threads",
-        "multidevice_train=1",
+        "data_parallel_run=1",
         preset="cpu",
     )
     said = done.stdout + done.stderr
@@ -301,9 +301,9 @@ def test_a_job_killed_for_time_names_its_rule_and_job_id_and_leaves_its_checkpoi
     failed = [
         line for line in said.splitlines() if "TIMEOUT" in line and any(i in line for i in job_ids)
     ]
-    assert failed and "multidevice_train" in said, said[-3000:]
+    assert failed and "data_parallel_run" in said, said[-3000:]
     assert [sacct_states(slurm)[i] for i in job_ids] == ["TIMEOUT"]
-    checkpoints = list((workdir / "results" / "multidevice" / "checkpoints").glob("lenet.1-*.pt"))
+    checkpoints = list((workdir / "results" / "checkpoints").glob("lenet.1-*.pt"))
     assert len(checkpoints) == 1
 
 
@@ -353,20 +353,20 @@ def test_a_node_that_fails_mid_training_names_the_rule_and_job_id_and_a_rerun_re
     workdir, target = tmp_path / "w", "results/multidevice/lenet.1.seed0.csv"
     longer = tmp_path / "longer.yaml"  # the smoke run of a few seconds, made 8 epochs long
     longer.write_text(
-        "presets: {smoke: {multidevice: {runs: {lenet.1: {epochs: 8, train_subset: 6000}}}}}\n"
+        "presets: {smoke: {data_parallel: {runs: {lenet.1: {epochs: 8, train_subset: 6000}}}}}\n"
     )
     shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
     command = _slurm_command(
         mirror,
         [target],
-        *("--configfile", longer, "--set-threads", "multidevice_train=1"),
+        *("--configfile", longer, "--set-threads", "data_parallel_run=1"),
         *("--seconds-between-status-checks", "2"),
     )
     with subprocess.Popen(
         command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as running:
         try:
-            checkpoints = workdir / "results" / "multidevice" / "checkpoints"
+            checkpoints = workdir / "results" / "checkpoints"
             deadline = time.monotonic() + 300
             while not list(checkpoints.glob("lenet.1-*.pt")) and running.poll() is None:
                 assert time.monotonic() < deadline, "no checkpoint after 5 minutes"
@@ -379,12 +379,12 @@ def test_a_node_that_fails_mid_training_names_the_rule_and_job_id_and_a_rerun_re
     job_ids = [log.stem for log in (workdir / ".snakemake" / "slurm_logs").rglob("*.log")]
     assert [sacct_states(slurm)[i] for i in job_ids] == ["NODE_FAIL"]
     assert re.search(rf"SLURM-job '{job_ids[0]}' failed due to a node failure", said), said[-3000:]
-    assert "multidevice_train" in said
+    assert "data_parallel_run" in said
     subprocess.run(["slurmd", "-f", slurm], check=True, env=env)  # back (ReturnToService=2)
     idle = ["sinfo", "-h", "-o", "%t"]
     _wait_for(idle, env, lambda r: r.stdout.strip() == "idle", "the node, back")
     done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    log = (workdir / "logs" / "multidevice_train" / "lenet.1.seed0.log").read_text()
+    log = (workdir / "logs" / "data_parallel_run" / "lenet.1.seed0.log").read_text()
     assert re.search(r"resuming from \S+ after epoch [1-7]\b", log), log[-2000:]
     assert len(pd.read_csv(workdir / target)) == 8

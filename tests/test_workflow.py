@@ -18,10 +18,10 @@ TIMING_RULES = (
     "asynchrony",
     "autopar",
     "hardware",
-    "multidevice_train",
-    "multidevice_probes",
+    "data_parallel_run",
+    "cost_model",
     "parameter_server",
-    "book_multigpu",
+    "single_process",
     "airfoil_run",
 )
 OUTPUTS = {
@@ -134,7 +134,9 @@ def test_sweep_expands_one_job_per_setting(repo):
         if line.strip() and line.split()[-1].isdigit()
     )
     assert int(counts["airfoil_run"]) == len(settings)
-    assert int(counts["lr_train"]) == 1 + 4 * 2  # constant once, four schedules under two semantics
+    assert (
+        int(counts["lr_schedules_run"]) == 1 + 4 * 2
+    )  # constant once, four schedules under two semantics
 
 
 def test_timing_and_training_rules_run_alone(repo):
@@ -161,7 +163,7 @@ def test_a_run_across_nodes_asks_slurm_for_them(repo, tmp_path):
     resource, which a one-node run does not carry."""
     extra = tmp_path / "nodes.yaml"
     extra.write_text(
-        "multidevice:\n  runs:\n    lenet.4: {model: lenet, devices: 4, nodes: 2, epochs: 1,"
+        "data_parallel:\n  runs:\n    lenet.4: {model: lenet, devices: 4, nodes: 2, epochs: 1,"
         " batch_size: 256, lr: 0.2}\n"
     )
     targets = ["results/multidevice/lenet.4.seed0.csv", "results/multidevice/lenet.2.seed0.csv"]
@@ -238,7 +240,7 @@ def test_editing_a_module_reruns_exactly_the_rules_that_import_it(smoke_run, mir
         for rule, script in rule_scripts(smoke_run).items()
         if "workflow/d2lrepro/lr_schedulers.py" in code_inputs.closure(script, smoke_run)
     ]
-    assert {"lr_schedule_plots", "lr_train", "lr_summary"} <= set(users)
+    assert {"lr_schedules_plot", "lr_schedules_run", "lr_schedules_summary"} <= set(users)
     forced = planned_jobs(snakemake(smoke_run, "-n", "-R", *users, *config).stdout)
     source, stat = module.read_text(), module.stat()
     try:
@@ -249,7 +251,7 @@ def test_editing_a_module_reruns_exactly_the_rules_that_import_it(smoke_run, mir
         module.write_text(source)
         os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert {r: len(j) for r, j in edited.items()} == {r: len(j) for r, j in forced.items()}
-    assert "hybridize" not in edited and "multidevice_train" not in edited
+    assert "hybridize" not in edited and "data_parallel_run" not in edited
 
 
 def test_python_style(repo):
@@ -280,7 +282,7 @@ with SnakemakeApi(OutputSettings()) as api:
     )._workflow
     rules = {rule.name: rule for rule in workflow.rules}
     print(workflow.global_resources["gpu"].value, rules["autopar"].resources["gpu"].value,
-          rules["lr_train"].resources["gpu"].value)
+          rules["lr_schedules_run"].resources["gpu"].value)
 """
 
 

@@ -85,7 +85,7 @@ def needs(mem_mb, runtime, gpus=0):
 
 def run_devices(wildcards):
     """The devices of multi-device run ``wildcards.run``."""
-    return S["multidevice"]["runs"][wildcards.run]["devices"]
+    return S["data_parallel"]["runs"][wildcards.run]["devices"]
 
 
 def spanning_nodes(wildcards):
@@ -93,7 +93,7 @@ def spanning_nodes(wildcards):
     such resource): SLURM then allocates them with one task (a torchrun agent) per node, and
     the `mpi` resource tells the executor that the job starts its tasks itself (srun).
     """
-    nodes = S["multidevice"]["runs"][wildcards.run]["nodes"]
+    nodes = S["data_parallel"]["runs"][wildcards.run]["nodes"]
     return nodes if nodes > 1 else None
 
 
@@ -118,7 +118,7 @@ def plain(value):
 
 
 LR_RUNS = list(schedulers.EXPERIMENTS)
-MULTIGPU_MODELS = sorted({run["model"] for run in S["multidevice"]["runs"].values()})
+MULTIGPU_MODELS = sorted({run["model"] for run in S["data_parallel"]["runs"].values()})
 
 
 def lr_runs():
@@ -128,7 +128,7 @@ def lr_runs():
         (r, s) for r in LR_RUNS[1:] for s in lr["semantics"]
     ]
     return [
-        f"results/optimization/lr_schedules/{r}.{s}.seed{seed}.csv"
+        f"results/optimization/lr_schedules/runs/{r}.{s}.seed{seed}.csv"
         for r, s in pairs
         for seed in lr["seeds"]
     ]
@@ -140,7 +140,7 @@ WARMUP_VARIANTS = ["none", "linear"]
 def warmup_runs():
     """One output per peak lr of the warm-up sweep and variant (all seeds in one job)."""
     return [
-        f"results/optimization/warmup_sweep/lr{lr}.{variant}.csv"
+        f"results/optimization/warmup_sweep/runs/lr{lr}.{variant}.csv"
         for lr in S["warmup_sweep"]["lrs"]
         for variant in WARMUP_VARIANTS
     ]

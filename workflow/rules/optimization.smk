@@ -10,7 +10,7 @@ rule intro:
     input:
         code=code("intro"),
     output:
-        metrics="results/intro/metrics.csv",
+        metrics="results/optimization/intro/metrics.csv",
         risk=figure("intro", "risk"),
         local_min=figure("intro", "local_min"),
         saddle_x3=figure("intro", "saddle_x3"),
@@ -36,8 +36,8 @@ rule traces:
         code=code("traces"),
     output:
         **run_figures(S["traces"]["runs"]),
-        steps="results/optimization/traces.csv",
-        metrics="results/optimization/traces_metrics.csv",
+        steps="results/optimization/traces/steps.csv",
+        metrics="results/optimization/traces/metrics.csv",
     log:
         "logs/traces.log",
     benchmark:
@@ -59,7 +59,7 @@ rule weights:
     input:
         code=code("weights"),
     output:
-        metrics="results/optimization/weights_metrics.csv",
+        metrics="results/optimization/weights/metrics.csv",
         momentum_weights=figure("momentum", "eff_weight"),
         rmsprop_weights=figure("rmsprop", "weights"),
         scalar=figure("momentum", "scalar"),
@@ -83,7 +83,7 @@ rule airfoil_run:
         data="results/data/airfoil.pt",
         code=code("airfoil_run"),
     output:
-        f"results/optimization/airfoil/{AIRFOIL.wildcard_pattern}.csv",
+        f"results/optimization/airfoil/runs/{AIRFOIL.wildcard_pattern}.csv",
     log:
         f"logs/airfoil_run/{AIRFOIL.wildcard_pattern}.log",
     benchmark:
@@ -110,7 +110,7 @@ rule airfoil_run:
 rule airfoil_summary:
     input:
         runs=expand(
-            "results/optimization/airfoil/{setting}.csv",
+            "results/optimization/airfoil/runs/{setting}.csv",
             setting=AIRFOIL.instance_patterns,
         ),
         data="results/data/airfoil.pt",
@@ -120,9 +120,9 @@ rule airfoil_summary:
     output:
         **run_figures(S["airfoil"]["settings"]),
         eps_sweep=figure("adam", "eps_sweep"),
-        runs="results/optimization/airfoil.csv",
-        eps_runs="results/optimization/airfoil_eps.csv",
-        metrics="results/optimization/airfoil_metrics.csv",
+        runs="results/optimization/airfoil/losses.csv",
+        eps_runs="results/optimization/airfoil/eps_sweep.csv",
+        metrics="results/optimization/airfoil/metrics.csv",
     log:
         "logs/airfoil_summary.log",
     benchmark:
@@ -144,42 +144,42 @@ rule airfoil_summary:
         "../scripts/airfoil_summary.py"
 
 
-rule lr_schedule_plots:
+rule lr_schedules_plot:
     input:
-        code=code("lr_schedule_plots"),
+        code=code("lr_schedules_plot"),
     output:
-        metrics="results/optimization/lr_schedule_metrics.csv",
+        metrics="results/optimization/lr_schedules/plot_metrics.csv",
         sqrt=figure("lrs", "sqrt_plot"),
         factor=figure("lrs", "factor_plot"),
         multistep=figure("lrs", "multifactor_plot"),
         cosine=figure("lrs", "cosine_plot"),
         warmup=figure("lrs", "warmup_plot"),
     log:
-        "logs/lr_schedule_plots.log",
+        "logs/lr_schedules_plot.log",
     benchmark:
-        "benchmarks/lr_schedule_plots.tsv"
+        "benchmarks/lr_schedules_plot.tsv"
     conda:
         ENV
     threads: 1
     resources:
         **needs(2000, 10),
     script:
-        "../scripts/lr_schedule_plots.py"
+        "../scripts/lr_schedules_plot.py"
 
 
-rule lr_train:
+rule lr_schedules_run:
     input:
         data="results/data/fashion_mnist.pt",
-        code=code("lr_train"),
+        code=code("lr_schedules_run"),
     output:
-        "results/optimization/lr_schedules/{run}.{semantics}.seed{seed}.csv",
+        "results/optimization/lr_schedules/runs/{run}.{semantics}.seed{seed}.csv",
     log:
-        "logs/lr_train/{run}.{semantics}.seed{seed}.log",
+        "logs/lr_schedules_run/{run}.{semantics}.seed{seed}.log",
     benchmark:
-        "benchmarks/lr_train/{run}.{semantics}.seed{seed}.tsv"
+        "benchmarks/lr_schedules_run/{run}.{semantics}.seed{seed}.tsv"
     wildcard_constraints:
         run="|".join(LR_RUNS),
-        semantics="|".join(lr_schedulers.SEMANTICS),
+        semantics="|".join(schedulers.SEMANTICS),
         seed=r"\d+",
     conda:
         ENV
@@ -193,7 +193,7 @@ rule lr_train:
         test_subset=S["lr_schedules"]["test_subset"],
         seed=lambda w: int(w.seed),
     script:
-        "../scripts/lr_train.py"
+        "../scripts/lr_schedules_run.py"
 
 
 rule warmup_sweep:
@@ -201,7 +201,7 @@ rule warmup_sweep:
         data="results/data/fashion_mnist.pt",
         code=code("warmup_sweep"),
     output:
-        "results/optimization/warmup_sweep/lr{lr}.{warmup}.csv",
+        "results/optimization/warmup_sweep/runs/lr{lr}.{warmup}.csv",
     log:
         "logs/warmup_sweep/lr{lr}.{warmup}.log",
     benchmark:
@@ -221,16 +221,15 @@ rule warmup_sweep:
         "../scripts/warmup_sweep.py"
 
 
-rule lr_summary:
+rule lr_schedules_summary:
     input:
         runs=lr_runs(),
-        warmup_sweep=warmup_runs(),
         book_curves="workflow/reference/book_curves.csv",
         environment="results/environment.json",
-        code=code("lr_summary"),
+        code=code("lr_schedules_summary"),
     output:
-        history="results/optimization/lr_schedules.csv",
-        metrics="results/optimization/lr_training_metrics.csv",
+        history="results/optimization/lr_schedules/history.csv",
+        metrics="results/optimization/lr_schedules/metrics.csv",
         lrs=figure("lrs", "epoch_lrs"),
         early=figure("lrs", "warmup_early"),
         constant=figure("lrs", "baseline"),
@@ -238,15 +237,35 @@ rule lr_summary:
         multistep=figure("lrs", "multifactor_train"),
         cosine=figure("lrs", "cosine_train"),
         warmup=figure("lrs", "warmup_train"),
-        warmup_sweep=figure("lrs", "warmup_sweep"),
     log:
-        "logs/lr_summary.log",
+        "logs/lr_schedules_summary.log",
     benchmark:
-        "benchmarks/lr_summary.tsv"
+        "benchmarks/lr_schedules_summary.tsv"
     conda:
         ENV
     threads: 1
     resources:
         **needs(2000, 10),
     script:
-        "../scripts/lr_summary.py"
+        "../scripts/lr_schedules_summary.py"
+
+
+rule warmup_sweep_summary:
+    input:
+        runs=warmup_runs(),
+        environment="results/environment.json",
+        code=code("warmup_sweep_summary"),
+    output:
+        metrics="results/optimization/warmup_sweep/metrics.csv",
+        figure=figure("lrs", "warmup_sweep"),
+    log:
+        "logs/warmup_sweep_summary.log",
+    benchmark:
+        "benchmarks/warmup_sweep_summary.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
+    script:
+        "../scripts/warmup_sweep_summary.py"

@@ -8,8 +8,8 @@ rule hybridize:
         environment="results/environment.json",
         code=code("hybridize"),
     output:
-        metrics="results/performance/hybridize_metrics.csv",
-        model="results/performance/my_mlp",
+        metrics="results/performance/hybridize/metrics.csv",
+        model="results/performance/hybridize/my_mlp",
         figure=figure("hyb", "bench"),
     log:
         "logs/hybridize.log",
@@ -31,7 +31,7 @@ rule asynchrony:
     input:
         code=code("asynchrony"),
     output:
-        metrics="results/performance/async_metrics.csv",
+        metrics="results/performance/asynchrony/metrics.csv",
     log:
         "logs/asynchrony.log",
     benchmark:
@@ -53,7 +53,7 @@ rule autopar:
         environment="results/environment.json",
         code=code("autopar"),
     output:
-        metrics="results/performance/autopar_metrics.csv",
+        metrics="results/performance/autopar/metrics.csv",
         figure=figure("autopar", "both"),
     log:
         "logs/autopar.log",
@@ -76,9 +76,9 @@ rule hardware:
         environment="results/environment.json",
         code=code("hardware"),
     output:
-        sweep="results/performance/memory_sweep.csv",
-        latency="results/performance/latency.csv",
-        metrics="results/performance/hardware_metrics.csv",
+        sweep="results/performance/hardware/memory_sweep.csv",
+        latency="results/performance/hardware/latency.csv",
+        metrics="results/performance/hardware/metrics.csv",
         figure=figure("hw", "memory_sweep"),
     log:
         "logs/hardware.log",

@@ -41,7 +41,7 @@ rule evaluate_claims:
         # claim says how long judging it at the book's scale would take here.
         timed={
             "lr_schedules": [
-                f"benchmarks/lr_train/{Path(p).stem}.tsv" for p in lr_runs()
+                f"benchmarks/lr_schedules_run/{Path(p).stem}.tsv" for p in lr_runs()
             ],
             "warmup_sweep": [
                 f"benchmarks/warmup_sweep/{Path(p).stem}.tsv" for p in warmup_runs()
@@ -51,12 +51,12 @@ rule evaluate_claims:
                 setting=AIRFOIL.instance_patterns,
             ),
             **{
-                f"multidevice.runs.{run}": expand(
-                    "benchmarks/multidevice_train/{run}.seed{seed}.tsv",
+                f"data_parallel.runs.{run}": expand(
+                    "benchmarks/data_parallel_run/{run}.seed{seed}.tsv",
                     run=[run],
-                    seed=S["multidevice"]["seeds"],
+                    seed=S["data_parallel"]["seeds"],
                 )
-                for run in S["multidevice"]["runs"]
+                for run in S["data_parallel"]["runs"]
             },
         },
     script:

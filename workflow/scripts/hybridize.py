@@ -9,7 +9,7 @@ log = logs.setup(snakemake.log[0])
 # Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
 devices.claim_gpus(snakemake.resources.gpu, log)
 torch.set_num_threads(snakemake.threads)
-log.info("compilers with %d threads: %s", snakemake.threads, snakemake.params.hybridize)
+log.info("hybridize with %d threads: %s", snakemake.threads, snakemake.params.hybridize)
 rows = hybridize.measure(
     snakemake.params.hybridize, snakemake.params.seed, Path(snakemake.output.model).parent
 )

@@ -7,7 +7,8 @@
    section, each process pinned to its own core).
 
 Run: ``python -m d2lrepro.multidevice.speed --data results/data/fashion_mnist.pt``. It prints
-the share of the epoch spent waiting for data, the speed-up over the book's loop and the 2-process scaling.
+the share of the epoch spent waiting for data, the speed-up over the book's loop and the
+2-process scaling.
 """
 
 from __future__ import annotations

@@ -80,12 +80,12 @@ def check_runs(runs: dict) -> None:
         devices, nodes, batch = run["devices"], run.get("nodes", 1), run["batch_size"]
         if devices % nodes:
             raise ConfigError(
-                f"config key 'multidevice.runs.{name}': {devices} devices do not split evenly"
+                f"config key 'data_parallel.runs.{name}': {devices} devices do not split evenly"
                 f" over {nodes} nodes"
             )
         if batch % devices:
             raise ConfigError(
-                f"config key 'multidevice.runs.{name}': batch_size {batch} does not split"
+                f"config key 'data_parallel.runs.{name}': batch_size {batch} does not split"
                 f" evenly over {devices} devices"
             )
 
@@ -171,5 +171,5 @@ def resolve(
     values = merge(book, config["presets"].get(preset, {}))
     # A preset overlay may only change known keys to valid values: validate the result too.
     validate(values | {"presets": {}}, schema)
-    check_runs(values["multidevice"]["runs"])
+    check_runs(values["data_parallel"]["runs"])
     return Settings(requested, preset, values, deviations(book, values))

@@ -3,7 +3,7 @@ import math
 import pandas as pd
 import pytest
 
-from d2lrepro.optimization import warmup
+from d2lrepro.optimization import warmup_sweep
 
 
 def sweep_runs(trained_none, trained_linear, lrs=(0.5, 1.0), seeds=(0, 1)):
@@ -24,7 +24,7 @@ def sweep_runs(trained_none, trained_linear, lrs=(0.5, 1.0), seeds=(0, 1)):
 def test_warmup_sweep_counts_rescued_and_broken_pairs():
     # (lr, seed) pairs in the order (0.5, 0), (0.5, 1), (1.0, 0), (1.0, 1)
     runs = sweep_runs([True, True, False, False], [True, False, True, True])
-    values = {r["metric"]: r for r in warmup.sweep_metrics(runs)}
+    values = {r["metric"]: r for r in warmup_sweep.sweep_metrics(runs)}
     number = {name: row["value"] for name, row in values.items()}
     assert number["warmup_sweep.rescued"] == 2 and number["warmup_sweep.broken"] == 1
     assert number["warmup_sweep.none.failed_runs"] == 2
@@ -37,8 +37,8 @@ def test_warmup_sweep_counts_rescued_and_broken_pairs():
 
 def test_a_clear_rescue_is_significant_and_no_difference_is_not():
     lrs, seeds = (0.5, 0.7, 1.0), (0, 1)
-    rescue = warmup.sweep_metrics(sweep_runs([False] * 6, [True] * 6, lrs, seeds))
-    same = warmup.sweep_metrics(sweep_runs([True] * 6, [True] * 6, lrs, seeds))
+    rescue = warmup_sweep.sweep_metrics(sweep_runs([False] * 6, [True] * 6, lrs, seeds))
+    same = warmup_sweep.sweep_metrics(sweep_runs([True] * 6, [True] * 6, lrs, seeds))
     p_value = {r["metric"]: r["value"] for r in rescue}["warmup_sweep.sign_p"]
     assert p_value == pytest.approx(1 / 64)
     assert {r["metric"]: r["value"] for r in same}["warmup_sweep.sign_p"] == 1.0
@@ -47,5 +47,5 @@ def test_a_clear_rescue_is_significant_and_no_difference_is_not():
 def test_warmup_sweep_figure(tmp_path):
     runs = sweep_runs([True, True, False, False], [True, False, True, True])
     runs["warmup_steps"] = runs["warmup"].map({"none": 0, "linear": 100})
-    warmup.draw_sweep(runs, tmp_path / "sweep.png", "footer")
+    warmup_sweep.draw_sweep(runs, tmp_path / "sweep.png", "footer")
     assert (tmp_path / "sweep.png").stat().st_size > 0

@@ -3,19 +3,19 @@
 # lacks the devices.
 
 
-rule multidevice_train:
+rule data_parallel_run:
     input:
         data="results/data/fashion_mnist.pt",
-        code=code("multidevice_train"),
+        code=code("data_parallel_run"),
     output:
-        history="results/multidevice/{run}.seed{seed}.csv",
-        topk="results/multidevice/{run}.seed{seed}.topk.csv",
+        history="results/multidevice/data_parallel/{run}.seed{seed}.csv",
+        topk="results/multidevice/data_parallel/{run}.seed{seed}.topk.csv",
     log:
-        "logs/multidevice_train/{run}.seed{seed}.log",
+        "logs/data_parallel_run/{run}.seed{seed}.log",
     benchmark:
-        "benchmarks/multidevice_train/{run}.seed{seed}.tsv"
+        "benchmarks/data_parallel_run/{run}.seed{seed}.tsv"
     wildcard_constraints:
-        run="|".join(re.escape(r) for r in S["multidevice"]["runs"]),
+        run="|".join(re.escape(r) for r in S["data_parallel"]["runs"]),
         seed=r"\d+",
     conda:
         ENV
@@ -26,40 +26,40 @@ rule multidevice_train:
         tasks=spanning_nodes,
         mpi=lambda w: "srun" if spanning_nodes(w) else None,
     params:
-        run=lambda w: S["multidevice"]["runs"][w.run],
-        timeout=S["multidevice"]["timeout"],
-        topk_every=S["multidevice"]["topk_every"],
+        run=lambda w: S["data_parallel"]["runs"][w.run],
+        timeout=S["data_parallel"]["timeout"],
+        topk_every=S["data_parallel"]["topk_every"],
         seed=lambda w: int(w.seed),
     script:
-        "../scripts/multidevice_train.py"
+        "../scripts/data_parallel_run.py"
 
 
 # Two workers that train nothing: the cost model of each step and the printed examples, in
 # one launch (a torchrun start costs seconds).
-COST_STEPS = list(S["multidevice"]["cost_model"])
+COST_STEPS = list(S["cost_model"])
 
 
-rule multidevice_probes:
+rule cost_model:
     input:
-        code=code("multidevice_probes"),
+        code=code("cost_model"),
     output:
-        **{m: f"results/multidevice/cost_{m}.csv" for m in COST_STEPS},
-        examples="results/multidevice/examples.csv",
+        **{m: f"results/multidevice/cost_model/{m}.csv" for m in COST_STEPS},
+        examples="results/multidevice/cost_model/examples.csv",
     log:
-        "logs/multidevice_probes.log",
+        "logs/cost_model.log",
     benchmark:
-        "benchmarks/multidevice_probes.tsv"
+        "benchmarks/cost_model.tsv"
     conda:
         ENV
     threads: all_cores
     resources:
         **needs(8000, 60, gpus=2),
     params:
-        costs=S["multidevice"]["cost_model"],
-        timeout=S["multidevice"]["timeout"],
+        costs=S["cost_model"],
+        timeout=S["data_parallel"]["timeout"],
         seed=S["seed"],
     script:
-        "../scripts/multidevice_probes.py"
+        "../scripts/cost_model.py"
 
 
 # Synchronizing a gradient by each parameter-server strategy, on 2 workers and on all the
@@ -68,7 +68,7 @@ rule parameter_server:
     input:
         code=code("parameter_server"),
     output:
-        "results/multidevice/param_server.csv",
+        "results/multidevice/parameter_server/timings.csv",
     log:
         "logs/parameter_server.log",
     benchmark:
@@ -80,7 +80,7 @@ rule parameter_server:
         **needs(16000, 30, gpus=S["parameter_server"]["max_devices"]),
     params:
         spec=S["parameter_server"],
-        timeout=S["multidevice"]["timeout"],
+        timeout=S["data_parallel"]["timeout"],
     script:
         "../scripts/parameter_server.py"
 
@@ -90,7 +90,7 @@ rule architectures:
     input:
         code=code("architectures"),
     output:
-        "results/multidevice/architectures.csv",
+        "results/multidevice/architectures/metrics.csv",
     log:
         "logs/architectures.log",
     benchmark:
@@ -109,45 +109,45 @@ rule architectures:
 BOOK_RUNS = [f"{m}.{d}" for m in MULTIGPU_MODELS for d in (1, 2)]
 
 
-rule book_multigpu:
+rule single_process:
     input:
         data="results/data/fashion_mnist.pt",
-        code=code("book_multigpu"),
+        code=code("single_process"),
     output:
-        **{run: f"results/multidevice/book_{run}.csv" for run in BOOK_RUNS},
+        **{run: f"results/multidevice/single_process/{run}.csv" for run in BOOK_RUNS},
     log:
-        "logs/book_multigpu.log",
+        "logs/single_process.log",
     benchmark:
-        "benchmarks/book_multigpu.tsv"
+        "benchmarks/single_process.tsv"
     conda:
         ENV
     threads: all_cores
     resources:
         **needs(8000, 240, gpus=2),
     params:
-        runs={run: S["multidevice"]["runs"][run] for run in BOOK_RUNS},
+        runs={run: S["data_parallel"]["runs"][run] for run in BOOK_RUNS},
         seed=S["seed"],
     script:
-        "../scripts/book_multigpu.py"
+        "../scripts/single_process.py"
 
 
 rule multidevice_summary:
     input:
         runs=expand(
-            "results/multidevice/{run}.seed{seed}.csv",
-            run=S["multidevice"]["runs"],
-            seed=S["multidevice"]["seeds"],
+            "results/multidevice/data_parallel/{run}.seed{seed}.csv",
+            run=S["data_parallel"]["runs"],
+            seed=S["data_parallel"]["seeds"],
         ),
-        book=expand("results/multidevice/book_{run}.csv", run=BOOK_RUNS),
+        book=expand("results/multidevice/single_process/{run}.csv", run=BOOK_RUNS),
         # The top-k logs of the first seed: the seeds draw one run.
         topk=[
-            f"results/multidevice/{run}.seed{S['multidevice']['seeds'][0]}.topk.csv"
-            for run, spec in S["multidevice"]["runs"].items()
+            f"results/multidevice/data_parallel/{run}.seed{S['data_parallel']['seeds'][0]}.topk.csv"
+            for run, spec in S["data_parallel"]["runs"].items()
             if spec.get("topk")
         ],
-        costs=expand("results/multidevice/cost_{step}.csv", step=COST_STEPS),
-        examples="results/multidevice/examples.csv",
-        param_server="results/multidevice/param_server.csv",
+        costs=expand("results/multidevice/cost_model/{step}.csv", step=COST_STEPS),
+        examples="results/multidevice/cost_model/examples.csv",
+        param_server="results/multidevice/parameter_server/timings.csv",
         book_curves="workflow/reference/book_curves.csv",
         environment="results/environment.json",
         code=code("multidevice_summary"),

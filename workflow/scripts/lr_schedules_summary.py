@@ -1,7 +1,7 @@
 import pandas as pd
 
 from d2lrepro.core import environment, logs, reference, results
-from d2lrepro.optimization import lr_schedules, warmup
+from d2lrepro.optimization import lr_schedules
 
 log = logs.setup(snakemake.log[0])
 history = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
@@ -19,10 +19,7 @@ for (run, semantics, seed), h in history.groupby(["run", "semantics", "seed"], s
     )
 results.write_csv(history, snakemake.output.history)
 book = reference.load(snakemake.input.book_curves)
-sweep = pd.concat([pd.read_csv(path) for path in snakemake.input.warmup_sweep], ignore_index=True)
-rows = lr_schedules.training_metrics(history, book) + warmup.sweep_metrics(sweep)
-results.write_metrics(rows, snakemake.output.metrics)
-warmup.draw_sweep(sweep, snakemake.output.warmup_sweep, footer)
+results.write_metrics(lr_schedules.training_metrics(history, book), snakemake.output.metrics)
 lr_schedules.draw_lrs(history, snakemake.output.lrs)
 lr_schedules.draw_early(history, snakemake.output.early, footer)
 for run, h in history[history["semantics"] == "book"].groupby("run"):

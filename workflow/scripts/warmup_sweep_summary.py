@@ -1,0 +1,11 @@
+import pandas as pd
+
+from d2lrepro.core import environment, logs, results
+from d2lrepro.optimization import warmup_sweep
+
+log = logs.setup(snakemake.log[0])
+sweep = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
+log.info("%d warm-up runs", len(sweep))
+results.write_metrics(warmup_sweep.sweep_metrics(sweep), snakemake.output.metrics)
+footer = environment.footer(snakemake.input.environment, int(sweep["threads"].max()))
+warmup_sweep.draw_sweep(sweep, snakemake.output.figure, footer)
