@@ -18,8 +18,8 @@ import torch
 from d2lrepro.core import devices
 from d2lrepro.multidevice import launcher, single_process
 from d2lrepro.performance import asynchrony, autopar, hardware, hybridize
-from test_multigpu_book import data as book_data
-from test_multigpu_run import LENET, fake_fashion_mnist, ok, run
+from test_single_process import data as book_data
+from test_worker import LENET, fake_fashion_mnist, ok, run
 
 GPUS = devices.cuda_count()
 pytestmark = [

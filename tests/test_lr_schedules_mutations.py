@@ -8,7 +8,7 @@ from conftest import verdict_of
 from d2lrepro.core import models, reference
 from d2lrepro.optimization import lr_schedules, schedulers, warmup_sweep
 from d2lrepro.pipeline import claims
-from test_lr_training import synthetic
+from test_lr_schedules import synthetic
 
 EPOCHS = 5  # lr_schedules.EARLY_EPOCHS
 

@@ -281,7 +281,7 @@ def test_a_job_killed_for_time_names_its_rule_and_job_id_and_leaves_its_checkpoi
 ):
     """The 1-device LeNet at the book's scale (minutes here) given a 1-minute limit: SLURM
     kills it after an epoch or two; the epochs done stay in its checkpoint, which a rerun
-    resumes from (tests/test_multigpu_run.py checks the resumed result)."""
+    resumes from (tests/test_worker.py checks the resumed result)."""
     workdir = tmp_path / "w"
     done = _through_slurm(
         slurm,
