@@ -89,7 +89,7 @@ def test_hybridization_on_the_gpu():
 
 def test_a_claimed_gpu_is_all_that_torch_sees(tmp_path):
     code = (
-        "from pathlib import Path; import torch; from d2lrepro import devices; "
+        "from pathlib import Path; import torch; from d2lrepro.core import devices; "
         f"devices.claim_gpus(1, lock_dir=Path({str(tmp_path)!r})); "
         "print(torch.cuda.device_count(), torch.cuda.get_device_name(0))"
     )

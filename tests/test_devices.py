@@ -51,7 +51,7 @@ def test_describe_names_every_device():
 def claim_in_child(lock_dir, gpus, hold_s=0.0):
     """A process that claims one of ``gpus`` and prints what CUDA_VISIBLE_DEVICES became."""
     code = (
-        "import os, sys, time; from pathlib import Path; from d2lrepro import devices; "
+        "import os, sys, time; from pathlib import Path; from d2lrepro.core import devices; "
         f"devices.claim_gpus(1, lock_dir=Path({str(lock_dir)!r}), gpus={gpus!r}, poll_s=0.1); "
         "print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
         f"time.sleep({hold_s})"

@@ -43,9 +43,9 @@ from d2lrepro.core.devices import (
 )
 from d2lrepro.core.results import HISTORY_COLUMNS, diverged, write_csv, write_metrics
 from d2lrepro.core.timing import Clock, synchronize
-from d2lrepro.cost_model import COST_COLUMNS, cost_model
 from d2lrepro.multidevice import parameter_server
 from d2lrepro.multidevice.concise import concise_setup
+from d2lrepro.multidevice.cost_model import COST_COLUMNS, cost_model
 from d2lrepro.multidevice.scratch import printed_examples, scratch_setup, shard
 
 MODELS = ("lenet", "resnet18")
