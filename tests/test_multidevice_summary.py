@@ -223,7 +223,7 @@ def test_summarize_compares_every_pair_and_draws_every_figure(tmp_path):
         {"epoch": 1, "batch": [0, 50], "train_loss": [2.3, 1.1], "top1": [0.1, 0.6], "top5": 0.9}
     ).to_csv(topk, index=False)
     names = ["mgpu_test_acc", "mgpu_epochs", "mgpuc_test_acc", "mgpuc_epochs"]
-    figures = {n: tmp_path / f"{n}.png" for n in [*names, "throughput", "topk", "cost", "ps"]}
+    figure_paths = {n: tmp_path / f"{n}.png" for n in [*names, "throughput", "topk", "cost", "ps"]}
     servers = tmp_path / "parameter_server.csv"
     results.write_metrics(parameter_server.unmeasured_rows("needs 2 devices"), servers)
     summary.summarize(
@@ -234,12 +234,12 @@ def test_summarize_compares_every_pair_and_draws_every_figure(tmp_path):
         servers=servers,
         footer="footer",
         metrics_out=tmp_path / "metrics.csv",
-        figures=figures,
+        figure_paths=figure_paths,
         book=BOOK,
     )
     m = pd.read_csv(tmp_path / "metrics.csv").set_index("metric")["value"]
     assert m["lenet.speedup"] == 2.0 and abs(m["resnet18_momentum.acc_change"] + 0.1) < 1e-12
-    assert all(path.exists() for path in figures.values())
+    assert all(path.exists() for path in figure_paths.values())
 
 
 def test_the_parameter_server_figure_draws_each_run_or_says_why(tmp_path):

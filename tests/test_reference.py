@@ -5,7 +5,7 @@ import pandas as pd
 
 from conftest import REPO
 from d2lrepro.core import plotting, reference
-from d2lrepro.optimization import lr_schedules
+from d2lrepro.optimization import airfoil, lr_schedules
 
 BOOK = reference.load()
 
@@ -45,10 +45,10 @@ def test_the_books_curves_are_drawn_labelled_by_edition():
 def test_figures_with_a_book_counterpart_draw_it(monkeypatch, tmp_path):
     drawn = []
     monkeypatch.setattr(reference, "draw", lambda ax, curves, id, metric, *a: drawn.append(id))
-    airfoil = pd.DataFrame(
+    runs = pd.DataFrame(
         {"setting": "adam.yogi", "seed": 0, "epoch": [0.5, 1.0], "loss": [0.3, 0.25]}
     )
-    airfoil.draw_setting(airfoil, tmp_path / "a.png", "footer", BOOK)
+    airfoil.draw_setting(runs, tmp_path / "a.png", "footer", BOOK)
     run = pd.DataFrame(
         {
             "run": "cosine",
@@ -101,7 +101,7 @@ def test_airfoil_curve_tolerances_are_the_editions_own_gaps():
         for claim in section["claims"]
         for check in claim["checks"]
         if check.get("metric", "").endswith(".curve_excess")
-        and claim["evidence"].endswith("airfoil_metrics.csv")
+        and claim["evidence"].endswith("airfoil/metrics.csv")
     }
     assert len(checks) == 13
     for name, bound in checks.items():

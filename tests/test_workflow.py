@@ -47,7 +47,7 @@ def snakemake(workdir, *args, check=True):
     )
     if check and result.returncode:
         raise AssertionError(
-            f"snakemake {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+            f"snakemake {' '.join(map(str, args))} failed:\n{result.stdout}\n{result.stderr}"
         )
     return result
 
@@ -166,7 +166,10 @@ def test_a_run_across_nodes_asks_slurm_for_them(repo, tmp_path):
         "data_parallel:\n  runs:\n    lenet.4: {model: lenet, devices: 4, nodes: 2, epochs: 1,"
         " batch_size: 256, lr: 0.2}\n"
     )
-    targets = ["results/multidevice/lenet.4.seed0.csv", "results/multidevice/lenet.2.seed0.csv"]
+    targets = [
+        "results/multidevice/data_parallel/lenet.4.seed0.csv",
+        "results/multidevice/data_parallel/lenet.2.seed0.csv",
+    ]
     result = snakemake(repo, "-n", "--forceall", "--configfile", extra, "--", *targets)
     lines = result.stdout.splitlines()
     asked = {  # run -> the resources line of its job

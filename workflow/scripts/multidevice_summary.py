@@ -10,6 +10,6 @@ summary.summarize(
     servers=snakemake.input.param_server,
     footer=environment.footer(snakemake.input.environment, threads=1, if_no_gpu=True),
     metrics_out=snakemake.output.metrics,
-    figures=snakemake.output,
+    figure_paths=snakemake.output,
     book=reference.load(snakemake.input.book_curves),
 )

@@ -288,7 +288,7 @@ def summarize(
     servers,
     footer: str,
     metrics_out,
-    figures: dict,
+    figure_paths: dict,
     book: pd.DataFrame,
 ) -> None:
     """Metrics and figures of every training run (``runs``: history CSVs named after the run
@@ -311,10 +311,12 @@ def summarize(
     write_metrics(rows, metrics_out)
     for model, section in (("lenet", "mgpu"), ("resnet18", "mgpuc")):
         of_model = {k: v for k, v in histories.items() if model_of(k) == model}
-        draw_test_acc(of_model, figures[f"{section}_test_acc"], footer, book)
-        draw_epochs(of_model, figures[f"{section}_epochs"], footer)
-    draw_throughput(values, list(histories), figures["throughput"], footer)
+        draw_test_acc(of_model, figure_paths[f"{section}_test_acc"], footer, book)
+        draw_epochs(of_model, figure_paths[f"{section}_epochs"], footer)
+    draw_throughput(values, list(histories), figure_paths["throughput"], footer)
     logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk}
-    draw_topk({name: rows for name, rows in logs.items() if len(rows)}, figures["topk"], footer)
-    figures.draw_cost(cost_tables, figures["cost"], footer)
-    figures.draw_param_server(pd.read_csv(servers), figures["ps"], footer)
+    draw_topk(
+        {name: rows for name, rows in logs.items() if len(rows)}, figure_paths["topk"], footer
+    )
+    figures.draw_cost(cost_tables, figure_paths["cost"], footer)
+    figures.draw_param_server(pd.read_csv(servers), figure_paths["ps"], footer)

@@ -39,8 +39,8 @@ def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
         every_seed = g.groupby("peak_lr")["trained"].all()
         highest[variant] = max(every_seed[every_seed].index, default=0.0)
         rows += [
-            metric(f"warmup.{variant}.failed_runs", int((~g["trained"]).sum())),
-            metric(f"warmup.{variant}.highest_lr", highest[variant]),
+            metric(f"warmup_sweep.{variant}.failed_runs", int((~g["trained"]).sum())),
+            metric(f"warmup_sweep.{variant}.highest_lr", highest[variant]),
         ]
     lr = {variant: f"{value:g}" if value else "none" for variant, value in highest.items()}
     note = (
