@@ -18,6 +18,7 @@ from d2lrepro.core.results import (
     seed_spread,
     write_metrics,
 )
+from d2lrepro.multidevice import figures
 
 # The ledger id of each run's test-accuracy curve in the book.
 BOOK_CURVE_IDS = {
