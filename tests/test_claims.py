@@ -114,6 +114,25 @@ def test_shipped_ledger_is_valid_and_points_at_results():
     )
 
 
+FIGURE_SECTION = "sections:\n- id: s\n  title: t\n  source: x\n  claims: []\n  figures:\n"
+
+
+def test_a_figure_is_named_within_its_section_and_its_file_derived(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text(FIGURE_SECTION + "  - {name: gd_eta0.4, caption: c}\n")
+    assert claims.figure_files(claims.load(path)) == ["results/figures/s/gd_eta0.4.png"]
+
+
+@pytest.mark.parametrize(
+    "figure", ["{file: results/figures/s/a.png, caption: c}", "{name: s/a, caption: c}"]
+)
+def test_a_figure_written_as_a_path_is_rejected(tmp_path, figure):
+    path = tmp_path / "claims.yaml"
+    path.write_text(FIGURE_SECTION + f"  - {figure}\n")
+    with pytest.raises(jsonschema.ValidationError):
+        claims.load(path)
+
+
 def test_ledger_schema_rejects_unknown_check(tmp_path):
     path = tmp_path / "claims.yaml"
     path.write_text(

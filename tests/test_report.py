@@ -1,6 +1,6 @@
 import pandas as pd
 
-from d2lrepro.core import plotting
+from d2lrepro.core import paths, plotting
 from d2lrepro.pipeline import claims, report, settings
 
 ENV = {
@@ -17,18 +17,18 @@ ENV = {
 }
 
 
-def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path):
+def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the figure lies where its section and name put it
     fig, ax = plotting.figure()
     ax.plot([0, 1], [0, 1])
-    png = tmp_path / "fig.png"
-    plotting.save(fig, png, footer="Test CPU")
+    plotting.save(fig, paths.figure("s", "c"), footer="Test CPU")
     ledger = {
         "sections": [
             {
                 "id": "s",
                 "title": "Section <one>",
                 "source": "seed",
-                "figures": [{"file": str(png), "caption": "A line"}],
+                "figures": [{"name": "c", "caption": "A line"}],
                 "claims": [],
             }
         ]
@@ -69,13 +69,17 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path):
         '<div class="reason">measurement</div>',
         "Not reproduced (1)",
         'href="#claim-s.c"',
+        '<figure id="fig-s-c">',
+        'href="#fig-s-c"',  # the claim s.c links to the figure named after it
     ):
         assert text in html, text
 
 
 def test_a_claim_links_to_the_figure_named_after_it_or_its_prefix():
-    figures = ["results/figures/lrs/warmup_train.png", "results/figures/hyb/bench.png"]
-    assert report.claim_figure("lrs.warmup_train.intended", figures) == figures[0]
-    assert report.claim_figure("hyb.bench.naive", figures) == figures[1]
-    assert report.claim_figure("hyb.serialize", figures) == ""
-    assert report.figure_anchor(figures[0]) == "fig-lrs-warmup_train"
+    names = ["warmup_train", "warmup"]
+    assert report.claim_figure("lrs.warmup_train.intended", "lrs", names) == "warmup_train"
+    assert report.claim_figure("lrs.warmup.book", "lrs", names) == "warmup"
+    assert report.claim_figure("lrs.cosine", "lrs", names) == ""
+    assert report.claim_figure("hyb.warmup", "lrs", names) == ""  # another section's id
+    assert report.figure_anchor("lrs", "warmup_train") == "fig-lrs-warmup_train"
+    assert report.figure_anchor("momentum", "gd_eta0.4") == "fig-momentum-gd_eta0_4"

@@ -1,5 +1,6 @@
 """The whole DAG on the smoke preset, in a temporary copy of the repository."""
 
+import json
 import os
 import re
 import shutil
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from d2lrepro.core import paths
 from d2lrepro.pipeline import claims, code_inputs
 
 # They take every core, so the scheduler runs nothing beside them.
@@ -304,3 +306,50 @@ def test_snakemake_runs_one_job_per_gpu_of_this_machine(repo, gpus, given, plann
         check=True,
     )
     assert result.stdout.split("\n")[-2] == planned
+
+
+FIGURE_OUTPUTS = """
+import json
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.io import is_flagged
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+from d2lrepro.core import paths
+
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(
+        snakefile=Path("Snakefile"),
+        resource_settings=ResourceSettings(cores=1),
+        config_settings=ConfigSettings(config={"preset": "smoke"}),
+    )._workflow
+    figures = paths.RESULTS / "figures"
+    print(json.dumps([
+        [str(f), str(f.flags["report"].caption) if is_flagged(f, "report") else None]
+        for rule in workflow.rules
+        for f in rule.output
+        if Path(f).is_relative_to(figures)
+    ]))
+"""
+
+
+def test_the_ledger_lists_exactly_the_figures_the_rules_draw(repo):
+    """Every figure of the ledger is drawn by a rule, once, and every figure a rule draws is
+    in the ledger and flagged for snakemake --report by figure() (with a caption)."""
+    result = subprocess.run(
+        [sys.executable, "-c", FIGURE_OUTPUTS], cwd=repo, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    drawn = dict(json.loads(result.stdout.splitlines()[-1]))
+    listed = claims.figure_files(claims.load(repo / "workflow" / "claims.yaml"))
+    assert sorted(set(listed)) == sorted(listed), "a figure listed twice"
+    assert sorted(set(listed) - set(drawn)) == [], "in the ledger, drawn by no rule"
+    assert sorted(set(drawn) - set(listed)) == [], "drawn by a rule, not in the ledger"
+    unflagged = sorted(f for f, caption in drawn.items() if caption is None)
+    assert unflagged == [], "drawn without figure()"
+    assert all(os.path.exists(caption) for caption in drawn.values())
+
+
+def test_a_section_without_a_caption_file_takes_the_generic_caption():
+    assert paths.caption("intro") == paths.CAPTIONS / "intro.rst"
+    assert paths.caption("no_such_section") == paths.SECTION_CAPTION
+    assert paths.SECTION_CAPTION.read_text().strip()

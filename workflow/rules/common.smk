@@ -18,7 +18,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import Paramspace
 
 from d2lrepro.pipeline import claims, code_inputs, settings
-from d2lrepro.core import fetch
+from d2lrepro.core import fetch, paths
 from d2lrepro.optimization import schedulers
 
 ENV = "../../envs/d2lrepro.yaml"
@@ -98,10 +98,11 @@ def spanning_nodes(wildcards):
 
 
 def figure(section, name):
-    """A figure of the claims ledger, also flagged for `snakemake --report`."""
+    """Figure ``name`` of ledger section ``section``, also flagged for `snakemake --report`
+    (under the section's caption, or the generic one where it has none)."""
     return report(
-        f"results/figures/{section}/{name}.png",
-        caption=f"../../report/captions/{section}.rst",
+        str(paths.figure(section, name)),
+        caption=str(paths.caption(section)),
         category=SECTION_TITLES[section],
         labels={"figure": name},
     )

@@ -18,6 +18,8 @@ BOOK_CURVES = WORKFLOW / "reference" / "book_curves.csv"
 SCRIPTS = WORKFLOW / "scripts"
 REPORT_TEMPLATE = REPO / "report" / "report.html.j2"
 CAPTIONS = REPO / "report" / "captions"
+# The caption of the figures of a section without a caption file of its own.
+SECTION_CAPTION = CAPTIONS / "section.rst"
 
 RESULTS = Path("results")
 ENVIRONMENT = RESULTS / "environment.json"
@@ -38,3 +40,10 @@ def experiment(chapter: str, name: str) -> Path:
 def figure(section: str, name: str) -> Path:
     """The figure ``name`` of ledger section ``section``."""
     return RESULTS / "figures" / section / f"{name}.png"
+
+
+def caption(section: str) -> Path:
+    """The caption of the figures of ledger section ``section`` in ``snakemake --report``:
+    report/captions/<section>.rst where there is one, else the generic one."""
+    own = CAPTIONS / f"{section}.rst"
+    return own if own.exists() else SECTION_CAPTION

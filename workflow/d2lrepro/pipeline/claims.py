@@ -51,7 +51,12 @@ def evidence_files(ledger: dict) -> list[str]:
 
 
 def figure_files(ledger: dict) -> list[str]:
-    return [f["file"] for s in ledger["sections"] for f in s.get("figures", [])]
+    """The files of the ledger's figures, in its order: each is named within its section."""
+    return [
+        str(paths.figure(s["id"], f["name"]))
+        for s in ledger["sections"]
+        for f in s.get("figures", [])
+    ]
 
 
 @dataclass

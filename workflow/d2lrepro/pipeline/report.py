@@ -25,21 +25,21 @@ def embed_png(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-def figure_anchor(path: str) -> str:
-    """The HTML id of a figure, from its file (results/figures/lrs/baseline.png ->
-    fig-lrs-baseline)."""
-    return "fig-" + "-".join(Path(path).with_suffix("").parts[-2:]).replace(".", "_")
+def figure_anchor(section: str, name: str) -> str:
+    """The HTML id of figure ``name`` of ``section`` (lrs, baseline -> fig-lrs-baseline)."""
+    return f"fig-{section}-{name}".replace(".", "_")
 
 
-def claim_figure(claim_id: str, figures: list[str]) -> str:
-    """The figure a claim is read from: the one named after its id, or after the id's longest
-    prefix (``lrs.warmup_train.intended`` -> lrs/warmup_train.png); "" where there is none."""
-    by_name = {".".join(Path(f).with_suffix("").parts[-2:]): f for f in figures}
+def claim_figure(claim_id: str, section: str, names: list[str]) -> str:
+    """The figure of ``section`` a claim is read from: the one named after its id, or after
+    the id's longest prefix (``lrs.warmup_train.intended`` -> warmup_train); "" where there
+    is none."""
+    by_id = {f"{section}.{name}": name for name in names}
     parts = claim_id.split(".")
     for end in range(len(parts), 1, -1):
-        name = ".".join(parts[:end])
-        if name in by_name:
-            return by_name[name]
+        name = by_id.get(".".join(parts[:end]))
+        if name:
+            return name
     return ""
 
 
@@ -65,11 +65,11 @@ def render(
     claims = claims.fillna("")
     sections = []
     for section in ledger["sections"]:
-        files = [f["file"] for f in section.get("figures", [])]
+        names = [f["name"] for f in section.get("figures", [])]
         rows = claims[claims["section"] == section["id"]].to_dict("records")
         for row in rows:
-            figure = claim_figure(row["id"], files)
-            row["figure"] = figure_anchor(figure) if figure else ""
+            name = claim_figure(row["id"], section["id"], names)
+            row["figure"] = figure_anchor(section["id"], name) if name else ""
             # the report sits in results/, beside the evidence it links to
             row["evidence_href"] = os.path.relpath(row["evidence"], "results")
         sections.append(
@@ -77,10 +77,9 @@ def render(
                 **section,
                 "figures": [
                     {
-                        "src": embed_png(f["file"]),
+                        "src": embed_png(paths.figure(section["id"], f["name"])),
                         "caption": f["caption"],
-                        "file": f["file"],
-                        "anchor": figure_anchor(f["file"]),
+                        "anchor": figure_anchor(section["id"], f["name"]),
                     }
                     for f in section.get("figures", [])
                 ],
