@@ -73,7 +73,7 @@ def test_each_curve_claim_reads_its_tolerance(name):
     tolerance and fail beyond it."""
     claim = next(c for s in claims.load()["sections"] for c in s["claims"] if c["id"] == name)
     bound = next(c["bound"] for c in claim["checks"] if c["metric"].endswith("curve_excess"))
-    en = float(claim["book"].split()[2])
+    en = float(claim["printed"].split()[2])
 
     def rows(final, excess):
         return [
@@ -99,7 +99,7 @@ def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil_data, monkeypatc
 
     def rows():
         gap = airfoil.compare_implementations(airfoil_data, {name: setting}, 2, 10, 200, seed=0)
-        en = float(claim["book"].split()[2])
+        en = float(claim["printed"].split()[2])
         return gap + [metric(f"{name}.final_loss", en), metric(f"{name}.curve_excess", 0.0)]
 
     assert verdict_of(name, rows()) == claims.REPRODUCED

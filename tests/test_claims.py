@@ -23,7 +23,7 @@ def verdict(*checks, requires=None, env=CPU_ONLY):
     claim = {
         "id": "x.y",
         "statement": "s",
-        "book": "b",
+        "printed": "b",
         "evidence": "m.csv",
         "checks": list(checks),
     }
@@ -169,7 +169,7 @@ def test_evaluate_writes_every_column(tmp_path):
                         "id": "s.c",
                         "kind": "measurement",
                         "statement": "s",
-                        "book": "b",
+                        "printed": "b",
                         "evidence": "m.csv",
                         "checks": [{"kind": "above", "metric": "a", "bound": 1}],
                     }
@@ -185,7 +185,7 @@ def test_evaluate_writes_every_column(tmp_path):
 
 
 def evaluate_with(rows, *checks, **kwargs):
-    claim = {"id": "x.y", "statement": "s", "book": "b", "evidence": "m.csv", "checks": checks}
+    claim = {"id": "x.y", "statement": "s", "printed": "b", "evidence": "m.csv", "checks": checks}
     claim.update(kwargs.pop("claim", {}))
     return claims.evaluate_claim(claim, pd.DataFrame(rows), CPU_ONLY, **kwargs)
 

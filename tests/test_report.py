@@ -40,7 +40,7 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path, monke
                 "kind": "measurement",
                 "section": "s",
                 "statement": "It holds",
-                "book": "0.84",
+                "printed": "0.84",
                 "measured": "acc = 0.85",
                 "verdict": claims.NOT_REPRODUCED,
                 "reason": "failed: acc",

@@ -27,7 +27,7 @@ COLUMNS = [
     "section",
     "kind",
     "statement",
-    "book",
+    "printed",
     "measured",
     "verdict",
     "reason",
@@ -280,7 +280,7 @@ def evaluate_claim(
     behind a metric diverged, failed or measured nothing. The measured numbers are shown
     whenever there are any.
     """
-    row = {k: claim.get(k, "") for k in ("id", "kind", "statement", "book", "evidence")}
+    row = {k: claim.get(k, "") for k in ("id", "kind", "statement", "printed", "evidence")}
     names = [n for check in claim["checks"] for n in _metrics_of(check)]
     missing = sorted(set(names) - set(metrics["metric"]))
     if missing:
