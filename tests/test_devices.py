@@ -1,9 +1,11 @@
+import ast
 import os
 import re
 import subprocess
 import sys
 import time
 
+import pytest
 import torch
 
 from d2lrepro import devices, settings
@@ -143,3 +145,55 @@ def test_place_puts_cpu_conv_weights_channels_last_without_changing_the_outputs(
             for p in weights
         )
         torch.testing.assert_close(placed(x), default(x), rtol=1e-5, atol=1e-6)
+
+
+def module_decisions(tmp_path, monkeypatch) -> dict:
+    """What each module that asks for the device count decides, with CUDA's work stubbed out:
+    the devices compilers.measure and hardware.memory_sweep time, the GPUs
+    environment.describe records, and whether a 2-device run happens (multigpu_launch)."""
+    from types import SimpleNamespace
+
+    from d2lrepro import compilers, environment, hardware, multigpu_launch
+
+    timed = []
+    monkeypatch.setattr(compilers, "imperative_vs_symbolic", lambda: ([], ""))
+    monkeypatch.setattr(compilers, "hybridize", lambda device, **_: timed.append(device) or [])
+    monkeypatch.setattr(compilers, "serialize", lambda *_: [])
+    cfg = {"batch_sizes": [1], "modes": ["eager"], "n_calls": 1, "max_run_time": 0.1}
+    compilers.measure(cfg, 0, tmp_path)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "a GPU")
+    with monkeypatch.context() as m:
+        m.setattr(hardware, "time_fn", lambda *_: {"median": 1.0})
+        m.setattr(torch, "ones", lambda n, device: SimpleNamespace(sum=None))
+        swept = sorted(set(hardware.memory_sweep(max_bytes=16 * 1024)["device"]))
+    return {
+        "compilers": timed,
+        "hardware": swept,
+        "environment": environment.describe()["gpus"],
+        "multigpu_launch": multigpu_launch.nodes_unavailable(1, 2),
+    }
+
+
+@pytest.mark.parametrize("gpus", [0, 1, 2])
+def test_a_fake_device_count_reaches_every_module_that_asks(
+    gpus, cuda_count, monkeypatch, tmp_path
+):
+    monkeypatch.setattr(devices, "usable_cores", lambda: 2)
+    cuda_count(gpus)
+    first_gpu = ["cuda:0"] if gpus else []
+    assert module_decisions(tmp_path, monkeypatch) == {
+        "compilers": ["cpu", *first_gpu],
+        "hardware": ["cpu", *first_gpu],
+        "environment": ["a GPU"] * gpus,
+        "multigpu_launch": "needs 2 devices, this machine has 1 GPU" if gpus == 1 else "",
+    }
+
+
+def test_no_module_binds_the_device_count_when_imported(repo):
+    """``from .devices import cuda_count`` at the top of a module keeps the real function, and
+    a test's fake never reaches it (on a machine with GPUs, it then decides on them)."""
+    package = repo / "workflow" / "d2lrepro"
+    for path in package.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("devices"):
+                assert "cuda_count" not in {alias.name for alias in node.names}, path

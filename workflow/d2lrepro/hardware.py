@@ -23,8 +23,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from . import devices as machine  # `devices` names the sweep's devices
 from . import plotting
-from .devices import cuda_count, synchronize, unavailable
+from .devices import synchronize, unavailable
 from .results import metric, not_applicable
 from .timing import intra_op_threads, time_fn
 
@@ -175,7 +176,7 @@ def memory_sweep(
     also spares the sweep the thread pool's stalls when another process holds a core. The
     smallest sizes measure the per-call overhead (microseconds) more than the cache."""
     if devices is None:
-        devices = ["cpu"] + (["cuda:0"] if cuda_count() else [])
+        devices = ["cpu"] + (["cuda:0"] if machine.cuda_count() else [])
     rows = []
     with intra_op_threads(threads):
         for device, size in itertools.product(devices, sweep_sizes(max_bytes, min_bytes)):

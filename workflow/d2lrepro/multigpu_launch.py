@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from torch.distributed import run as torchrun
 
-from .devices import cuda_count, machine_devices, unavailable
+from .devices import machine_devices, unavailable
 from .multigpu_run import TOPK_COLUMNS, main
 from .param_server import unmeasured_rows
 from .results import METRIC_COLUMNS, write_csv, write_metrics, write_not_applicable
@@ -223,11 +223,8 @@ def launch_param_server(spec: dict, out, timeout: float, log_path) -> None:
     for workers, prefix in ((2, "ps"), (most, "ps.all")):
         reason = unavailable(workers)
         if not reason and prefix == "ps.all" and most <= 2:
-            kind = "GPUs" if cuda_count() else "usable cores"
-            reason = (
-                f"this machine has {machine_devices()} {kind} and parameter_server.max_devices"
-                f" is {spec['max_devices']}: no more devices than the 2-worker run's"
-            )
+            limit = unavailable(3) or f"parameter_server.max_devices is {spec['max_devices']}"
+            reason = f"no more devices than the 2-worker run's ({limit})"
         if reason:
             rows += unmeasured_rows(reason, prefix)
             continue
