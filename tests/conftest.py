@@ -23,13 +23,27 @@ def mirror() -> Path:
 
 @pytest.fixture
 def cuda_count(monkeypatch):
-    """Pretend this machine has ``n`` CUDA devices: ``cuda_count(n)``."""
+    """Pretend this machine has ``n`` CUDA devices, none of them hidden by
+    CUDA_VISIBLE_DEVICES (which makes reasons count a job's GPUs): ``cuda_count(n)``. It
+    reaches every module that asks devices.cuda_count(); CUDA itself is not faked."""
     from d2lrepro.core import devices
 
     def fake(n):
         monkeypatch.setattr(devices, "cuda_count", lambda: n)
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
     return fake
+
+
+@pytest.fixture
+def cpu_only(monkeypatch):
+    """A machine without GPUs, for tests that mean the CPU wherever they run: torch in this
+    process finds no CUDA device, and the processes it starts none either."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
 @functools.cache

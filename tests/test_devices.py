@@ -1,9 +1,12 @@
+import ast
 import os
 import re
 import subprocess
 import sys
 import time
 
+import pandas as pd
+import pytest
 import torch
 
 from d2lrepro.core import devices
@@ -109,6 +112,46 @@ def test_a_job_asks_for_the_gpus_it_will_use():
     assert settings.gpu_request(2, machine_gpus=0, book=False) == 0
 
 
+@pytest.mark.parametrize(
+    "wanted, machine_gpus, book, limit, asked",
+    [
+        (2, 2, True, 1, 1),  # --resources gpu=1 on 2 GPUs
+        (8, 2, True, 1, 1),  # parameter_server's max_devices
+        (8, 8, False, 4, 4),
+        (2, 2, True, 4, 2),  # a limit above the want changes nothing
+        (1, 2, True, 0, 0),  # --resources gpu=0: no GPU at all
+        (8, 0, True, 2, 2),  # a login node, the book preset
+        (8, 0, False, 2, 0),
+    ],
+)
+def test_a_job_asks_for_no_more_gpus_than_the_run_may_use(wanted, machine_gpus, book, limit, asked):
+    assert settings.gpu_request(wanted, machine_gpus=machine_gpus, book=book, limit=limit) == asked
+
+
+def test_a_job_given_no_gpu_hides_the_machine_s(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert devices.claim_gpus(0, lock_dir=tmp_path, gpus=[]) == []
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ  # nothing to hide
+    assert devices.claim_gpus(0, lock_dir=tmp_path, gpus=["0", "1"]) == []
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_a_job_given_fewer_gpus_than_the_machine_has_says_so(cuda_count, monkeypatch):
+    """Its claim left CUDA_VISIBLE_DEVICES one GPU: what it lacks is the job's, not the
+    machine's (a recorded machine is still the machine)."""
+    cuda_count(1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert devices.unavailable(2) == "needs 2 devices, this job may use 1 GPU"
+    assert devices.unavailable(cuda=2) == "needs 2 CUDA devices, this job may use 1"
+    assert devices.unavailable(2, have_cuda=1) == "needs 2 devices, this machine has 1 GPU"
+    cuda_count(0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert devices.unavailable(cuda=1) == "needs CUDA, this job may use none"
+    monkeypatch.setattr(devices, "usable_cores", lambda: 2)
+    assert devices.unavailable(3) == "needs 3 devices, this machine has 2 usable cores"
+
+
 def test_every_rule_that_asks_for_gpus_claims_them(repo):
     """A GPU rule whose script forgot its claim would share cuda:0 with other jobs."""
     blocks = [
@@ -144,3 +187,87 @@ def test_place_puts_cpu_conv_weights_channels_last_without_changing_the_outputs(
             for p in weights
         )
         torch.testing.assert_close(placed(x), default(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_job_given_one_gpu_of_two_runs_none_of_its_2_gpu_parts(cuda_count, monkeypatch, tmp_path):
+    """`--resources gpu=1` on a 2-GPU machine: each job claims one GPU (CUDA_VISIBLE_DEVICES),
+    and every part that needs 2 is not applicable, with the reason, instead of failing."""
+    from d2lrepro.multidevice import launcher, single_process
+    from d2lrepro.performance import autopar
+
+    cuda_count(1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    two_devices = "needs 2 devices, this job may use 1 GPU"
+    two_gpus = "needs 2 CUDA devices, this job may use 1"
+    run = {"model": "lenet", "devices": 2, "epochs": 1, "batch_size": 64, "lr": 0.1}
+    history, log = tmp_path / "lenet.2.csv", tmp_path / "job.log"
+    launcher.launch_training("lenet.2", run, 0, None, history, tmp_path / "k", 1, 60, log)
+    examples, costs = tmp_path / "examples.csv", {"lenet": tmp_path / "cost_lenet.csv"}
+    launcher.launch_probes({"lenet": {}}, costs, examples, 0, 60, log)
+    for path in (history, examples, costs["lenet"]):
+        assert pd.read_csv(path)["note"].tolist() == [two_devices]
+    servers = tmp_path / "ps.csv"
+    launcher.launch_param_server({"mb": 1, "repeats": 1, "max_devices": 8}, servers, 60, log)
+    ps = pd.read_csv(servers)
+    assert (ps["status"] == "not applicable").all() and set(ps["note"]) == {
+        two_devices,
+        "no more devices than the 2-worker run's (needs 3 devices, this job may use 1 GPU)",
+    }
+    book = tmp_path / "book.csv"
+    single_process.run_book({"lenet.2": run}, 0, None, {"lenet.2": book})
+    assert pd.read_csv(book)["note"].tolist() == [f"the book's one-process path {two_gpus}"]
+    assert {row["note"] for row in autopar.autopar_gpus()} == {two_gpus}
+
+
+def module_decisions(tmp_path, monkeypatch) -> dict:
+    """What each module that asks for the device count decides, with CUDA's work stubbed out:
+    the devices hybridize.measure and hardware.memory_sweep time, the GPUs
+    environment.describe records, and whether a 2-device run happens (launcher)."""
+    from types import SimpleNamespace
+
+    from d2lrepro.core import environment
+    from d2lrepro.multidevice import launcher
+    from d2lrepro.performance import hardware, hybridize
+
+    timed = []
+    monkeypatch.setattr(hybridize, "imperative_vs_symbolic", lambda: ([], ""))
+    monkeypatch.setattr(hybridize, "hybridize", lambda device, **_: timed.append(device) or [])
+    monkeypatch.setattr(hybridize, "serialize", lambda *_: [])
+    cfg = {"batch_sizes": [1], "modes": ["eager"], "n_calls": 1, "max_run_time": 0.1}
+    hybridize.measure(cfg, 0, tmp_path)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "a GPU")
+    with monkeypatch.context() as m:
+        m.setattr(hardware, "time_fn", lambda *_: {"median": 1.0})
+        m.setattr(torch, "ones", lambda n, device: SimpleNamespace(sum=None))
+        swept = sorted(set(hardware.memory_sweep(max_bytes=16 * 1024)["device"]))
+    return {
+        "compilers": timed,
+        "hardware": swept,
+        "environment": environment.describe()["gpus"],
+        "multigpu_launch": launcher.nodes_unavailable(1, 2),
+    }
+
+
+@pytest.mark.parametrize("gpus", [0, 1, 2])
+def test_a_fake_device_count_reaches_every_module_that_asks(
+    gpus, cuda_count, monkeypatch, tmp_path
+):
+    monkeypatch.setattr(devices, "usable_cores", lambda: 2)
+    cuda_count(gpus)
+    first_gpu = ["cuda:0"] if gpus else []
+    assert module_decisions(tmp_path, monkeypatch) == {
+        "compilers": ["cpu", *first_gpu],
+        "hardware": ["cpu", *first_gpu],
+        "environment": ["a GPU"] * gpus,
+        "multigpu_launch": "needs 2 devices, this machine has 1 GPU" if gpus == 1 else "",
+    }
+
+
+def test_no_module_binds_the_device_count_when_imported(repo):
+    """``from .devices import cuda_count`` at the top of a module keeps the real function, and
+    a test's fake never reaches it (on a machine with GPUs, it then decides on them)."""
+    package = repo / "workflow" / "d2lrepro"
+    for path in package.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("devices"):
+                assert "cuda_count" not in {alias.name for alias in node.names}, path

@@ -66,9 +66,10 @@ def close(history: pd.DataFrame) -> float:
 LENET = ["--model", "lenet", "--epochs", 2, "--batch-size", 64, "--lr", 0.2]
 
 
-def test_two_workers_train_like_one(data, tmp_path):
+def test_two_workers_train_like_one(data, tmp_path, cpu_only):
     """Same global batches (one data order for both): one and two workers reach the same
-    parameters (up to the order of summation)."""
+    parameters (up to the order of summation). CPU processes, both: on a 1-GPU machine one
+    worker would take the GPU (TF32 convolutions) and two the cores."""
     for world in (1, 2):
         ok(
             run(
@@ -310,8 +311,9 @@ sys.exit(max(abs(node.wait()) for node in nodes))
 
 
 @pytest.fixture
-def two_nodes(tmp_path, monkeypatch):
-    """A 2-node SLURM allocation on this machine: a stand-in srun, the job's environment."""
+def two_nodes(tmp_path, monkeypatch, cpu_only):
+    """A 2-node SLURM allocation on this machine: a stand-in srun, the job's environment. Its
+    "nodes" are CPU processes over gloo: on GPUs each would take this machine's cuda:0."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "srun").write_text(FAKE_SRUN.format(python=sys.executable))

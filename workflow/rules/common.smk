@@ -59,6 +59,8 @@ def all_cores(wildcards):
 MACHINE_GPUS = settings.local_gpus()
 if MACHINE_GPUS and "gpu" not in workflow.global_resources:
     workflow.register_resource("gpu", MACHINE_GPUS)
+# What the run may use at once: --resources gpu=N, else the machine's GPUs (None: no limit).
+GPU_LIMIT = workflow.global_resources.get("gpu").value
 
 
 def needs(mem_mb, runtime, gpus=0):
@@ -70,6 +72,7 @@ def needs(mem_mb, runtime, gpus=0):
             wanted,
             machine_gpus=MACHINE_GPUS,
             book=SETTINGS.preset == "book",
+            limit=GPU_LIMIT,
         )
 
     return {

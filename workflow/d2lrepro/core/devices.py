@@ -50,8 +50,13 @@ def claim_gpus(
     file on this host, held until the process ends; while other jobs hold them, it waits.
     Under SLURM the allocation already is the claim."""
     gpus = visible_gpus() if gpus is None else gpus
+    if "SLURM_JOB_ID" in os.environ:
+        return []
+    if wanted <= 0 < len(gpus):
+        # Given none of them (`--resources gpu=0`): CUDA must not find the GPUs either.
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     wanted = min(wanted, len(gpus))
-    if wanted <= 0 or "SLURM_JOB_ID" in os.environ:
+    if wanted <= 0:
         return []
     lock_dir.mkdir(parents=True, exist_ok=True)
     waited = False
@@ -105,17 +110,27 @@ def unavailable(
     one), e.g. as an ``environment.json`` recorded it.
 
     A machine with GPUs runs its devices on GPUs, one without on pinned cores, so that 1 and
-    2 devices are always of one kind: with one GPU, 2 devices are not applicable."""
-    have_cuda = cuda_count() if have_cuda is None else have_cuda
+    2 devices are always of one kind: with one GPU, 2 devices are not applicable. This
+    process's GPUs are those CUDA_VISIBLE_DEVICES leaves it where that is set (a job's claim,
+    at most what ``--resources gpu=N`` gave it; SLURM's allocation): the reason then counts
+    what this job may use, not what the machine has."""
+    has = "this machine has"
+    if have_cuda is None:
+        have_cuda = cuda_count()
+        if "CUDA_VISIBLE_DEVICES" in os.environ:
+            has = "this job may use"
     cores = usable_cores() if cores is None else cores
     if cuda and have_cuda < cuda:
         if cuda == 1:
-            return "needs CUDA, this machine has none"
-        return f"needs {cuda} CUDA devices, this machine has {have_cuda}"
-    have, kind = (have_cuda, "GPU") if have_cuda else (cores, "usable core")
+            return f"needs CUDA, {has} none"
+        return f"needs {cuda} CUDA devices, {has} {have_cuda}"
+    if have_cuda:
+        have, kind = have_cuda, "GPU"
+    else:  # cores, which CUDA_VISIBLE_DEVICES does not narrow
+        have, kind, has = cores, "usable core", "this machine has"
     if workers <= have:
         return ""
-    return f"needs {workers} devices, this machine has {have} {kind}{'s' if have != 1 else ''}"
+    return f"needs {workers} devices, {has} {have} {kind}{'s' if have != 1 else ''}"
 
 
 def device_for(rank: int, workers: int) -> torch.device:

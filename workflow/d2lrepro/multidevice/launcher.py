@@ -19,7 +19,7 @@ import pandas as pd
 from torch.distributed import run as torchrun
 
 from d2lrepro.core import paths
-from d2lrepro.core.devices import cuda_count, machine_devices, unavailable
+from d2lrepro.core.devices import machine_devices, unavailable
 from d2lrepro.core.results import METRIC_COLUMNS, write_csv, write_metrics, write_not_applicable
 from d2lrepro.multidevice.parameter_server import unmeasured_rows
 from d2lrepro.multidevice.worker import TOPK_COLUMNS, main
@@ -224,11 +224,8 @@ def launch_param_server(spec: dict, out, timeout: float, log_path) -> None:
     for workers, prefix in ((2, "ps"), (most, "ps.all")):
         reason = unavailable(workers)
         if not reason and prefix == "ps.all" and most <= 2:
-            kind = "GPUs" if cuda_count() else "usable cores"
-            reason = (
-                f"this machine has {machine_devices()} {kind} and parameter_server.max_devices"
-                f" is {spec['max_devices']}: no more devices than the 2-worker run's"
-            )
+            limit = unavailable(3) or f"parameter_server.max_devices is {spec['max_devices']}"
+            reason = f"no more devices than the 2-worker run's ({limit})"
         if reason:
             rows += unmeasured_rows(reason, prefix)
             continue

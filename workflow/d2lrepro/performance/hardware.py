@@ -23,8 +23,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from d2lrepro.core import devices as machine  # `devices` names the sweep's devices
 from d2lrepro.core import plotting
-from d2lrepro.core.devices import cuda_count, synchronize, unavailable
+from d2lrepro.core.devices import synchronize, unavailable
 from d2lrepro.core.results import metric, not_applicable
 from d2lrepro.core.timing import intra_op_threads, time_fn
 
@@ -175,7 +176,7 @@ def memory_sweep(
     also spares the sweep the thread pool's stalls when another process holds a core. The
     smallest sizes measure the per-call overhead (microseconds) more than the cache."""
     if devices is None:
-        devices = ["cpu"] + (["cuda:0"] if cuda_count() else [])
+        devices = ["cpu"] + (["cuda:0"] if machine.cuda_count() else [])
     rows = []
     with intra_op_threads(threads):
         for device, size in itertools.product(devices, sweep_sizes(max_bytes, min_bytes)):

@@ -26,8 +26,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from d2lrepro.core import plotting
-from d2lrepro.core.devices import cuda_count
+from d2lrepro.core import devices, plotting
 from d2lrepro.core.models import mlp
 from d2lrepro.core.results import failed, metric, not_applicable, one_line
 from d2lrepro.core.timing import NAN_TIMING, naive_time, paired_ratio, time_fn, timing_rows
@@ -321,6 +320,6 @@ def measure(cfg: dict, seed: int, model_dir) -> list[dict]:
         max_run_time=cfg["max_run_time"],
     )
     rows += hybridize(device="cpu", **timing)
-    if cuda_count():
+    if devices.cuda_count():
         rows += hybridize(device="cuda:0", prefix="hyb.cuda", cold_batch=None, **timing)
     return rows + serialize(model_dir, seed)

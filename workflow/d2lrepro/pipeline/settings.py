@@ -130,14 +130,17 @@ def local_gpus() -> int:
     return torch.cuda.device_count()
 
 
-def gpu_request(wanted: int, *, machine_gpus: int, book: bool) -> int:
-    """The GPUs a job asks its scheduler for, given the GPUs of the machine that plans the run.
-    A machine with GPUs runs its jobs itself: at most its own GPUs (on fewer, a job's 2-GPU
-    parts are not applicable rather than waiting for ever). One without, such as a cluster's
-    login node, asks for the GPUs wanted under the book preset, the one made for GPUs."""
-    if machine_gpus:
-        return min(wanted, machine_gpus)
-    return wanted if book else 0
+def gpu_request(wanted: int, *, machine_gpus: int, book: bool, limit: int | None = None) -> int:
+    """The GPUs a job asks its scheduler for, given the GPUs of the machine that plans the run
+    and the run's ``limit`` (its `gpu` resource: ``--resources gpu=N``, else the machine's).
+    A machine with GPUs runs its jobs itself: at most its own GPUs. One without, such as a
+    cluster's login node, asks for the GPUs wanted under the book preset, the one made for
+    GPUs. Never more than the limit (Snakemake 9.27 also caps a job's resources at the run's,
+    but the rule states what its jobs get): a job claims the GPUs it asked for
+    (devices.claim_gpus), so one given fewer than it wants finds its larger parts "not
+    applicable here", with the reason."""
+    request = min(wanted, machine_gpus) if machine_gpus else (wanted if book else 0)
+    return request if limit is None else min(request, limit)
 
 
 def resolve(
