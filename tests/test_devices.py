@@ -241,10 +241,10 @@ def module_decisions(tmp_path, monkeypatch) -> dict:
         m.setattr(torch, "ones", lambda n, device: SimpleNamespace(sum=None))
         swept = sorted(set(hardware.memory_sweep(max_bytes=16 * 1024)["device"]))
     return {
-        "compilers": timed,
+        "hybridize": timed,
         "hardware": swept,
         "environment": environment.describe()["gpus"],
-        "multigpu_launch": launcher.nodes_unavailable(1, 2),
+        "launcher": launcher.nodes_unavailable(1, 2),
     }
 
 
@@ -256,10 +256,10 @@ def test_a_fake_device_count_reaches_every_module_that_asks(
     cuda_count(gpus)
     first_gpu = ["cuda:0"] if gpus else []
     assert module_decisions(tmp_path, monkeypatch) == {
-        "compilers": ["cpu", *first_gpu],
+        "hybridize": ["cpu", *first_gpu],
         "hardware": ["cpu", *first_gpu],
         "environment": ["a GPU"] * gpus,
-        "multigpu_launch": "needs 2 devices, this machine has 1 GPU" if gpus == 1 else "",
+        "launcher": "needs 2 devices, this machine has 1 GPU" if gpus == 1 else "",
     }
 
 

@@ -1,4 +1,5 @@
 import json
+import math
 import subprocess
 import sys
 
@@ -153,6 +154,38 @@ def test_figure(tmp_path, hybrid_rows):
     ]
     hybridize.plot_hybridization(pd.DataFrame(hybrid_rows + failed), tmp_path / "hyb.png", "footer")
     assert (tmp_path / "hyb.png").stat().st_size > 0
+
+
+def drawn_panels(monkeypatch, rows, tmp_path):
+    """The axes :func:`hybridize.plot_hybridization` draws for ``rows``."""
+    figures = []
+    monkeypatch.setattr(hybridize.plotting, "save", lambda fig, path, footer: figures.append(fig))
+    hybridize.plot_hybridization(pd.DataFrame(rows), tmp_path / "hyb.png", "footer")
+    return figures[0].axes
+
+
+def test_the_figure_draws_the_gpu_beside_the_cpu(tmp_path, hybrid_rows, monkeypatch):
+    # Fake GPU rows: the CPU's, renamed, ten times faster.
+    gpu = [
+        {**row, "metric": row["metric"].replace("hyb.", "hyb.cuda.", 1), "value": value}
+        for row in hybrid_rows
+        for value in [row["value"] / 10 if row["metric"].endswith("_s") else row["value"]]
+    ]
+    cpu_panel, gpu_panel = drawn_panels(monkeypatch, hybrid_rows + gpu, tmp_path)[:2]
+    assert "CPU" in cpu_panel.get_title() and "GPU" in gpu_panel.get_title()
+
+    # Bars: each mode's batches in turn (eager's 1 and 4, then script's; compile was not run).
+    def heights(panel):
+        return [h for bar in panel.patches if not math.isnan(h := bar.get_height())]
+
+    medians = values(gpu)
+    want = [medians[f"hyb.cuda.batch{b}.{m}.median_s"] for m in ("eager", "script") for b in (1, 4)]
+    assert heights(gpu_panel) == want
+    assert heights(cpu_panel) == pytest.approx([10 * h for h in want])
+    # Without a GPU, or with its rows unmeasured, the CPU alone.
+    assert len(drawn_panels(monkeypatch, hybrid_rows, tmp_path)) == 1
+    unmeasured = [not_applicable(r["metric"], "no GPU", r["unit"]) for r in gpu]
+    assert len(drawn_panels(monkeypatch, hybrid_rows + unmeasured, tmp_path)) == 1
 
 
 def test_the_cpu_is_always_timed_and_a_gpu_gets_rows_of_its_own(tmp_path, cuda_count):

@@ -59,6 +59,32 @@ def test_comparisons_of_healthy_runs_and_runs_this_machine_cannot_make():
     assert compared["lenet.efficiency"]["status"] == "not applicable"
 
 
+def test_times_are_medians_of_the_epochs_after_the_first():
+    # The first epoch pays set-up: 5 s against about 1 s, and a tenth of the throughput.
+    seconds = pd.Series([5.0, 1.0, 1.2, 0.8])
+    one = history([2.3] * 4, seconds=seconds, rate=[10.0, 100.0, 90.0, 110.0])
+    rows = by_name(summary.run_metrics("lenet.1", one, BOOK))
+    assert rows["lenet.1.sec_per_epoch"]["value"] == 1.0  # the mean of all would be 2.0
+    assert rows["lenet.1.samples_per_s"]["value"] == 1024 / 1.0
+    assert rows["lenet.1.steady_samples_per_s"]["value"] == 100.0
+    assert rows["lenet.1.sec_per_epoch"]["note"] == ""
+    # Each seed's first epoch is left out.
+    two_seeds = pd.concat([one, one.assign(seed=1, seconds=[6.0, 2.0, 2.0, 2.0])])
+    rows = by_name(summary.run_metrics("lenet.1", two_seeds, BOOK))
+    assert rows["lenet.1.sec_per_epoch"]["value"] == 1.6  # median of 1, 1.2, 0.8, 2, 2, 2
+    # A set-up that weighs more on 2 devices does not bias the speed-up.
+    two = history([2.3] * 2, rate=[5.0, 150.0])
+    assert compare(history([2.3] * 2, rate=[10.0, 100.0]), two)["lenet.speedup"]["value"] == 1.5
+
+
+def test_one_epoch_is_all_there_is_and_says_so():
+    rows = by_name(summary.run_metrics("lenet.1", history([2.3], seconds=3.0), BOOK))
+    assert rows["lenet.1.sec_per_epoch"]["value"] == 3.0
+    assert rows["lenet.1.sec_per_epoch"]["status"] == ""
+    assert "one epoch" in rows["lenet.1.steady_samples_per_s"]["note"]
+    assert "one epoch" in compare(history([2.3]), history([2.3]))["lenet.speedup"]["note"]
+
+
 def test_resnet18_speedups_on_throughput_against_the_editions_less_20_percent():
     for model, claim in (("resnet18", "mgpuc.2gpu"), ("resnet18_momentum", "mgpuc.paddle.2gpu")):
 

@@ -1,6 +1,8 @@
 """The parameter-server strategies on gloo workers (CPU processes), and their launch on 2
 workers and on all the machine's devices."""
 
+import statistics
+
 import pandas as pd
 import pytest
 import torch
@@ -18,7 +20,7 @@ def _strategies(rank, world, store, out):
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     mine = torch.arange(6.0) * (rank + 1)  # worker r holds (r + 1) * [0..5]
     gathered, ringed = mine.clone(), mine.clone()
-    parameter_server.gather(gathered)
+    parameter_server.gather(gathered, parameter_server.inbox(mine, 1, rank, world), rank)
     parameter_server.ring(ringed)
     pushed = {}
     for servers in (1, world):
@@ -61,6 +63,161 @@ def test_rank_0_reports_every_strategy(tmp_path, world):
     assert rows[f"{p}.ring.busbw_gbps"]["value"] > 0
     assert rows[f"{p}.host.median_s"]["status"] == "not applicable"
     assert rows[f"{p}.ring_nvlink.busbw_gbps"]["status"] == "not applicable"
+
+
+def _gathers(rank, world, store, out, cuda):
+    torch.set_num_threads(1)
+    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    dist.init_process_group(
+        "nccl" if cuda else "gloo",
+        init_method=f"file://{store}",
+        rank=rank,
+        world_size=world,
+        device_id=device if cuda else None,
+    )
+    host_group = dist.new_group(backend="gloo")
+    mine = torch.arange(6.0, device=device) * (rank + 1)  # worker r holds (r + 1) * [0..5]
+    gathered, hosted = mine.clone(), mine.clone()
+    received = parameter_server.inbox(mine, 1, rank, world)
+    parameter_server.gather(gathered, received, rank)
+    on_host = parameter_server.inbox(mine.cpu(), 1, rank, world)
+    parameter_server.via_host(hosted, on_host, rank, host_group)
+    torch.save(
+        {
+            "gathered": gathered.cpu(),
+            "hosted": hosted.cpu(),
+            "received": {w: b.cpu() for w, b in received.items()},
+            "on_host": on_host,
+        },
+        f"{out}.{rank}",
+    )
+    dist.destroy_process_group()
+
+
+def gathers(tmp_path, world, cuda=False):
+    mp.spawn(_gathers, args=(world, tmp_path / "store", tmp_path / "out", cuda), nprocs=world)
+    return [torch.load(tmp_path / f"out.{r}", weights_only=False) for r in range(world)]
+
+
+def check_gathered_on_worker_0(got, world):
+    """Every worker ends with the sum, and worker 0 received each other worker's whole
+    gradient: everything went into one worker, as the book's one GPU, not split up."""
+    total = torch.arange(6.0) * sum(range(1, world + 1))
+    for rank in range(world):
+        assert torch.equal(got[rank]["gathered"], total) and torch.equal(got[rank]["hosted"], total)
+    for buffers in ("received", "on_host"):
+        assert list(got[0][buffers]) == list(range(1, world))
+        for w in range(1, world):
+            assert torch.equal(got[0][buffers][w], torch.arange(6.0) * (w + 1))
+        assert all(got[r][buffers] == {} for r in range(1, world))
+
+
+def test_the_gather_sends_every_gradient_whole_to_worker_0(tmp_path):
+    check_gathered_on_worker_0(gathers(tmp_path, 3), 3)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(devices.cuda_count() < 2, reason="needs 2 CUDA devices")
+def test_the_gather_sends_every_gradient_whole_to_gpu_0(tmp_path):
+    check_gathered_on_worker_0(gathers(tmp_path, 2, cuda=True), 2)
+
+
+@pytest.fixture
+def one_worker(tmp_path):
+    """A process group of this process alone (gloo), for the timing's barriers."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'one'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+class FakeClock:
+    """A clock that moves only by the work it is told of: ``update`` seconds per call of
+    :meth:`call`, ``sync`` per wait for the device (a launch-and-sync cost fixed per sample)."""
+
+    def __init__(self, update, sync):
+        self.now, self.update, self.sync = 0.0, update, sync
+
+    def __call__(self):
+        return self.now
+
+    def call(self):
+        self.now += self.update
+
+    def synchronize(self, *devices):
+        self.now += self.sync
+
+
+CPU = torch.device("cpu")
+
+
+def test_a_sample_divides_its_fixed_cost_by_its_calls(one_worker, monkeypatch):
+    clock = FakeClock(update=0.001, sync=0.010)
+    monkeypatch.setattr(parameter_server, "synchronize", clock.synchronize)
+    assert parameter_server.timed(clock.call, CPU, 3, 1, clock) == pytest.approx([0.011] * 3)
+    # Blocks of 1, 2, 4, ... calls take 11, 12, 14, ... ms; 128 calls are the first to take
+    # 100 ms (138).
+    calls = parameter_server.calls_per_sample(clock.call, CPU, target=0.1, clock=clock)
+    assert calls == 128
+    per_call = parameter_server.timed(clock.call, CPU, 3, calls, clock)
+    assert per_call == pytest.approx([0.001 + 0.010 / 128] * 3)
+    assert parameter_server.calls_per_sample(clock.call, CPU, target=10, most=64, clock=clock) == 64
+
+
+def test_o_m_over_n_is_judged_on_the_work_not_on_the_fixed_cost(one_worker, monkeypatch):
+    """8 servers: one server takes 8 ms, each of 8 servers 1 ms (O(m/n) exactly), and every
+    sample pays 1.2 ms of launches and waiting. Timed one call a sample, 8 × the split push
+    is 1.9 × the one-server push; amortized, about 1."""
+    n, medians = 8, {}
+    for calls in (1, None):
+        for name, update in (("n1", 0.008), ("split", 0.008 / n)):
+            clock = FakeClock(update, sync=0.0012)
+            monkeypatch.setattr(parameter_server, "synchronize", clock.synchronize)
+            k = calls or parameter_server.calls_per_sample(clock.call, CPU, clock=clock)
+            medians[calls, name] = parameter_server.timed(clock.call, CPU, 5, k, clock)[0]
+
+    def rows(calls):
+        values = {"split_x_n": n * medians[calls, "split"], "n1": medians[calls, "n1"]}
+        return [
+            results.metric(f"ps.all.push.{name}.{stat}_s", value if stat == "median" else 0.0)
+            for name, value in values.items()
+            for stat in ("median", "iqr")
+        ]
+
+    assert n * medians[1, "split"] / medians[1, "n1"] == pytest.approx(1.9, abs=0.02)
+    assert verdict_of("ps.scale.all", rows(1), GPUS) == NOT_REPRODUCED
+    assert n * medians[None, "split"] / medians[None, "n1"] == pytest.approx(1, abs=0.05)
+    assert verdict_of("ps.scale.all", rows(None), GPUS) == REPRODUCED
+
+
+def _amortized_on_gpu(rank, store, out):
+    cuda = torch.device("cuda", 0)
+    torch.cuda.set_device(cuda)
+    dist.init_process_group(
+        "nccl", init_method=f"file://{store}", rank=0, world_size=1, device_id=cuda
+    )
+    grad = torch.zeros(256, device=cuda)
+
+    def update():  # one kernel on 1 KB: its launch and the wait for it are all it costs
+        grad.add_(1.0)
+
+    calls = parameter_server.calls_per_sample(update, cuda)
+    single = statistics.median(parameter_server.timed(update, cuda, 9))
+    amortized = statistics.median(parameter_server.timed(update, cuda, 9, calls))
+    torch.save({"calls": calls, "single": single, "amortized": amortized}, out)
+    dist.destroy_process_group()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(devices.cuda_count() < 1, reason="needs a CUDA device")
+def test_on_a_gpu_back_to_back_calls_shed_the_launch_and_the_wait(tmp_path):
+    out = tmp_path / "timed"
+    mp.spawn(_amortized_on_gpu, args=(tmp_path / "store", out), nprocs=1)
+    got = torch.load(out)
+    assert got["calls"] > 1, got  # a 1 KB kernel takes far less than a sample
+    # Back to back, launches overlap the kernels before them and one wait serves them all.
+    assert got["amortized"] < got["single"] / 2, got
 
 
 def launch(tmp_path, max_devices):
@@ -130,11 +287,11 @@ def test_nvlink_is_read_from_nvml_for_every_pair():
     assert "does not know" in parameter_server.nvlink_between(["GPU-z", "GPU-a"], half)
 
 
-def _whole_to_each(grad, servers, rank, received):
+def _whole_to_each(grad, servers, rank, received, group=None):
     """Servers that ignore the split: every worker sends its whole gradient to each."""
     whole = {w: torch.empty_like(grad) for w in received}
-    ops = [dist.P2POp(dist.irecv, buffer, w) for w, buffer in whole.items()]
-    ops += [dist.P2POp(dist.isend, grad, s) for s in range(servers) if s != rank]
+    ops = [dist.P2POp(dist.irecv, buffer, w, group) for w, buffer in whole.items()]
+    ops += [dist.P2POp(dist.isend, grad, s, group) for s in range(servers) if s != rank]
     for request in dist.batch_isend_irecv(ops):
         request.wait()
 
@@ -151,8 +308,10 @@ def _timed(rank, world, store, out, mb, mutation):
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     if mutation == "chunked":
         parameter_server.ring = _chunked_ring
-    elif mutation == "gathered":
-        parameter_server.ring = parameter_server.gather  # "split over all workers", done on one
+    elif mutation == "gathered":  # "split over all workers", done on one
+        parameter_server.ring = lambda grad: parameter_server.gather(
+            grad, parameter_server.inbox(grad, 1, rank, world), rank
+        )
     elif mutation == "whole":
         parameter_server.push = _whole_to_each
     rows = parameter_server.measure(mb, 7, torch.device("cpu"))

@@ -2,8 +2,9 @@
 each strategy the section compares, measured by the workers of a run on their own devices
 (GPUs with NCCL, else CPU processes with gloo over loopback and shared memory).
 
-- ``gather``: every worker's gradient summed on worker 0, then the sum sent back to each
-  (reduce + broadcast: the book's "aggregate on one GPU").
+- ``gather``: the book's "aggregate on one GPU": every worker sends its whole gradient to
+  worker 0 (point-to-point sends, all at once), which sums them and sends the sum back to
+  each the same way (not NCCL's pipelined reduce and broadcast, which split the work).
 - ``host``: the same through host memory (copy to the CPU, gloo, copy back); on CPU workers
   the gradients already live there, so it is not applicable.
 - ``ring``: the work split across all workers (all-reduce: reduce-scatter + all-gather
@@ -13,6 +14,11 @@ each strategy the section compares, measured by the workers of a run on their ow
   device (point-to-point sends and receives). A push is done when its slowest worker is: each
   repeat's time is the maximum over the workers. ``push.split_x_n`` is n times
   ``push.split``: the book's O(m/n) makes it at most ``push.n1``.
+
+Each sample times a block of back-to-back calls, as many as take :data:`SAMPLE_S` (one where a
+call takes that long, as 160 MB does on CPU processes), and divides by their number: the fixed
+cost of a sample (the barrier's release, a launch, the wait for the device) would otherwise be
+charged in full to each call, n times over in ``push.split_x_n``.
 
 Metrics, under a ``prefix`` per run (``ps`` for 2 workers, ``ps.all`` for all the devices):
 ``{gather,host,ring,push.n1,push.split,push.split_x_n}.{median,iqr}_s``,
@@ -38,32 +44,74 @@ from d2lrepro.core.results import iqr, metric, not_applicable
 
 MB = 10**6
 NVML_P2P_CAPS_INDEX_NVLINK, NVML_P2P_STATUS_OK = 2, 0  # nvml.h
+# Seconds of back-to-back calls per sample, and the most calls: a fixed cost per sample of
+# some 50 µs then weighs 0.1% at most, except on calls that take under 12 µs.
+SAMPLE_S, MAX_CALLS = 0.05, 4096
 
 
-def timed(fn: Callable[[], object], device: torch.device, repeats: int) -> list[float]:
-    """Seconds of each of ``repeats`` calls of ``fn`` after one warm-up, every worker starting
-    together (a barrier) and each call waited for on ``device``."""
+def timed(
+    fn: Callable[[], object],
+    device: torch.device,
+    repeats: int,
+    calls: int = 1,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[float]:
+    """Seconds per call of ``fn`` in each of ``repeats`` blocks of ``calls`` back-to-back
+    calls, every worker starting a block together (a barrier) and its clock stopping once
+    ``device`` has finished: the block's fixed cost is divided by ``calls``."""
     times = []
-    for _ in range(repeats + 1):
+    for _ in range(repeats):
         synchronize(device)
         dist.barrier()
-        start = time.perf_counter()
-        fn()
+        start = clock()
+        for _ in range(calls):
+            fn()
         synchronize(device)
-        times.append(time.perf_counter() - start)
-    return times[1:]
+        times.append((clock() - start) / calls)
+    return times
 
 
-def gather(grad: torch.Tensor, group=None) -> None:
-    """Sum on worker 0, then send the sum back to every worker (in place)."""
-    dist.reduce(grad, dst=0, group=group)
-    dist.broadcast(grad, src=0, group=group)
+def calls_per_sample(
+    fn: Callable[[], object],
+    device: torch.device,
+    target: float = SAMPLE_S,
+    most: int = MAX_CALLS,
+    clock: Callable[[], float] = time.perf_counter,
+) -> int:
+    """After one warm-up call of ``fn``, the fewest back-to-back calls (doubling from 1, at
+    most ``most``) that take ``target`` seconds on the slowest worker: every worker makes the
+    same number, as each call is a collective."""
+    fn()
+    calls = 1
+    while calls < most:
+        block = torch.tensor([timed(fn, device, 1, calls, clock)[0] * calls], device=device)
+        dist.all_reduce(block, op=dist.ReduceOp.MAX)
+        if block.item() >= target:
+            break
+        calls = min(2 * calls, most)
+    return calls
 
 
-def via_host(grad: torch.Tensor, host_group) -> None:
-    """:func:`gather` through host memory: to the CPU, summed there, back to the device."""
+def gather(grad: torch.Tensor, received: dict[int, torch.Tensor], rank: int, group=None) -> None:
+    """The book's aggregation on one device, in place: every worker sends its gradient to
+    worker 0, into ``received`` (:func:`inbox` with one server), and worker 0 sums them into
+    its own and sends the sum back to each (point-to-point sends, all at once)."""
+    push(grad, 1, rank, received, group)
+    if rank == 0:
+        for buffer in received.values():
+            grad += buffer
+        ops = [dist.P2POp(dist.isend, grad, w, group) for w in received]
+    else:
+        ops = [dist.P2POp(dist.irecv, grad, 0, group)]
+    for request in dist.batch_isend_irecv(ops):
+        request.wait()
+
+
+def via_host(grad: torch.Tensor, received: dict[int, torch.Tensor], rank: int, host_group) -> None:
+    """:func:`gather` through host memory (``received`` there too): to the CPU, summed there,
+    back to the device."""
     host = grad.cpu()
-    gather(host, host_group)
+    gather(host, received, rank, host_group)
     grad.copy_(host)
 
 
@@ -81,13 +129,15 @@ def inbox(grad: torch.Tensor, servers: int, rank: int, workers: int) -> dict[int
     return {w: torch.empty_like(share) for w in range(workers) if w != rank}
 
 
-def push(grad: torch.Tensor, servers: int, rank: int, received: dict[int, torch.Tensor]) -> None:
+def push(
+    grad: torch.Tensor, servers: int, rank: int, received: dict[int, torch.Tensor], group=None
+) -> None:
     """Send share s of this worker's gradient to server s (worker s) for each of ``servers``
     servers, and receive into ``received`` (see :func:`inbox`), all at once; a server's own
     share stays where it is."""
-    ops = [dist.P2POp(dist.irecv, buffer, w) for w, buffer in received.items()]
+    ops = [dist.P2POp(dist.irecv, buffer, w, group) for w, buffer in received.items()]
     ops += [
-        dist.P2POp(dist.isend, share, s)
+        dist.P2POp(dist.isend, share, s, group)
         for s, share in enumerate(grad.tensor_split(servers))
         if s != rank
     ]
@@ -142,28 +192,34 @@ def measure(mb: int, repeats: int, device: torch.device, prefix: str = "ps") -> 
     """Every strategy on a gradient of ``mb`` MB (float32) held by each worker, as metrics
     named ``{prefix}.*``; rank 0 returns them, the others an empty list."""
     rank, workers = dist.get_rank(), world_size()
-    grad = torch.ones(mb * MB // 4, device=device)
+    # Zeros: the sums of many back-to-back calls stay finite (the values cost nothing).
+    grad = torch.zeros(mb * MB // 4, device=device)
     where = f"{workers} x {device.type}"
     # Every worker must create every group, used or not.
     host_group = dist.new_group(backend="gloo") if device.type == "cuda" else None
     to_one, to_all = inbox(grad, 1, rank, workers), inbox(grad, workers, rank, workers)
     runs = {
-        "gather": lambda: gather(grad),
+        "gather": lambda: gather(grad, to_one, rank),
         "ring": lambda: ring(grad),
         "push.n1": lambda: push(grad, 1, rank, to_one),
         "push.split": lambda: push(grad, workers, rank, to_all),
     }
     if host_group is not None:
-        runs["host"] = lambda: via_host(grad, host_group)
-    times = {name: timed(fn, device, repeats) for name, fn in runs.items()}
+        on_host = inbox(torch.empty_like(grad, device="cpu"), 1, rank, workers)
+        runs["host"] = lambda: via_host(grad, on_host, rank, host_group)
+    calls = {name: calls_per_sample(fn, device) for name, fn in runs.items()}
+    times = {name: timed(fn, device, repeats, calls[name]) for name, fn in runs.items()}
     for name in ("push.n1", "push.split"):
         times[name] = _slowest(times[name])
     times["push.split_x_n"] = [workers * t for t in times["push.split"]]
+    calls["push.split_x_n"] = calls["push.split"]
     rows = [metric(f"{prefix}.workers", workers, device=where)]
     for name, seconds in times.items():
+        n = calls[name]
+        note = f"per call: {repeats} samples of {n} back-to-back call{'s' if n > 1 else ''}"
         rows += [
-            metric(f"{prefix}.{name}.median_s", statistics.median(seconds), "s", where),
-            metric(f"{prefix}.{name}.iqr_s", iqr(seconds), "s", where),
+            metric(f"{prefix}.{name}.median_s", statistics.median(seconds), "s", where, note),
+            metric(f"{prefix}.{name}.iqr_s", iqr(seconds), "s", where, note),
         ]
     moved = 2 * (workers - 1) / workers * grad.numel() * grad.element_size() / 1e9
     bus = [moved / t for t in times["ring"]]

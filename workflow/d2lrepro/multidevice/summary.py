@@ -1,5 +1,12 @@
 """What the multi-GPU runs measured: per-run and 1-vs-2-device metrics, the cost model (at its
-ends and where t1 and t2 balance), and the sections' figures."""
+ends and where t1 and t2 balance), and the sections' figures.
+
+A run's times and throughputs (``sec_per_epoch``, ``samples_per_s``, ``steady_samples_per_s``,
+and the speed-ups built on them) are medians over each seed's epochs after its first: the
+first pays one-off set-up (cuDNN's and cuBLAS's handles, NCCL's first collectives, the
+allocator's first blocks) that weighs most where an epoch takes a fraction of a second. A run
+of one epoch has only that epoch, and its metrics say so.
+"""
 
 from __future__ import annotations
 
@@ -56,11 +63,22 @@ def load_runs(paths) -> dict[str, pd.DataFrame]:
     return {name: pd.concat(frames, ignore_index=True) for name, frames in runs.items()}
 
 
+def timed_epochs(history: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The epochs whose times count, each seed's after its first, with no note; where every
+    seed ran one epoch, those epochs, with a note that their times include the set-up."""
+    first = history.groupby("seed")["epoch"].transform("min")
+    later = history[history["epoch"] > first]
+    if len(later):
+        return later, ""
+    return history, "one epoch: its time includes one-off set-up that later epochs skip"
+
+
 def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     """Over the run's seeds: the median final test accuracy and its spread (IQR across seeds,
-    or with one seed its last five epochs' IQR), mean seconds per epoch (the book's
-    timer.avg), samples/s over whole epochs and (median) on each epoch's whole batches after
-    its first, and for a run the book drew, how far the median test-accuracy curve strays
+    or with one seed its last five epochs' IQR); over the epochs after each seed's first
+    (:func:`timed_epochs`), the median seconds per epoch (the book's timer.avg is a mean over
+    all of them), samples/s over whole epochs and on each epoch's whole batches after its
+    first; and for a run the book drew, how far the median test-accuracy curve strays
     outside the band of the book's editions; not applicable where the machine lacks its
     devices, failed where a seed diverged. The book's code records no first batch: its
     steady rate is the epoch's."""
@@ -82,6 +100,7 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
         return [failed(f"{name}.{n}", why, device=device) for n in names]
     seeds = [h for _, h in history.groupby("seed")]
     final = pd.Series([h["test_acc"].iloc[-1] for h in seeds])
+    timed, note = timed_epochs(history)
     rows = [
         metric(f"{name}.test_acc", final.median(), device=device),
         metric(
@@ -89,13 +108,14 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
             seed_spread(final, late_iqr(seeds[0]["test_acc"])),
             device=device,
         ),
-        metric(f"{name}.sec_per_epoch", history["seconds"].mean(), "s", device),
-        metric(f"{name}.samples_per_s", history["samples_per_s"].median(), "samples/s", device),
+        metric(f"{name}.sec_per_epoch", timed["seconds"].median(), "s", device, note),
+        metric(f"{name}.samples_per_s", timed["samples_per_s"].median(), "samples/s", device, note),
         metric(
             f"{name}.steady_samples_per_s",
-            history.get("steady_samples_per_s", history["samples_per_s"]).median(skipna=False),
+            timed.get("steady_samples_per_s", timed["samples_per_s"]).median(skipna=False),
             "samples/s",
             device,
+            note,
         ),
     ]
     if name in BOOK_CURVE_IDS:
@@ -126,7 +146,7 @@ def comparison_metrics(
     ``<model>.2`` over ``<model>.1``, and the test accuracy difference (absolute, and 2
     devices minus 1); these inherit "not applicable" or "failed" from the runs they compare,
     and the speed-up is not applicable where the runs' epochs are not the same work
-    (:func:`unequal_work`)."""
+    (:func:`unequal_work`); it carries the throughputs' notes (a run of one epoch)."""
     one, two = f"{model}.1", f"{model}.2"
     rate = "steady_samples_per_s"
     needed = [rows[f"{run}.{n}"] for run in (one, two) for n in (rate, "test_acc")]
@@ -137,7 +157,11 @@ def comparison_metrics(
             return [make(f"{model}.{n}", "; ".join(notes)) for n in names]
     value = {r["metric"]: r["value"] for r in needed}
     speedup = value[f"{two}.{rate}"] / value[f"{one}.{rate}"]
-    speed = [metric(f"{model}.speedup", speedup, "x"), metric(f"{model}.efficiency", speedup / 2)]
+    note = "; ".join(sorted({rows[f"{run}.{rate}"]["note"] for run in (one, two)} - {""}))
+    speed = [
+        metric(f"{model}.speedup", speedup, "x", note=note),
+        metric(f"{model}.efficiency", speedup / 2, note=note),
+    ]
     if "examples" in histories[one] and (why := unequal_work(histories[one], histories[two])):
         speed = [not_applicable(f"{model}.{n}", why) for n in ("speedup", "efficiency")]
     return speed + [

@@ -230,6 +230,18 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
     return history, topk_rows
 
 
+def join(device: torch.device, timeout: timedelta) -> None:
+    """Join the run's process group, NCCL on a GPU and gloo on a CPU core, and run one
+    collective: on a GPU the communicator forms now, on ``device`` (``device_id``), and the
+    first collective's set-up is paid here, not by the first timed epoch."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", timeout=timeout, device_id=device)
+    else:
+        dist.init_process_group("gloo", timeout=timeout)
+    dist.barrier()  # on NCCL an all-reduce on ``device``, waited for
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m d2lrepro.multidevice.worker", description=__doc__.split("\n")[0]
@@ -316,11 +328,7 @@ def main(argv: list[str] | None = None) -> None:
     if device.type == "cpu":
         pin_to_core(local_rank)
     if "WORLD_SIZE" in os.environ:
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        dist.init_process_group(
-            "nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=args.timeout)
-        )
+        join(device, timedelta(seconds=args.timeout))
     probes = args.cost_model is not None or args.param_server is not None
     if not probes and args.batch_size % world_size():
         raise ValueError(

@@ -17,6 +17,7 @@ import io
 import logging
 import math
 import os
+import re
 import shutil
 import warnings
 from collections.abc import Callable
@@ -282,27 +283,33 @@ def serialize(directory, seed: int = 0) -> list[dict]:
 
 def plot_hybridization(metrics: pd.DataFrame, path, footer: str) -> None:
     """Time of n_calls forward passes per batch size and mode: median bars with IQR error bars,
-    the book's single cold loop as hollow markers."""
-    table = plotting.metric_table(
-        metrics, r"^hyb\.batch(?P<batch>\d+)\.(?P<mode>\w+)\.(?P<stat>median_s|iqr_s|naive_s)$"
-    )
-    table["batch"] = table["batch"].astype(int)
-    table = table.pivot_table(index=["batch", "mode"], columns="stat", values="value", dropna=False)
-    batches = sorted(table.index.get_level_values("batch").unique())
-    modes = [m for m in MODES if m in table.index.get_level_values("mode")]
-    n_calls = int(metrics.loc[metrics["metric"] == "hyb.n_calls", "value"].iloc[0])
-
-    fig, ax = plotting.figure(figsize=(5, 3))
-    plotting.grouped_bars(ax, table, batches, modes)
-    ax.scatter([], [], facecolors="none", edgecolors="0.3", s=18, label="book's cold loop")
-    ax.set_xticklabels(batches)
-    ax.set(
-        yscale="log",
-        xlabel="batch size",
-        ylabel=f"time of {n_calls} calls (s)",
-        title="MLP forward: eager, TorchScript, torch.compile",
-    )
-    ax.legend(fontsize=6)
+    the book's single cold loop as hollow markers; one panel for the CPU and, where the first
+    GPU was timed (``hyb.cuda.*``), one for it."""
+    panels = {"CPU": "hyb"}
+    gpu = metrics["metric"].str.match(r"hyb\.cuda\.batch\d+\.\w+\.median_s$")
+    if metrics.loc[gpu, "value"].astype(float).notna().any():
+        panels["first GPU"] = "hyb.cuda"
+    fig, axes = plotting.figure(figsize=(5 * len(panels), 3), ncols=len(panels), squeeze=False)
+    for ax, (where, prefix) in zip(axes[0], panels.items()):
+        pattern = rf"^{re.escape(prefix)}\.batch(?P<batch>\d+)\.(?P<mode>\w+)"
+        table = plotting.metric_table(metrics, pattern + r"\.(?P<stat>median_s|iqr_s|naive_s)$")
+        table["batch"] = table["batch"].astype(int)
+        table = table.pivot_table(
+            index=["batch", "mode"], columns="stat", values="value", dropna=False
+        )
+        batches = sorted(table.index.get_level_values("batch").unique())
+        modes = [m for m in MODES if m in table.index.get_level_values("mode")]
+        n_calls = int(metrics.loc[metrics["metric"] == f"{prefix}.n_calls", "value"].iloc[0])
+        plotting.grouped_bars(ax, table, batches, modes)
+        ax.scatter([], [], facecolors="none", edgecolors="0.3", s=18, label="book's cold loop")
+        ax.set_xticklabels(batches)
+        ax.set(
+            yscale="log",
+            xlabel="batch size",
+            ylabel=f"time of {n_calls} calls (s)",
+            title=f"MLP forward on the {where}",
+        )
+        ax.legend(fontsize=6)
     plotting.save(fig, path, footer=footer)
 
 
