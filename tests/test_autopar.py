@@ -1,12 +1,17 @@
 import math
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from conftest import verdict_of
+from d2lrepro.core import devices
 from d2lrepro.core.results import metric
 from d2lrepro.performance import autopar
+from d2lrepro.pipeline import settings
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 from shared_cores import skip_if_shared, timed_alone
 
@@ -119,3 +124,68 @@ def test_a_serialized_start_fails_and_two_free_cores_overlap(monkeypatch):
     overlapped = "overlapped" if speedup > broken + 0.2 else "no better"
     skip_if_shared(overlapped, "overlapped", others, f"unbroken {speedup:.3g}, broken {broken:.3g}")
     assert speedup > broken + 0.2
+
+
+BOOK = {"size": 4000, "matmuls": 50, "cpu": {"size": 1000, "matmuls": 10}}
+
+
+def test_host_memory_is_counted_by_size():
+    matrix = 4 * 4000**2  # one product, float32: 64 MB, pinned as a 64 MiB block
+    assert settings.pinned_block(matrix) == 2**26 == settings.pinned_block(2**26)
+    assert settings.pinned_block(2**26 + 1) == 2**27
+    chains = 2 * (1 + 10) * 4 * 1000**2  # both CPU chains' inputs and products
+    # each product once in pageable memory and once pinned; not a third time for the book
+    assert settings.autopar_host_bytes(BOOK) == 50 * (matrix + 2**26) + chains
+    twice = {**BOOK, "matmuls": 100}
+    assert settings.autopar_host_bytes(twice) - chains == 2 * (
+        settings.autopar_host_bytes(BOOK) - chains
+    )
+    small = {"size": 256, "matmuls": 4, "cpu": {"size": 256, "matmuls": 4}}
+    assert settings.autopar_host_bytes(small) == 4 * (2 * 4 * 256**2) + 10 * 4 * 256**2
+    assert settings.autopar_mem_mb(BOOK) == settings.PROCESS_MB + math.ceil(
+        settings.autopar_host_bytes(BOOK) / 1e6
+    )
+
+
+def test_the_rule_asks_for_the_memory_its_settings_need(repo):
+    config = yaml.safe_load((repo / "config.yaml").read_text())
+    book = settings.resolve({**config, "preset": "book"}).values["autopar"]
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--forceall", "--config", "preset=book"]
+        + ["--", "results/performance/autopar/metrics.csv"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job = result.stdout.split("rule autopar:")[1]
+    asked = int(job.split("mem_mb=")[1].split(",")[0])
+    assert asked == settings.autopar_mem_mb(book) > settings.PROCESS_MB
+
+
+PEAK_OF_COPY_OVERLAP = """
+import resource, sys
+from d2lrepro.performance import autopar
+size, n = map(int, sys.argv[1:])
+autopar.copy_overlap(size, n, min_run_time=0.01, max_run_time=0.2)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # KiB on Linux
+"""
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(devices.cuda_count() == 0, reason="needs CUDA, this machine has none")
+def test_copy_overlap_stays_within_the_memory_the_job_asks_for():
+    """At the book's size the process's peak resident memory stays within the job's request
+    without the CPU chains (holding the book's non-blocking copies beside the pinned buffers,
+    as before, would not), and holds at least one set of results (pinned memory counts)."""
+    size, n = BOOK["size"], BOOK["matmuls"]
+    result = subprocess.run(
+        [sys.executable, "-c", PEAK_OF_COPY_OVERLAP, str(size), str(n)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    peak = int(result.stdout.split()[-1])
+    alone = {**BOOK, "cpu": {"size": 1, "matmuls": 1}}
+    assert n * 4 * size**2 < peak <= settings.autopar_mem_mb(alone) * 1e6

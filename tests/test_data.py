@@ -1,6 +1,10 @@
 import gzip
 import hashlib
+import logging
+import os
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -167,3 +171,60 @@ def test_airfoil_facts_of_a_small_table(tmp_path):
     assert facts["get_data.gap_to_all_rows"] < 1e-6 < facts["get_data.gap_to_kept_rows"]
     # six unknowns fit three rows exactly; zero weights leave the labels as the error
     assert facts["reference.optimal_loss"] < 1e-10 < facts["reference.zero_loss"]
+
+
+def test_save_replaces_the_file_only_once_its_bytes_are_on_disk(tmp_path, monkeypatch):
+    path = tmp_path / "run" / "ckpt.pt"
+    events = []
+    fsync, replace = os.fsync, os.replace
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: events.append(("fsync", os.path.isdir(f"/proc/self/fd/{fd}")))
+    )
+    monkeypatch.setattr(os, "replace", lambda *a: (events.append(("replace",)), replace(*a)))
+    data.save({"epoch": 1}, path)
+    monkeypatch.setattr(os, "fsync", fsync)
+    # the file's bytes, then the rename, then the directory entry
+    assert events == [("fsync", False), ("replace",), ("fsync", True)]
+    assert data.load_checkpoint(path) == {"epoch": 1}
+    assert [p.name for p in path.parent.iterdir()] == ["ckpt.pt"]  # no temporary file left
+
+
+def test_a_crash_before_the_replace_leaves_the_previous_checkpoint_whole(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.pt"
+    data.save({"epoch": 1, "w": torch.ones(1000)}, path)
+
+    def crash(*args):
+        raise KeyboardInterrupt  # the job is stopped between the write and the rename
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        data.save({"epoch": 2, "w": torch.zeros(1000)}, path)
+    assert data.load_checkpoint(path)["epoch"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
+    # a process killed there (no clean-up runs) leaves the previous checkpoint whole too
+    code = (
+        "import os, sys, torch; from d2lrepro.core import data; "
+        "os.replace = lambda *a: os._exit(9); "
+        f"data.save({{'epoch': 2, 'w': torch.zeros(1000)}}, {str(path)!r})"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 9
+    assert data.load_checkpoint(path)["epoch"] == 1
+
+
+def test_an_unreadable_checkpoint_is_set_aside_with_a_warning(tmp_path, caplog):
+    path = tmp_path / "ckpt.pt"
+    assert data.load_checkpoint(path) is None and data.load_checkpoint(None) is None
+    data.save({"epoch": 3, "w": torch.ones(1000)}, path)
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])  # a copy cut short
+    with caplog.at_level(logging.WARNING, logger="d2lrepro.core.data"):
+        assert data.load_checkpoint(path) is None
+    assert not path.exists()
+    assert (tmp_path / "ckpt.pt.unreadable").read_bytes() == raw[: len(raw) // 2]
+    [record] = caplog.records
+    message = record.getMessage()
+    assert str(path) in message and "ckpt.pt.unreadable" in message
+    assert "starts from the beginning" in message
+    # an empty file (a write the machine never flushed) is set aside as well
+    path.write_bytes(b"")
+    assert data.load_checkpoint(path) is None and not path.exists()

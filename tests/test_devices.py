@@ -1,6 +1,11 @@
 import ast
+import fcntl
+import json
+import logging
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -271,3 +276,106 @@ def test_no_module_binds_the_device_count_when_imported(repo):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("devices"):
                 assert "cuda_count" not in {alias.name for alias in node.names}, path
+
+
+@pytest.fixture
+def own_claims(monkeypatch):
+    """Claims made by the test's own process, given back after it."""
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    yield
+    for _, handle in devices._held:
+        handle.close()
+    devices._held.clear()
+
+
+def test_a_gpu_held_by_another_process_times_out_naming_it(tmp_path, own_claims):
+    holder = claim_in_child(tmp_path, ["0"], hold_s=60)
+    try:
+        assert holder.stdout.readline().strip() == "0"
+        record = json.loads((tmp_path / "gpu-0.lock").read_text())
+        assert record["pid"] == holder.pid and record["host"] == socket.gethostname()
+        start = time.monotonic()
+        with pytest.raises(devices.GpuClaimTimeout) as error:
+            devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], poll_s=0.05, timeout_s=0.5)
+        assert 0.5 <= time.monotonic() - start < 10
+        message = str(error.value)
+        assert f"GPU 0 is held by PID {holder.pid} on {socket.gethostname()} since " in message
+        assert str(tmp_path / "gpu-0.lock") in message
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+HOLD_THEN_DIE = """
+import os, sys, time
+from pathlib import Path
+from d2lrepro.core import devices
+devices.claim_gpus(1, lock_dir=Path(sys.argv[1]), gpus=["0"])
+child = os.fork()  # inherits the locked file, and outlives this process
+if child == 0:
+    time.sleep(60)
+    os._exit(0)
+print(child, flush=True)
+"""
+
+
+def test_a_lock_whose_holder_has_ended_is_taken(tmp_path, own_claims, caplog):
+    """The claim's process ended (killed, say), but a process it forked still holds the lock
+    file: the lock is stale, and the next claim takes the GPU without waiting."""
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
+    dead = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THEN_DIE, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    orphan = int(dead.stdout.readline())
+    try:
+        assert dead.wait(timeout=30) == 0
+        with open(tmp_path / "gpu-0.lock") as f:  # still held, by the orphan
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        log = logging.getLogger("test.claim")
+        with caplog.at_level(logging.INFO, logger="test.claim"):
+            assert devices.claim_gpus(1, log, tmp_path, gpus=["0"], timeout_s=5) == ["0"]
+        assert f"names PID {dead.pid} on {socket.gethostname()}" in caplog.text
+        assert json.loads((tmp_path / "gpu-0.lock").read_text())["pid"] == os.getpid()
+    finally:
+        os.kill(orphan, signal.SIGKILL)
+
+
+def test_cuda_visible_devices_as_cuda_reads_it():
+    assert devices.parse_visible_devices("0,1") == ["0", "1"]
+    assert devices.parse_visible_devices(" 2 , 0 ") == ["2", "0"]
+    assert devices.parse_visible_devices("0,-1,1") == ["0"]  # CUDA stops at an invalid entry
+    assert devices.parse_visible_devices("") == []
+    uuids = "GPU-8f6c1b2e-1d2a-4c3b-9e0f-0a1b2c3d4e5f,GPU-0a1b2c3d"
+    assert devices.parse_visible_devices(uuids) == uuids.split(",")
+    mig = "MIG-4b3c2d1e-aaaa-bbbb-cccc-111122223333,MIG-GPU-8f6c1b2e/1/0"
+    assert devices.parse_visible_devices(mig) == mig.split(",")
+
+
+def test_visible_gpus_by_uuid_and_mig_without_starting_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb")
+    assert devices.visible_gpus() == ["GPU-aaaa"]  # what NVML finds of the list
+
+    def starts_cuda():
+        raise AssertionError("torch counts MIG instances by starting CUDA")
+
+    monkeypatch.setattr(torch.cuda, "device_count", starts_cuda)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-aaaa, MIG-bbbb")
+    assert devices.visible_gpus() == ["MIG-aaaa", "MIG-bbbb"]
+
+
+def test_a_claim_takes_one_mig_instance(tmp_path, own_claims):
+    """CUDA shows a process one MIG instance, so a 2-GPU job gets one (its 2-GPU parts are
+    then not applicable); old-style MIG names, with slashes, still name one lock file."""
+    migs = ["MIG-GPU-8f6c1b2e/1/0", "MIG-GPU-8f6c1b2e/2/0"]
+    assert devices.claim_gpus(2, lock_dir=tmp_path, gpus=migs) == migs[:1]
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == migs[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "claims.lock",
+        "gpu-MIG-GPU-8f6c1b2e_1_0.lock",
+    ]

@@ -227,6 +227,31 @@ def test_resume_gives_the_uninterrupted_result(data, tmp_path):
     assert changed.returncode != 0 and "was written by a run with" in changed.stderr
 
 
+def test_an_unreadable_checkpoint_is_set_aside_and_training_starts_over(data, tmp_path):
+    """A checkpoint cut in half (a copy cut short, a machine that crashed before it reached
+    the disk) is moved aside with a warning naming it; the rerun trains from the first epoch."""
+    common = [*LENET, "--train-subset", 128, "--test-subset", 64, "--data", data]
+
+    def train(name, epochs, checkpoint):
+        out = tmp_path / f"{name}.csv"
+        result = ok(run([*common, "--epochs", epochs, "--checkpoint", checkpoint, "--out", out]))
+        return pd.read_csv(out), result.stderr
+
+    checkpoint = tmp_path / "cut.pt"
+    first, _ = train("first", 1, checkpoint)
+    raw = checkpoint.read_bytes()
+    checkpoint.write_bytes(raw[: len(raw) // 2])
+    rerun, stderr = train("rerun", 2, checkpoint)
+    assert f"checkpoint {checkpoint} cannot be read" in stderr
+    assert f"moved to {checkpoint}.unreadable, the run starts from the beginning" in stderr
+    assert "resuming from" not in stderr
+    assert (tmp_path / "cut.pt.unreadable").read_bytes() == raw[: len(raw) // 2]
+    # the first epoch again, from the same parameters and data order
+    assert rerun["epoch"].tolist() == [1, 2]
+    assert rerun["train_loss"][0] == pytest.approx(first["train_loss"][0], rel=close(first))
+    assert torch.load(checkpoint, weights_only=True)["epoch"] == 2  # good again for a rerun
+
+
 def test_dead_worker_fails_the_job_in_bounded_time(data, tmp_path):
     start = time.monotonic()
     result = run(

@@ -48,6 +48,10 @@ rule asynchrony:
         "../scripts/asynchrony.py"
 
 
+# autopar asks for what its results keep on the host, by their sizes and counts, and the process.
+AUTOPAR_MEM_MB = settings.autopar_mem_mb(S["autopar"])
+
+
 rule autopar:
     input:
         environment="results/environment.json",
@@ -63,7 +67,7 @@ rule autopar:
         ENV
     threads: all_cores
     resources:
-        **needs(8000, 60, gpus=2),
+        **needs(AUTOPAR_MEM_MB, 60, gpus=2),
     params:
         autopar=S["autopar"],
         seed=S["seed"],

@@ -1,11 +1,13 @@
 """Datasets as the experiments use them: IDX parsing, the book's preparation steps, in-memory
-tensors for training, and accuracy."""
+tensors for training, and accuracy; the durable save of prepared data and checkpoints."""
 
 from __future__ import annotations
 
 import gzip
+import logging
 import math
 import os
+import pickle
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+
+log = logging.getLogger(__name__)
 
 # IDX type codes (http://yann.lecun.com/exdb/mnist/): all multi-byte values are big-endian.
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
@@ -109,12 +113,53 @@ def airfoil_facts(path: Path, prepared: dict) -> list[dict]:
 
 
 def save(obj, path: Path) -> None:
-    """torch.save through a temporary file, so an interrupted write leaves nothing behind."""
+    """torch.save, atomic and durable: the object goes to a temporary file in ``path``'s
+    directory, reaches the disk (fsync) before it replaces ``path``, and the directory is
+    synced after, so that neither an interrupted write nor a crash of the machine leaves a
+    partial file at ``path``; its previous version stays whole until then."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.part")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself
+    finally:
+        os.close(directory)
+
+
+def load_checkpoint(path: Path | None) -> dict | None:
+    """The checkpoint :func:`save` wrote at ``path``, on the CPU; None when there is none, or
+    when it cannot be read (written by a machine that crashed before the file reached its
+    disk, or copied in part): that file is moved aside to ``<name>.unreadable``, with a
+    warning that names it, and the caller trains from the start."""
+    if path is None:
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        return None
+    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as error:
+        aside = Path(path).with_name(f"{Path(path).name}.unreadable")
+        try:
+            os.replace(path, aside)
+        except FileNotFoundError:  # another worker of the run set it aside first
+            pass
+        log.warning(
+            "checkpoint %s cannot be read (%s); moved to %s, the run starts from the beginning",
+            path,
+            str(error).splitlines()[0] if str(error) else type(error).__name__,
+            aside,
+        )
+        return None
 
 
 EVAL_BATCH = 4096

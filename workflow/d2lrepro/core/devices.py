@@ -8,17 +8,25 @@ speed benchmark) falls back to a pinned core rather than asking for a GPU that i
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import json
 import logging
 import os
+import re
+import socket
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 import torch
 
 GPU_LOCKS = Path(tempfile.gettempdir()) / f"d2lrepro-gpus-{os.getuid()}"
 _held = []  # the lock files of this process's GPUs: a claim lasts as long as the process
+# How long a job waits for GPUs that processes outside its Snakemake run hold (within one run,
+# the `gpu` resource keeps jobs from waiting on each other).
+CLAIM_TIMEOUT_S = 600.0
 
 
 def cuda_count() -> int:
@@ -26,14 +34,104 @@ def cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def parse_visible_devices(value: str) -> list[str]:
+    """The devices a CUDA_VISIBLE_DEVICES value names, as CUDA reads it: indices, or GPU- and
+    MIG- UUIDs, up to the first entry that is neither (CUDA ignores it and the rest)."""
+    names = []
+    for entry in value.split(","):
+        entry = entry.strip()
+        if not (entry.isdigit() or entry.startswith(("GPU-", "MIG-"))):
+            break
+        names.append(entry)
+    return names
+
+
 def visible_gpus() -> list[str]:
-    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (indices, or UUIDs),
-    counted through NVML so that CUDA does not start: a claim can still narrow them."""
-    count = torch.cuda.device_count()
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them, found without
+    starting CUDA, so that a claim can still narrow them. torch counts GPUs through NVML, but
+    MIG instances only by starting CUDA: those are taken as listed."""
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is None:
-        return [str(i) for i in range(count)]
-    return [name.strip() for name in listed.split(",")][:count]
+        return [str(i) for i in range(torch.cuda.device_count())]
+    names = parse_visible_devices(listed)
+    if names and names[0].startswith("MIG-"):
+        return names
+    return names[: torch.cuda.device_count()]
+
+
+class GpuClaimTimeout(TimeoutError):
+    """No free GPUs within a claim's timeout; the message names who holds them."""
+
+
+def lock_path(lock_dir: Path, gpu: str) -> Path:
+    """The lock file of ``gpu``, an index or a UUID (old-style MIG names hold slashes)."""
+    return lock_dir / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', gpu)}.lock"
+
+
+def _holder(handle) -> dict | None:
+    """The record a claim wrote in its lock file (pid, host, since); None if there is none."""
+    handle.seek(0)
+    try:
+        holder = json.loads(handle.read())
+    except ValueError:
+        return None
+    if not isinstance(holder, dict) or not {"pid", "host", "since"} <= holder.keys():
+        return None
+    return holder if isinstance(holder["pid"], int) and holder["pid"] > 0 else None
+
+
+def _ended(holder: dict | None) -> bool:
+    """Whether the process ``holder`` names has ended; known for this host's processes only."""
+    if holder is None or holder["host"] != socket.gethostname():
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, and another user's
+        pass
+    return False
+
+
+def _describe(holder: dict | None) -> str:
+    if holder is None:
+        return "a process that left no record"
+    return f"PID {holder['pid']} on {holder['host']} since {holder['since']}"
+
+
+def _lock(path: Path, log: logging.Logger | None) -> tuple:
+    """``path`` opened and locked, or None while another process holds it; and its holder.
+
+    A holder whose process has ended, yet whose lock lives on in a process it started (which
+    inherited the open file), is stale: a new file at ``path`` replaces it."""
+    for _ in range(2):
+        handle = open(path, "a+")  # not "w": that would erase the holder's record
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle, None
+        except BlockingIOError:
+            holder = _holder(handle)
+            handle.close()
+        if not _ended(holder):
+            return None, holder
+        if log:
+            log.warning(
+                "%s names %s, which has ended, though a process it started still holds"
+                " the lock: taking the GPU",
+                path,
+                _describe(holder),
+            )
+        path.unlink(missing_ok=True)
+    return None, holder
+
+
+@contextlib.contextmanager
+def _one_claim_at_a_time(lock_dir: Path):
+    """So that a holder's record is written before another claim reads it, and a stale lock
+    file is replaced by one claim only."""
+    with open(lock_dir / "claims.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def claim_gpus(
@@ -42,47 +140,74 @@ def claim_gpus(
     lock_dir: Path = GPU_LOCKS,
     gpus: list[str] | None = None,
     poll_s: float = 2.0,
+    timeout_s: float = CLAIM_TIMEOUT_S,
 ) -> list[str]:
     """Make ``wanted`` GPUs (at most as many as are visible) this process's own and its
     children's, through CUDA_VISIBLE_DEVICES; call it before anything starts CUDA.
 
     Snakemake counts a job's GPUs but does not say which ones it gets, so each GPU has a lock
-    file on this host, held until the process ends; while other jobs hold them, it waits.
-    Under SLURM the allocation already is the claim."""
+    file on this host, held until the process ends, in which the holder writes its PID, host
+    and start time. While other processes hold the GPUs, it waits; after ``timeout_s`` it
+    raises :class:`GpuClaimTimeout` naming them. Under SLURM the allocation already is the
+    claim."""
     gpus = visible_gpus() if gpus is None else gpus
     if "SLURM_JOB_ID" in os.environ:
         return []
     if wanted <= 0 < len(gpus):
         # Given none of them (`--resources gpu=0`): CUDA must not find the GPUs either.
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    wanted = min(wanted, len(gpus))
+    # CUDA shows a process one MIG instance, however many it lists (NVIDIA's MIG user guide)
+    wanted = min(wanted, 1 if gpus and gpus[0].startswith("MIG-") else len(gpus))
     if wanted <= 0:
         return []
     lock_dir.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout_s
     waited = False
     while True:
-        held = []
-        for gpu in gpus:
-            handle = open(lock_dir / f"gpu-{gpu}.lock", "w")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                held.append((gpu, handle))
-            except BlockingIOError:
+        held, holders = {}, {}
+        with _one_claim_at_a_time(lock_dir):
+            for gpu in gpus:
+                handle, holders[gpu] = _lock(lock_path(lock_dir, gpu), log)
+                if handle:
+                    held[gpu] = handle
+                if len(held) == wanted:
+                    return _hold(held, gpus, log)
+            # All or none: holding some while waiting for more could deadlock two 2-GPU jobs.
+            for handle in held.values():
                 handle.close()
-            if len(held) == wanted:
-                _held.extend(held)
-                claimed = [gpu for gpu, _ in held]
-                os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(claimed)
-                if log:
-                    log.info("claimed GPU %s of %s", ", ".join(claimed), ", ".join(gpus))
-                return claimed
-        # All or none: holding some while waiting for more could deadlock two 2-GPU jobs.
-        for _, handle in held:
-            handle.close()
+        busy = "; ".join(
+            f"GPU {gpu} is held by {_describe(holders[gpu])} ({lock_path(lock_dir, gpu)})"
+            for gpu in gpus
+            if gpu not in held
+        )
+        if time.monotonic() >= deadline:
+            raise GpuClaimTimeout(
+                f"no {wanted} free GPU(s) of {', '.join(gpus)} after {timeout_s:g} s: {busy}."
+                " End that process, or wait until it ends, then rerun."
+            )
         if log and not waited:
-            log.info("waiting for %d free GPU(s) of %s: other jobs hold them", wanted, gpus)
+            log.info("waiting for %d free GPU(s) of %s: %s", wanted, ", ".join(gpus), busy)
         waited = True
         time.sleep(poll_s)
+
+
+def _hold(held: dict, gpus: list[str], log: logging.Logger | None) -> list[str]:
+    """Keep the locked files ``held`` (GPU: file) open for the rest of the process, each
+    naming this process, and make their GPUs the visible ones."""
+    record = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": datetime.now().isoformat(timespec="seconds"),
+    }
+    for handle in held.values():
+        handle.truncate(0)
+        handle.write(json.dumps(record))
+        handle.flush()
+    _held.extend(held.items())
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(held)
+    if log:
+        log.info("claimed GPU %s of %s", ", ".join(held), ", ".join(gpus))
+    return list(held)
 
 
 def usable_cores() -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from d2lrepro.core.data import evaluate_accuracy, load_data, save
+from d2lrepro.core.data import evaluate_accuracy, load_checkpoint, load_data, save
 from d2lrepro.core.devices import (
     describe,
     device_for,
@@ -107,10 +107,11 @@ def _config(args: argparse.Namespace, world: int) -> dict:
 
 
 def _resume(args, net, optimizer, generator, config) -> tuple[list, list, int]:
-    """History, top-k rows and epochs done from ``args.checkpoint``; nothing if it is absent."""
-    if args.checkpoint is None or not args.checkpoint.exists():
+    """History, top-k rows and epochs done from ``args.checkpoint``; nothing if it is absent
+    or cannot be read (:func:`~d2lrepro.core.data.load_checkpoint` sets it aside)."""
+    state = load_checkpoint(args.checkpoint)
+    if state is None:
         return [], [], 0
-    state = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
     if state["config"] != config:
         raise ValueError(
             f"{args.checkpoint} was written by a run with {state['config']}, not {config}"

@@ -8,6 +8,7 @@ book, and the report can list them without anyone keeping that list by hand.
 from __future__ import annotations
 
 import copy
+import math
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +142,39 @@ def gpu_request(wanted: int, *, machine_gpus: int, book: bool, limit: int | None
     applicable here", with the reason."""
     request = min(wanted, machine_gpus) if machine_gpus else (wanted if book else 0)
     return request if limit is None else min(request, limit)
+
+
+# Host memory of a job's process besides its data: Python, torch with its CUDA libraries, a CUDA
+# context on each of two GPUs, pandas and matplotlib. 0.26 GB measured on a machine without
+# CUDA; CUDA's share is not measured there: this leaves it 1.7 GB, and a cuda-marked test
+# checks the sum against the peak of autopar's copy experiment at the book's size.
+PROCESS_MB = 2000
+FLOAT32 = 4
+
+
+def pinned_block(nbytes: int) -> int:
+    """The pinned memory torch's caching host allocator takes for ``nbytes``: the next power
+    of two, kept cached for the rest of the process once freed."""
+    return 1 << max(nbytes - 1, 0).bit_length()
+
+
+def autopar_host_bytes(cfg: dict) -> int:
+    """The most host memory the ``autopar`` job's data takes at once, from its config
+    (autopar.measure). Computing while copying (autopar.copy_overlap): ``matmuls`` products
+    of ``size`` x ``size`` copied to pageable memory, counted although freed after their part
+    (the C heap may keep it), and as many pinned buffers, which torch's cache keeps and the
+    book's non-blocking copies take again. The CPU chains: both inputs and both chains'
+    products, alive at once. The GPU parts keep nothing on the host. (Here, not in autopar,
+    which imports torch: the Snakefile computes the request when it is parsed.)"""
+    matrix = FLOAT32 * cfg["size"] ** 2
+    cpu = cfg["cpu"]
+    chains = 2 * (1 + cpu["matmuls"]) * FLOAT32 * cpu["size"] ** 2
+    return cfg["matmuls"] * (matrix + pinned_block(matrix)) + chains
+
+
+def autopar_mem_mb(cfg: dict) -> int:
+    """The ``autopar`` job's memory request (MB, Snakemake's ``mem_mb``)."""
+    return PROCESS_MB + math.ceil(autopar_host_bytes(cfg) / 1e6)
 
 
 def resolve(
