@@ -1,7 +1,8 @@
 """Starting multi-device runs from the workflow: one worker in the job's own process, more under
 ``torchrun`` (across the nodes of a SLURM allocation with ``srun``, one torchrun agent per node
 meeting at a c10d rendezvous); checkpoints named after the run's settings; "not applicable
-here" where the machine lacks the devices or the job the nodes."""
+here" where the machine lacks the devices or the job the nodes. It starts the runs and probes
+behind ``mgpu.*``, ``mgpuc.*`` and ``ps.*``."""
 
 from __future__ import annotations
 

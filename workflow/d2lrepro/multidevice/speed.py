@@ -8,7 +8,7 @@
 
 Run: ``python -m d2lrepro.multidevice.speed --data results/data/fashion_mnist.pt``. It prints
 the share of the epoch spent waiting for data, the speed-up over the book's loop and the
-2-process scaling.
+2-process scaling. A benchmark run by hand, outside the workflow: it serves no ledger id.
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ def memory_batches(data: Data, batch_size: int, seed: int):
 
 
 def timed_epoch(batches, lr: float, seed: int) -> dict:
-    """One epoch of SGD on a fresh LeNet; seconds in all and seconds spent waiting for data."""
+    """One epoch of SGD on a fresh LeNet; seconds in all and seconds spent waiting for data.
+    A benchmark of the book's loop (``book_batches``) against ours (``memory_batches``), not a
+    loop to reuse: experiments train with :func:`d2lrepro.core.training.train`."""
     net = lenet(seed)
     optimizer = torch.optim.SGD(net.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
