@@ -29,7 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from d2lrepro.core.data import Data, prepare_data
 from d2lrepro.core.models import lenet
-from d2lrepro.multidevice import launcher
+from d2lrepro.multidevice import launcher, worker
 
 
 class BookFashionMNIST(Dataset):
@@ -116,7 +116,7 @@ def processes_samples_per_s(
         ]
         # A CPU benchmark: hide any GPU, so 1 and 2 processes are both pinned cores.
         env = os.environ | {"CUDA_VISIBLE_DEVICES": ""}
-        command = launcher.command(devices, argv)
+        command = launcher.command(worker, devices, argv)
         subprocess.run(command, check=True, capture_output=True, env=env)
         return float(pd.read_csv(out)["samples_per_s"].iloc[0])
 
