@@ -65,7 +65,7 @@ def test_not_applicable_rows_have_the_measured_names(cuda_count):
 def test_figure(tmp_path, cuda_count):
     cuda_count(0)
     par = autopar.autopar_cpu(size=8, n=1, **FAST) + autopar.autopar_gpus()
-    autopar.plot_autopar(pd.DataFrame(par), tmp_path / "par.png", "footer")
+    autopar.draw_autopar(pd.DataFrame(par), tmp_path / "par.png", "footer")
     assert (tmp_path / "par.png").stat().st_size > 0
 
 

@@ -83,7 +83,7 @@ def test_figure(tmp_path):
     latency = pd.DataFrame({"bytes": [16384, 32768], "ns": [1.4, 1.5]})
     for lat in (latency, None):
         path = tmp_path / "mem.png"
-        hardware.plot_memory_sweep(sweep, lat, path, "footer", caches={"L1d": 32768})
+        hardware.draw_memory_sweep(sweep, lat, path, "footer", caches={"L1d": 32768})
         assert path.stat().st_size > 0
 
 

@@ -152,15 +152,15 @@ def test_figure(tmp_path, hybrid_rows):
         not_applicable(f"hyb.batch1.compile.{stat}", "RuntimeError: no compiler", "s")
         for stat in ("median_s", "iqr_s", "naive_s")
     ]
-    hybridize.plot_hybridization(pd.DataFrame(hybrid_rows + failed), tmp_path / "hyb.png", "footer")
+    hybridize.draw_hybridization(pd.DataFrame(hybrid_rows + failed), tmp_path / "hyb.png", "footer")
     assert (tmp_path / "hyb.png").stat().st_size > 0
 
 
 def drawn_panels(monkeypatch, rows, tmp_path):
-    """The axes :func:`hybridize.plot_hybridization` draws for ``rows``."""
+    """The axes :func:`hybridize.draw_hybridization` draws for ``rows``."""
     figures = []
     monkeypatch.setattr(hybridize.plotting, "save", lambda fig, path, footer: figures.append(fig))
-    hybridize.plot_hybridization(pd.DataFrame(rows), tmp_path / "hyb.png", "footer")
+    hybridize.draw_hybridization(pd.DataFrame(rows), tmp_path / "hyb.png", "footer")
     return figures[0].axes
 
 

@@ -1,14 +1,16 @@
 """Mutation tests of the lr-scheduling claims: the implemented code broken in a small plausible
 way, the metrics produced through the real training loop and summary at a tiny size."""
 
+import logging
+
 import pandas as pd
 import pytest
 
 from conftest import verdict_of
-from d2lrepro.core import models, reference
+from d2lrepro.core import data, models, reference, training
 from d2lrepro.optimization import lr_schedules, schedulers, warmup_sweep
 from d2lrepro.pipeline import claims
-from test_lr_schedules import synthetic
+from test_training import synthetic
 
 EPOCHS = 5  # lr_schedules.EARLY_EPOCHS
 
@@ -21,7 +23,7 @@ def raw():
 def book_metrics(raw, runs) -> dict:
     """The runs under the book's semantics, one seed, through train() and training_metrics()."""
     histories = [
-        lr_schedules.train(
+        training.train(
             models.lenet(seed=0), raw, EPOCHS, schedulers.schedule(run, "book"), batch_size=32
         ).assign(run=run, semantics="book", seed=0, device="cpu")
         for run in runs
@@ -59,30 +61,36 @@ def test_a_schedule_never_applied_fails_the_warmup_and_cosine_orderings(raw, mon
         assert verdict_of(claim, rows) == claims.NOT_REPRODUCED
 
 
-def sweep_runs(raw, lrs=(1.0, 2.0), seeds=(0, 1), warmup_steps=4) -> pd.DataFrame:
-    """The warm-up sweep's runs as its rule makes them: each peak lr and seed without and with
-    a linear warm-up, from the same weights, one epoch."""
-    runs = []
-    for variant, steps in (("none", 0), ("linear", warmup_steps)):
-        for lr in lrs:
-            for seed in seeds:
-                history = lr_schedules.train(
-                    models.lenet(seed=seed), raw, 1, [lr], 64, seed=seed, warmup_steps=steps
-                )
-                runs.append(history.assign(peak_lr=lr, warmup=variant, warmup_steps=steps))
-    return pd.concat([r.assign(seed=s) for r, s in zip(runs, 2 * len(lrs) * list(seeds))])
+@pytest.fixture(scope="module")
+def data_path(raw, tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "fashion_mnist.pt"
+    data.save(raw, path)
+    return path
 
 
-def test_a_warmup_that_ignores_its_steps_cannot_pass_the_sign_test(raw, monkeypatch):
+def sweep_runs(data_path, lrs=(1.0, 2.0), seeds=(0, 1), warmup_steps=4) -> pd.DataFrame:
+    """The warm-up sweep's runs as its rule makes them: each peak lr without and with a
+    linear warm-up, each seed from the same weights, one epoch."""
+    sweep = {"seeds": list(seeds), "warmup_steps": warmup_steps, "epochs": 1, "batch_size": 64}
+    sweep |= {"train_subset": None, "test_subset": None}
+    log = logging.getLogger("test")
+    return pd.concat(
+        warmup_sweep.train_seeds(lr, variant, sweep, data_path, log)
+        for variant in ("none", "linear")
+        for lr in lrs
+    )
+
+
+def test_a_warmup_that_ignores_its_steps_cannot_pass_the_sign_test(data_path, monkeypatch):
     """The mutation: the warm-up variant runs without its warm-up (warmup_steps 0). Its runs
     are then the runs without warm-up, so it rescues and breaks nothing: p = 1. (No set-up that
     trains in seconds showed warm-up rescuing enough runs for p < 0.05, so only this side is
     tested here.)"""
-    real = lr_schedules.train
+    real = training.train
     monkeypatch.setattr(
-        lr_schedules, "train", lambda *args, warmup_steps=0, **kw: real(*args, **kw)
+        warmup_sweep, "train", lambda *args, warmup_steps=0, **kw: real(*args, **kw)
     )
-    rows = warmup_sweep.sweep_metrics(sweep_runs(raw))
+    rows = warmup_sweep.sweep_metrics(sweep_runs(data_path))
     m = values(rows)
     assert m["warmup_sweep.rescued"] == m["warmup_sweep.broken"] == 0
     assert m["warmup_sweep.sign_p"] == 1

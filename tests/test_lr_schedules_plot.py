@@ -9,8 +9,8 @@ from d2lrepro.optimization import lr_schedules
 BOOK = reference.load()
 
 
-def test_plot_values_are_the_books():
-    v = lr_schedules.plot_values()
+def test_schedule_values_are_the_books():
+    v = lr_schedules.schedule_values()
     assert v["sqrt"][29] == pytest.approx(0.0183, abs=5e-5)
     assert (v["factor"][0], round(v["factor"][49], 4)) == (pytest.approx(1.8), 0.0103)
     assert v["multistep"][:15] == [0.5] * 15 and v["multistep"][15:] == [0.25] * 15
@@ -102,9 +102,8 @@ def test_figures(tmp_path):
     lr_schedules.draw_run(
         h[(h.run == "cosine") & (h.semantics == "book")], tmp_path / "run.png", "footer", BOOK
     )
-    lr_schedules.draw_plots(
-        lr_schedules.plot_values(), {k: tmp_path / f"{k}.png" for k in lr_schedules.plot_values()}
-    )
+    values = lr_schedules.schedule_values()
+    lr_schedules.draw_schedules(values, {k: tmp_path / f"{k}.png" for k in values})
     assert len(list(tmp_path.glob("*.png"))) == 8
 
 

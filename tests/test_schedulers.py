@@ -3,8 +3,7 @@ import math
 import pytest
 import torch
 
-from d2lrepro.core import models
-from d2lrepro.optimization import lr_schedules
+from d2lrepro.core import models, training
 from d2lrepro.optimization import schedulers as s
 
 
@@ -60,7 +59,7 @@ def ran_with(run, semantics, epochs=30):
     labels = torch.zeros(1, dtype=torch.uint8)
     raw = {"train_images": images, "train_labels": labels}
     raw |= {"test_images": images, "test_labels": labels}
-    df = lr_schedules.train(models.lenet(seed=0), raw, epochs, s.schedule(run, semantics), 1)
+    df = training.train(models.lenet(seed=0), raw, epochs, s.schedule(run, semantics), 1)
     assert len(df) == epochs
     return list(df["lr"])
 

@@ -1,9 +1,13 @@
+import logging
 import math
 
 import pandas as pd
 import pytest
+import torch
 
+from d2lrepro.core import data
 from d2lrepro.optimization import warmup_sweep
+from test_training import synthetic
 
 
 def sweep_runs(trained_none, trained_linear, lrs=(0.5, 1.0), seeds=(0, 1)):
@@ -49,3 +53,22 @@ def test_warmup_sweep_figure(tmp_path):
     runs["warmup_steps"] = runs["warmup"].map({"none": 0, "linear": 100})
     warmup_sweep.draw_sweep(runs, tmp_path / "sweep.png", "footer")
     assert (tmp_path / "sweep.png").stat().st_size > 0
+
+
+def test_the_sweep_trains_every_seed_and_labels_what_its_summary_reads(tmp_path, cpu_only):
+    path = tmp_path / "fashion_mnist.pt"
+    data.save(synthetic(n_train=64, n_test=32), path)
+    sweep = {"seeds": [0, 1], "warmup_steps": 2, "epochs": 2, "batch_size": 16}
+    sweep |= {"train_subset": None, "test_subset": None}
+    log = logging.getLogger("test")
+    linear = warmup_sweep.train_seeds(0.5, "linear", sweep, path, log)
+    none = warmup_sweep.train_seeds(0.5, "none", sweep, path, log)
+    assert linear["seed"].tolist() == [0, 0, 1, 1] and linear["epoch"].tolist() == [1, 2] * 2
+    assert (linear["warmup_steps"] == 2).all() and (none["warmup_steps"] == 0).all()
+    assert (linear["peak_lr"] == 0.5).all() and (linear["device"] == "cpu").all()
+    assert (linear["threads"] == torch.get_num_threads()).all()
+    # Same seed, same weights and data order: only the warm-up differs.
+    assert linear["train_loss"].tolist() != none["train_loss"].tolist()
+    runs = pd.concat([linear, none])
+    assert {r["metric"] for r in warmup_sweep.sweep_metrics(runs)} >= {"warmup_sweep.sign_p"}
+    warmup_sweep.draw_sweep(runs, tmp_path / "sweep.png", "footer")

@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from conftest import verdict_of
-from d2lrepro.optimization import optimizers, traces
+from d2lrepro.optimization import optimizers, weights
 from d2lrepro.pipeline import claims
 
 CLAIMS = ("momentum.eff_weight", "rmsprop.weights", "momentum.scalar")
@@ -29,16 +29,16 @@ def mutate(monkeypatch, name, rule):
 def test_the_measured_responses_are_the_books_formulas():
     t = np.arange(40)
     for beta in (0.95, 0.9, 0.6, 0.0):
-        assert traces.momentum_weights(beta, 40) == pytest.approx(beta**t, abs=1e-12)
+        assert weights.momentum_weights(beta, 40) == pytest.approx(beta**t, abs=1e-12)
     for gamma in (0.95, 0.7):
-        assert traces.rmsprop_weights(gamma, 40) == pytest.approx((1 - gamma) * gamma**t)
-    x = traces.scalar_descent(0.1, [0.1, 19.0, 21.0], 20)
+        assert weights.rmsprop_weights(gamma, 40) == pytest.approx((1 - gamma) * gamma**t)
+    x = weights.scalar_descent(0.1, [0.1, 19.0, 21.0], 20)
     assert x == pytest.approx((1 - 0.1 * np.array([0.1, 19.0, 21.0])) ** t[:20, None])
 
 
 @pytest.mark.parametrize("claim", CLAIMS)
 def test_the_implemented_optimizers_reproduce_the_claims(cfg, claim):
-    assert verdict_of(claim, traces.weight_metrics(cfg)) == claims.REPRODUCED
+    assert verdict_of(claim, weights.weight_metrics(cfg)) == claims.REPRODUCED
 
 
 # One metric per check, set to a value the book contradicts.
@@ -79,7 +79,7 @@ CONTRADICTIONS = {
 def test_each_check_fails_on_evidence_against_the_book(cfg, claim, name, value):
     rows = [
         {**row, "value": value} if row["metric"] == name else row
-        for row in traces.weight_metrics(cfg)
+        for row in weights.weight_metrics(cfg)
     ]
     assert any(row["metric"] == name for row in rows)
     assert verdict_of(claim, rows) == claims.NOT_REPRODUCED
@@ -105,7 +105,7 @@ def _steps_with_gradient(p, g, state, hyper):  # keeps v but steps along g
 @pytest.mark.parametrize("rule", [_plain_sgd, _leaky_average, _steps_with_gradient])
 def test_broken_momentum_is_not_reproduced(cfg, monkeypatch, rule):
     mutate(monkeypatch, "sgd_momentum", rule)
-    assert verdict_of("momentum.eff_weight", traces.weight_metrics(cfg)) == claims.NOT_REPRODUCED
+    assert verdict_of("momentum.eff_weight", weights.weight_metrics(cfg)) == claims.NOT_REPRODUCED
 
 
 def _rmsprop_without_one_minus_gamma(p, g, state, hyper, eps=1e-6):
@@ -123,7 +123,7 @@ def _rmsprop_gamma_swapped(p, g, state, hyper, eps=1e-6):
 @pytest.mark.parametrize("rule", [_rmsprop_without_one_minus_gamma, _rmsprop_gamma_swapped])
 def test_broken_rmsprop_is_not_reproduced(cfg, monkeypatch, rule):
     mutate(monkeypatch, "rmsprop", rule)
-    assert verdict_of("rmsprop.weights", traces.weight_metrics(cfg)) == claims.NOT_REPRODUCED
+    assert verdict_of("rmsprop.weights", weights.weight_metrics(cfg)) == claims.NOT_REPRODUCED
 
 
 def _half_lr(p, g, state, hyper):
@@ -141,10 +141,10 @@ def _ascent(p, g, state, hyper):
 @pytest.mark.parametrize("rule", [_half_lr, _ascent])
 def test_broken_gradient_descent_is_not_reproduced(cfg, monkeypatch, rule):
     mutate(monkeypatch, "sgd_momentum", rule)
-    assert verdict_of("momentum.scalar", traces.weight_metrics(cfg)) == claims.NOT_REPRODUCED
+    assert verdict_of("momentum.scalar", weights.weight_metrics(cfg)) == claims.NOT_REPRODUCED
 
 
 def test_the_figures_are_drawn_from_the_measured_curves(tmp_path, cfg):
     figures = {k: tmp_path / f"{k}.png" for k in ("momentum_weights", "rmsprop_weights", "scalar")}
-    traces.draw_weights(cfg, figures)
+    weights.draw_weights(cfg, figures)
     assert all(p.stat().st_size > 1000 for p in figures.values())

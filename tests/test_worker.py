@@ -1,6 +1,5 @@
 """The torchrun entry point, run as subprocesses (it pins its process to a core)."""
 
-import json
 import math
 import os
 import subprocess
@@ -12,7 +11,6 @@ import pandas as pd
 import pytest
 import torch
 
-from d2lrepro.core.models import LENET_SHAPES
 from d2lrepro.multidevice import launcher, worker
 
 
@@ -35,16 +33,16 @@ def data(tmp_path_factory):
     return fake_fashion_mnist(tmp_path_factory.mktemp("data") / "fashion_mnist.pt")
 
 
-def run(args, nproc=None, timeout=120):
-    """``python -m d2lrepro.multidevice.worker ARGS``, under torchrun with ``nproc`` workers
-    if given."""
+def run(args, nproc=None, timeout=120, module=worker):
+    """``python -m d2lrepro.multidevice.worker ARGS`` (or another ``module``), under torchrun
+    with ``nproc`` workers if given."""
     launcher = (
         ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
         if nproc
         else []
     )
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    cmd = [sys.executable, *launcher, "-m", "d2lrepro.multidevice.worker", *map(str, args)]
+    cmd = [sys.executable, *launcher, "-m", module.__name__, *map(str, args)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -275,25 +273,6 @@ def test_dead_worker_fails_the_job_in_bounded_time(data, tmp_path):
     assert not (tmp_path / "dead.csv").exists()
 
 
-def test_cost_model_rows_for_each_model_of_the_spec(tmp_path):
-    spec = {
-        "lenet": {"batches": [2, 8], "repeats": 2, "out": str(tmp_path / "cost_lenet.csv")},
-        "resnet18": {"batches": [1], "repeats": 1, "out": str(tmp_path / "cost_resnet18.csv")},
-    }
-    ok(run(["--cost-model", json.dumps(spec)]))
-    lenet, resnet = (pd.read_csv(tmp_path / f"cost_{m}.csv") for m in spec)
-    assert list(lenet.columns) == worker.COST_COLUMNS
-    assert lenet["batch_per_device"].tolist() == [2, 8] and resnet["batch_per_device"].tolist() == [
-        1
-    ]
-    assert (lenet["t1"] > 0).all() and (lenet["measured_step"] > 0).all()
-    assert (lenet["max_t1_t2"] == lenet[["t1", "t2"]].max(axis=1)).all()
-    assert set(lenet["params"]) == {
-        sum(torch.Size(shape).numel() for shape in LENET_SHAPES.values())
-    }
-    assert set(resnet["model"]) == {"resnet18"}
-
-
 def test_parse_args_rejects_momentum_for_scratch_lenet():
     with pytest.raises(SystemExit):
         worker.parse_args(
@@ -301,7 +280,6 @@ def test_parse_args_rejects_momentum_for_scratch_lenet():
         )
     with pytest.raises(SystemExit):
         worker.parse_args(["--out", "y.csv"])  # training needs --data
-    assert worker.parse_args(["--cost-model", "{}"]).cost_model == {}
 
 
 def test_two_jobs_at_once_do_not_collide(data, tmp_path):
@@ -310,6 +288,7 @@ def test_two_jobs_at_once_do_not_collide(data, tmp_path):
     jobs = [
         subprocess.Popen(
             launcher.command(
+                worker,
                 2,
                 [
                     *map(str, LENET[:2]),
@@ -436,6 +415,6 @@ def test_a_run_across_nodes_needs_an_allocation_of_them(monkeypatch):
     assert launcher.nodes_unavailable(2, 2).startswith("needs 2 nodes, this job has 1")
     monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
     assert launcher.nodes_unavailable(2, 2) == ""
-    argv = launcher.torchrun_argv(4, [], nodes=2, endpoint="node1:29400", run_id="r")
+    argv = launcher.torchrun_argv(worker, 4, [], nodes=2, endpoint="node1:29400", run_id="r")
     assert {"--nnodes=2", "--nproc-per-node=2", "--rdzv-endpoint=node1:29400"} <= set(argv)
-    assert "--standalone" not in argv and "--standalone" in launcher.torchrun_argv(2, [])
+    assert "--standalone" not in argv and "--standalone" in launcher.torchrun_argv(worker, 2, [])

@@ -1,5 +1,7 @@
 """The whole DAG on the smoke preset, in a temporary copy of the repository."""
 
+import ast
+import fnmatch
 import json
 import os
 import re
@@ -11,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import shipped_claims
 from d2lrepro.core import paths
 from d2lrepro.pipeline import claims, code_inputs
 
@@ -268,6 +271,44 @@ def test_python_style(repo):
             text=True,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+EXPERIMENT_PACKAGES = ("optimization", "performance", "multidevice")
+
+
+def test_module_style_no_module_over_350_lines(repo):
+    for path in sorted((repo / "workflow" / "d2lrepro").glob("*/*.py")):
+        assert len(path.read_text().splitlines()) <= 350, path
+
+
+def test_module_style_each_experiment_module_names_the_ledger_ids_it_serves(repo):
+    """In its docstring: ``section.*``, claim ids or globs of them; or that it serves none."""
+    ids = list(shipped_claims())
+    for package in EXPERIMENT_PACKAGES:
+        for path in sorted((repo / "workflow" / "d2lrepro" / package).glob("*.py")):
+            if path.name == "__init__.py":
+                continue
+            doc = ast.get_docstring(ast.parse(path.read_text()))
+            named = [n for n in re.findall(r"``([\w.*]+)``", doc) if fnmatch.filter(ids, n)]
+            assert named or "serves no ledger id" in doc, path
+
+
+def test_script_style_every_script_opens_with_the_shared_preamble(repo):
+    """Scripts open with job.start(snakemake, ...) right after their imports, and leave the
+    log, the GPU claim and the threads to it."""
+    for path in sorted((repo / "workflow" / "scripts").glob("*.py")):
+        source = path.read_text()
+        body = [
+            node
+            for node in ast.parse(source).body
+            if not isinstance(node, ast.Import | ast.ImportFrom)
+        ]
+        opening = body[0].value if isinstance(body[0], ast.Assign | ast.Expr) else None
+        assert isinstance(opening, ast.Call), path
+        assert ast.unparse(opening.func) == "job.start", path
+        assert ast.unparse(opening.args[0]) == "snakemake", path
+        for preamble in ("logs.setup", "claim_gpus", "set_num_threads"):
+            assert preamble not in source, (path, preamble)
 
 
 PLAN_ON_GPUS = """

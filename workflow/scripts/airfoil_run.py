@@ -1,10 +1,10 @@
 import torch
 
-from d2lrepro.core import logs, results
+from d2lrepro.core import results
 from d2lrepro.optimization import airfoil
+from d2lrepro.pipeline import job
 
-log = logs.setup(snakemake.log[0])
-torch.set_num_threads(snakemake.threads)
+log = job.start(snakemake, threads=True)
 p = snakemake.params
 log.info("%s: %s, seeds %s", p.name, p.setting, p.seeds)
 runs = airfoil.run_setting(

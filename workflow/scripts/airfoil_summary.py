@@ -3,10 +3,11 @@ import time
 import pandas as pd
 import torch
 
-from d2lrepro.core import environment, logs, reference, results
+from d2lrepro.core import environment, reference, results
 from d2lrepro.optimization import airfoil
+from d2lrepro.pipeline import job
 
-log = logs.setup(snakemake.log[0])
+log = job.start(snakemake, threads=True)
 p = snakemake.params
 runs = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
 footer = environment.footer(snakemake.input.environment, int(runs["threads"].max()))

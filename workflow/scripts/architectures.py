@@ -1,10 +1,8 @@
-import torch
-
-from d2lrepro.core import logs, results
+from d2lrepro.core import results
 from d2lrepro.multidevice import architectures
+from d2lrepro.pipeline import job
 
-log = logs.setup(snakemake.log[0])
-torch.set_num_threads(snakemake.threads)
+log = job.start(snakemake, threads=True)
 rows = architectures.ratio_metrics()
 for row in rows:
     log.info("%s: %.4g %s", row["metric"], row["value"], row["unit"])

@@ -1,9 +1,7 @@
-from d2lrepro.core import devices, logs
 from d2lrepro.multidevice import launcher
+from d2lrepro.pipeline import job
 
-log = logs.setup(snakemake.log[0])
-# Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
-devices.claim_gpus(snakemake.resources.gpu, log)
+job.start(snakemake, gpus=True)
 launcher.launch_training(
     snakemake.wildcards.run,
     snakemake.params.run,

@@ -1,8 +1,9 @@
 import json
 
-from d2lrepro.core import environment, logs
+from d2lrepro.core import environment
+from d2lrepro.pipeline import job
 
-log = logs.setup(snakemake.log[0])
+log = job.start(snakemake)
 env = environment.describe()
 log.info("%s", environment.summary(env))
 with open(snakemake.output[0], "w") as f:

@@ -2,10 +2,9 @@ import json
 
 import pandas as pd
 
-from d2lrepro.core import logs
-from d2lrepro.pipeline import claims
+from d2lrepro.pipeline import claims, job
 
-log = logs.setup(snakemake.log[0])
+log = job.start(snakemake)
 with open(snakemake.input.environment) as f:
     env = json.load(f)
 table = claims.evaluate(

@@ -1,40 +1,18 @@
-import torch
+from d2lrepro.core import results
+from d2lrepro.optimization import lr_schedules
+from d2lrepro.pipeline import job
 
-from d2lrepro.core import data, devices, logs, models, results
-from d2lrepro.optimization import lr_schedules, schedulers
-
-log = logs.setup(snakemake.log[0])
-# Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
-devices.claim_gpus(snakemake.resources.gpu, log)
-torch.set_num_threads(snakemake.threads)
+log = job.start(snakemake, gpus=True, threads=True)
 p, w = snakemake.params, snakemake.wildcards
-device = devices.device_for(0, 1)
-log.info(
-    "%s (%s semantics, seed %d) on %s with %d threads",
+history = lr_schedules.train_run(
     w.run,
     w.semantics,
     p.seed,
-    device,
-    snakemake.threads,
-)
-fashion = data.load_data(snakemake.input.data, p.train_subset, p.test_subset, device)
-history = lr_schedules.train(
-    models.lenet(seed=p.seed),
-    fashion,
+    snakemake.input.data,
     p.epochs,
-    schedulers.schedule(w.run, w.semantics),
-    batch_size=p.batch_size,
-    device=device,
-    seed=p.seed,
-    log=log,
+    p.batch_size,
+    p.train_subset,
+    p.test_subset,
+    log,
 )
-results.write_csv(
-    history.assign(
-        run=w.run,
-        semantics=w.semantics,
-        seed=p.seed,
-        device=str(device),
-        threads=snakemake.threads,
-    ),
-    snakemake.output[0],
-)
+results.write_csv(history, snakemake.output[0])

@@ -1,9 +1,10 @@
 import pandas as pd
 
-from d2lrepro.core import environment, logs, reference, results
+from d2lrepro.core import environment, reference, results
 from d2lrepro.optimization import lr_schedules
+from d2lrepro.pipeline import job
 
-log = logs.setup(snakemake.log[0])
+log = job.start(snakemake)
 history = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
 footer = environment.footer(snakemake.input.environment, int(history["threads"].max()))
 for (run, semantics, seed), h in history.groupby(["run", "semantics", "seed"], sort=False):

@@ -1,7 +1,8 @@
-from d2lrepro.core import environment, logs, reference
+from d2lrepro.core import environment, reference
 from d2lrepro.multidevice import summary
+from d2lrepro.pipeline import job
 
-logs.setup(snakemake.log[0])
+job.start(snakemake)
 summary.summarize(
     runs=[*snakemake.input.runs, *snakemake.input.book],
     costs=snakemake.input.costs,

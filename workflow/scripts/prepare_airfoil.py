@@ -1,6 +1,7 @@
-from d2lrepro.core import data, logs, results
+from d2lrepro.core import data, results
+from d2lrepro.pipeline import job
 
-log = logs.setup(snakemake.log[0])
+log = job.start(snakemake)
 tensors = data.prepare_airfoil(snakemake.input.table, n=snakemake.params.examples)
 log.info("features %s, labels %s", tuple(tensors["features"].shape), tuple(tensors["labels"].shape))
 data.save(tensors, snakemake.output.tensors)

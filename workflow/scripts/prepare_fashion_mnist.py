@@ -1,6 +1,7 @@
-from d2lrepro.core import data, logs
+from d2lrepro.core import data
+from d2lrepro.pipeline import job
 
-log = logs.setup(snakemake.log[0])
+log = job.start(snakemake)
 files = snakemake.input
 tensors = data.prepare_fashion_mnist(
     files.train_images, files.train_labels, files.test_images, files.test_labels

@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from d2lrepro.core import environment, logs
-from d2lrepro.pipeline import claims, report, settings
+from d2lrepro.core import environment
+from d2lrepro.pipeline import claims, job, report, settings
 
-log = logs.setup(snakemake.log[0])
+log = job.start(snakemake)
 with open(snakemake.input.environment) as f:
     env = json.load(f)
 run = settings.Settings(

@@ -1,7 +1,8 @@
-from d2lrepro.core import logs, results
+from d2lrepro.core import results
 from d2lrepro.optimization import traces
+from d2lrepro.pipeline import job
 
-logs.setup(snakemake.log[0])
+job.start(snakemake, threads=True)
 steps = traces.run_traces(snakemake.params.runs, snakemake.params.steps, snakemake.params.start)
 rows = traces.trace_metrics(steps) + traces.adagrad_metrics(
     snakemake.params.runs, snakemake.params.steps, snakemake.params.start

@@ -1,9 +1,10 @@
 import pandas as pd
 
-from d2lrepro.core import environment, logs, results
+from d2lrepro.core import environment, results
 from d2lrepro.optimization import warmup_sweep
+from d2lrepro.pipeline import job
 
-log = logs.setup(snakemake.log[0])
+log = job.start(snakemake)
 sweep = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
 log.info("%d warm-up runs", len(sweep))
 results.write_metrics(warmup_sweep.sweep_metrics(sweep), snakemake.output.metrics)

@@ -1,7 +1,8 @@
-from d2lrepro.core import logs, results
-from d2lrepro.optimization import traces
+from d2lrepro.core import results
+from d2lrepro.optimization import weights
+from d2lrepro.pipeline import job
 
-logs.setup(snakemake.log[0])
-rows = traces.weight_metrics(snakemake.params.weights)
+job.start(snakemake, threads=True)
+rows = weights.weight_metrics(snakemake.params.weights)
 results.write_metrics(rows, snakemake.output.metrics)
-traces.draw_weights(snakemake.params.weights, snakemake.output)
+weights.draw_weights(snakemake.params.weights, snakemake.output)

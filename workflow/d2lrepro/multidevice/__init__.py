@@ -1,2 +1,3 @@
 """Training on several devices: the book's three code paths (scratch, concise, single_process),
-the worker and its launcher, the cost model, parameter servers, architectures and the summary."""
+the worker, the probes (what workers measure without training) and their launcher, the cost
+model, parameter servers, architectures and the summary."""

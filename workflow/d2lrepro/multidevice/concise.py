@@ -1,4 +1,4 @@
-"""Concise implementation for multiple GPUs: the modified ResNet-18 trained with
+"""Concise implementation for multiple GPUs (``mgpuc.*``): the modified ResNet-18 trained with
 ``torch.optim.SGD``, one process per device with DistributedDataParallel in place of the
 book's DataParallel (which :mod:`d2lrepro.multidevice.single_process` runs as written).
 

@@ -1,4 +1,4 @@
-"""The cost model of a synchronous data-parallel step (the from-scratch multi-GPU section):
+"""The cost model of a synchronous data-parallel step (``mgpu.cost_model``):
 computation t1 against communication t2, and the step as measured, per batch size, for three
 steps (:data:`STEPS`): the from-scratch LeNet, which computes all its gradients and then
 synchronizes them, and LeNet and ResNet-18 through DDP, which all-reduces buckets of gradients

@@ -1,5 +1,5 @@
 """The timing figures of the multi-device sections: the cost model of a data-parallel step
-and the parameter servers' strategies."""
+(``mgpu.cost_model``) and the parameter servers' strategies (``ps.*``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Starting multi-device runs from the workflow: one worker in the job's own process, more under
 ``torchrun`` (across the nodes of a SLURM allocation with ``srun``, one torchrun agent per node
 meeting at a c10d rendezvous); checkpoints named after the run's settings; "not applicable
-here" where the machine lacks the devices or the job the nodes."""
+here" where the machine lacks the devices or the job the nodes. It starts the runs and probes
+behind ``mgpu.*``, ``mgpuc.*`` and ``ps.*``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 from torch.distributed import run as torchrun
@@ -21,8 +23,8 @@ from torch.distributed import run as torchrun
 from d2lrepro.core import paths
 from d2lrepro.core.devices import machine_devices, unavailable
 from d2lrepro.core.results import METRIC_COLUMNS, write_csv, write_metrics, write_not_applicable
+from d2lrepro.multidevice import probes, worker
 from d2lrepro.multidevice.parameter_server import unmeasured_rows
-from d2lrepro.multidevice.worker import TOPK_COLUMNS, main
 
 CHECKPOINTS = paths.CHECKPOINTS
 
@@ -30,13 +32,18 @@ log = logging.getLogger(__name__)
 
 
 def torchrun_argv(
-    devices: int, argv: list[str], nodes: int = 1, endpoint: str = "", run_id: str = ""
+    module: ModuleType,
+    devices: int,
+    argv: list[str],
+    nodes: int = 1,
+    endpoint: str = "",
+    run_id: str = "",
 ) -> list[str]:
-    """torchrun's arguments for ``devices`` workers of this module, on one node or spread
-    evenly over ``nodes``. On one node --standalone picks a free port, so jobs running at once
-    never collide; across nodes every agent meets the others at the c10d rendezvous
-    ``endpoint`` (host:port) under ``run_id``. --max-restarts 0 ends the group when a worker
-    dies."""
+    """torchrun's arguments for ``devices`` workers running ``module`` (:mod:`.worker` or
+    :mod:`.probes`) with ``argv``, on one node or spread evenly over ``nodes``. On one node
+    --standalone picks a free port, so jobs running at once never collide; across nodes every
+    agent meets the others at the c10d rendezvous ``endpoint`` (host:port) under ``run_id``.
+    --max-restarts 0 ends the group when a worker dies."""
     if nodes == 1:
         where = ["--standalone"]
     else:
@@ -47,7 +54,7 @@ def torchrun_argv(
             f"--rdzv-id={run_id}",
         ]
     flags = [*where, f"--nproc-per-node={devices // nodes}", "--max-restarts=0"]
-    return [*flags, "-m", "d2lrepro.multidevice.worker", *argv]
+    return [*flags, "-m", module.__name__, *argv]
 
 
 def allocated_nodes() -> int:
@@ -62,7 +69,9 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def across_nodes(nodes: int, devices: int, argv: list[str], run_id: str) -> list[str]:
+def across_nodes(
+    module: ModuleType, nodes: int, devices: int, argv: list[str], run_id: str
+) -> list[str]:
     """The command that starts one torchrun agent on each of ``nodes`` nodes of this SLURM
     allocation (srun, one task per node); this node, where the job runs, serves the
     rendezvous."""
@@ -75,15 +84,15 @@ def across_nodes(nodes: int, devices: int, argv: list[str], run_id: str) -> list
         sys.executable,
         "-m",
         "torch.distributed.run",
-        *torchrun_argv(devices, argv, nodes, endpoint, run_id),
+        *torchrun_argv(module, devices, argv, nodes, endpoint, run_id),
     ]
 
 
-def command(devices: int, argv: list[str]) -> list[str]:
-    """The command line that runs this module on ``devices`` workers."""
+def command(module: ModuleType, devices: int, argv: list[str]) -> list[str]:
+    """The command line that runs ``module`` with ``argv`` on ``devices`` workers."""
     if devices == 1:
-        return [sys.executable, "-m", "d2lrepro.multidevice.worker", *argv]
-    return [sys.executable, "-m", "torch.distributed.run", *torchrun_argv(devices, argv)]
+        return [sys.executable, "-m", module.__name__, *argv]
+    return [sys.executable, "-m", "torch.distributed.run", *torchrun_argv(module, devices, argv)]
 
 
 @contextlib.contextmanager
@@ -125,22 +134,24 @@ def run_argv(run: dict) -> list[str]:
     ]
 
 
-def _launch(devices: int, argv: list[str], log_path, nodes: int = 1, run_id: str = "") -> None:
-    """Run the workers. The job's own process is the worker of a 1-device run and torchrun's
-    agent for more on one node (its workers write to the log), which saves a Python and torch
-    start; across nodes srun starts an agent per node."""
+def _launch(
+    module: ModuleType, devices: int, argv: list[str], log_path, nodes: int = 1, run_id: str = ""
+) -> None:
+    """Run ``module`` on ``devices`` workers. The job's own process is the worker of a 1-device
+    run and torchrun's agent for more on one node (its workers write to the log), which saves a
+    Python and torch start; across nodes srun starts an agent per node."""
     if nodes > 1:
-        cmd = across_nodes(nodes, devices, argv, run_id)
+        cmd = across_nodes(module, nodes, devices, argv, run_id)
         log.info("as %s", " ".join(cmd))
         with open(log_path, "a") as stream:
             subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=True)
         return
-    log.info("as %s", " ".join(command(devices, argv)))
+    log.info("as %s", " ".join(command(module, devices, argv)))
     if devices == 1:
-        main(argv)
+        module.main(argv)
         return
     with _output_to(log_path):
-        torchrun.main(torchrun_argv(devices, argv))
+        torchrun.main(torchrun_argv(module, devices, argv))
 
 
 def nodes_unavailable(nodes: int, devices: int) -> str:
@@ -167,16 +178,17 @@ def launch_training(
     reason = nodes_unavailable(nodes, run["devices"])
     if reason:
         write_not_applicable(history, reason)
-        write_csv([], topk, TOPK_COLUMNS)
+        write_csv([], topk, worker.TOPK_COLUMNS)
         return
     key = hashlib.sha256(json.dumps([run, seed], sort_keys=True).encode()).hexdigest()[:12]
     # Only the run that logs top-k pays for its collectives; the others leave the file empty.
     topk_args = ["--topk-out", str(topk), "--topk-every", str(topk_every)]
     if not run.get("topk"):
-        write_csv([], topk, TOPK_COLUMNS)
+        write_csv([], topk, worker.TOPK_COLUMNS)
         topk_args = []
     checkpoint = CHECKPOINTS / f"{name}-{key}.pt"
     _launch(
+        worker,
         run["devices"],
         run_argv(run)
         + [
@@ -212,7 +224,7 @@ def launch_probes(
         return
     spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
     argv = ["--cost-model", json.dumps(spec), "--examples-out", str(examples)]
-    _launch(2, [*argv, "--seed", str(seed), "--timeout", str(timeout)], log_path)
+    _launch(probes, 2, [*argv, "--seed", str(seed), "--timeout", str(timeout)], log_path)
 
 
 def launch_param_server(spec: dict, out, timeout: float, log_path) -> None:
@@ -232,7 +244,7 @@ def launch_param_server(spec: dict, out, timeout: float, log_path) -> None:
         part = Path(out).with_suffix(f".{workers}.csv")
         measure = {"mb": spec["mb"], "repeats": spec["repeats"], "prefix": prefix, "out": str(part)}
         argv = ["--param-server", json.dumps(measure), "--timeout", str(timeout)]
-        _launch(workers, argv, log_path)
+        _launch(probes, workers, argv, log_path)
         measured = pd.read_csv(part, dtype={c: str for c in METRIC_COLUMNS[2:]})
         rows += measured.fillna({c: "" for c in METRIC_COLUMNS[2:]}).to_dict("records")
         part.unlink()

@@ -1,4 +1,4 @@
-"""Parameter servers (the book's §15): what synchronizing a fixed gradient volume costs by
+"""Parameter servers (the book's §15; ``ps.*``): what synchronizing a fixed gradient volume costs by
 each strategy the section compares, measured by the workers of a run on their own devices
 (GPUs with NCCL, else CPU processes with gloo over loopback and shared memory).
 

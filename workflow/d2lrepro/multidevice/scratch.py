@@ -1,6 +1,6 @@
-"""Training on multiple GPUs, from scratch, one process per device: the book's allreduce on
-``torch.distributed``, the rows each worker takes of a batch, the from-scratch LeNet's training
-step and the section's printed examples. The book's own one-process code is
+"""Training on multiple GPUs, from scratch (``mgpu.*``), one process per device: the book's
+allreduce on ``torch.distributed``, the rows each worker takes of a batch, the from-scratch
+LeNet's training step and the section's printed examples. The book's own one-process code is
 :mod:`d2lrepro.multidevice.single_process`."""
 
 from __future__ import annotations

@@ -1,10 +1,15 @@
-"""The book's own multi-GPU code, as written: one process driving several GPUs.
+"""The book's own multi-GPU code, as written: one process driving several GPUs
+(``mgpu.2gpu.book``, ``mgpuc.2gpu.book``).
 
 From scratch, each minibatch is split with ``nn.parallel.scatter``, every device keeps a copy
 of the parameters, the gradients are summed by the book's ``allreduce`` and each copy takes the
 same SGD step. The concise version wraps ResNet-18 in ``nn.DataParallel``. Both need two or
 more CUDA devices; the from-scratch loop also accepts CPU devices, so its logic is testable
 anywhere.
+
+:func:`_epochs` is the loop of this code path, the book's, kept as written to be compared with
+ours: a new experiment on several devices reuses the worker's loop
+(:func:`d2lrepro.multidevice.worker.train`).
 """
 
 from __future__ import annotations
@@ -72,9 +77,10 @@ def _epochs(
     model: str,
     lr: float,
 ):
-    """The book's train loop: timed epochs (evaluation excluded) of ``step(X, y)``, which
-    returns the batch's summed loss and hits as tensors on the first device: they are summed
-    there and read once per epoch, so no step waits for the GPUs (the book reads none)."""
+    """The book's train loop, the loop of its single-process code path: timed epochs
+    (evaluation excluded) of ``step(X, y)``, which returns the batch's summed loss and hits as
+    tensors on the first device: they are summed there and read once per epoch, so no step
+    waits for the GPUs (the book reads none)."""
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for epoch in range(1, epochs + 1):

@@ -8,7 +8,7 @@
 
 Run: ``python -m d2lrepro.multidevice.speed --data results/data/fashion_mnist.pt``. It prints
 the share of the epoch spent waiting for data, the speed-up over the book's loop and the
-2-process scaling.
+2-process scaling. A benchmark run by hand, outside the workflow: it serves no ledger id.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from d2lrepro.core.data import Data, prepare_data
 from d2lrepro.core.models import lenet
-from d2lrepro.multidevice import launcher
+from d2lrepro.multidevice import launcher, worker
 
 
 class BookFashionMNIST(Dataset):
@@ -66,7 +66,9 @@ def memory_batches(data: Data, batch_size: int, seed: int):
 
 
 def timed_epoch(batches, lr: float, seed: int) -> dict:
-    """One epoch of SGD on a fresh LeNet; seconds in all and seconds spent waiting for data."""
+    """One epoch of SGD on a fresh LeNet; seconds in all and seconds spent waiting for data.
+    A benchmark of the book's loop (``book_batches``) against ours (``memory_batches``), not a
+    loop to reuse: experiments train with :func:`d2lrepro.core.training.train`."""
     net = lenet(seed)
     optimizer = torch.optim.SGD(net.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
@@ -114,7 +116,7 @@ def processes_samples_per_s(
         ]
         # A CPU benchmark: hide any GPU, so 1 and 2 processes are both pinned cores.
         env = os.environ | {"CUDA_VISIBLE_DEVICES": ""}
-        command = launcher.command(devices, argv)
+        command = launcher.command(worker, devices, argv)
         subprocess.run(command, check=True, capture_output=True, env=env)
         return float(pd.read_csv(out)["samples_per_s"].iloc[0])
 

@@ -1,5 +1,5 @@
-"""What the multi-GPU runs measured: per-run and 1-vs-2-device metrics, the cost model (at its
-ends and where t1 and t2 balance), and the sections' figures.
+"""What the multi-GPU runs measured (``mgpu.*``, ``mgpuc.*``): per-run and 1-vs-2-device
+metrics, the cost model (at its ends and where t1 and t2 balance), and the sections' figures.
 
 A run's times and throughputs (``sec_per_epoch``, ``samples_per_s``, ``steady_samples_per_s``,
 and the speed-ups built on them) are medians over each seed's epochs after its first: the

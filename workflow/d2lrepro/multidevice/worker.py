@@ -1,5 +1,7 @@
 """One data-parallel run on one or more devices, one process per device: the worker that
-``torchrun`` starts for the multi-GPU sections (:mod:`d2lrepro.multidevice.launcher` starts it).
+``torchrun`` starts for the multi-GPU sections (``mgpu.*``, ``mgpuc.*``;
+:mod:`d2lrepro.multidevice.launcher` starts it). Its :func:`train` is the loop of the
+multi-device code path: a new experiment on several devices reuses it.
 
 Run as ``python -m d2lrepro.multidevice.worker --model lenet --data fashion_mnist.pt
 --out lenet.csv`` (one worker), or under ``torchrun --standalone --nproc-per-node 2 -m
@@ -15,13 +17,13 @@ the data order by default on the number of workers too (:func:`order_seed`): the
 from-scratch section (:mod:`d2lrepro.multidevice.scratch`), ``resnet18`` the concise one
 (:mod:`d2lrepro.multidevice.concise`). Test accuracy is measured on rank 0 only (the book
 evaluates on the first GPU), outside the timed part; rank 0 also writes the CSVs and the
-checkpoint.
+checkpoint. What the workers measure without training is :mod:`d2lrepro.multidevice.probes`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import logging
 import math
 import os
@@ -41,12 +43,10 @@ from d2lrepro.core.devices import (
     run_devices,
     world_size,
 )
-from d2lrepro.core.results import HISTORY_COLUMNS, diverged, write_csv, write_metrics
+from d2lrepro.core.results import HISTORY_COLUMNS, diverged, write_csv
 from d2lrepro.core.timing import Clock, synchronize
-from d2lrepro.multidevice import parameter_server
 from d2lrepro.multidevice.concise import concise_setup
-from d2lrepro.multidevice.cost_model import COST_COLUMNS, cost_model
-from d2lrepro.multidevice.scratch import printed_examples, scratch_setup, shard
+from d2lrepro.multidevice.scratch import scratch_setup, shard
 
 MODELS = ("lenet", "resnet18")
 # Beside HISTORY_COLUMNS: an epoch's examples, and its throughput on its whole batches after
@@ -129,7 +129,8 @@ def _resume(args, net, optimizer, generator, config) -> tuple[list, list, int]:
 
 
 def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[list, list]:
-    """Train for ``args.epochs`` epochs, resuming from ``args.checkpoint`` if it exists.
+    """Train for ``args.epochs`` epochs, resuming from ``args.checkpoint`` if it exists: the
+    loop of the multi-device code path.
 
     Returns (on rank 0; empty elsewhere) one row per epoch
     (:data:`RUN_COLUMNS`) and, with
@@ -257,10 +258,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--weight-decay", type=float, default=0.0, help="resnet18 only")
     parser.add_argument("--train-subset", type=int, help="use the first N training examples")
     parser.add_argument("--test-subset", type=int, help="use the first N test examples")
-    parser.add_argument(
-        "--data", type=Path, help="prepared Fashion-MNIST (.pt); not needed with --cost-model"
-    )
-    parser.add_argument("--out", type=Path, help="CSV: one row per epoch")
+    parser.add_argument("--data", type=Path, required=True, help="prepared Fashion-MNIST (.pt)")
+    parser.add_argument("--out", type=Path, required=True, help="CSV: one row per epoch")
     parser.add_argument(
         "--topk-out", type=Path, help="CSV of running loss, top-1 and top-5 accuracy"
     )
@@ -284,41 +283,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "rank 0's per-epoch evaluation and checkpointing, during which the "
         "others wait",
     )
-    parser.add_argument(
-        "--cost-model",
-        type=json.loads,
-        metavar="JSON",
-        help="measure the cost model instead of training, for each step of "
-        '{"STEP": {"batches": [per-device batch sizes], "repeats": N, "out": CSV}} '
-        "(steps: lenet, lenet_ddp, resnet18)",
-    )
-    parser.add_argument(
-        "--examples-out",
-        type=Path,
-        help="with --cost-model on 2 workers: CSV of the section's printed examples",
-    )
-    parser.add_argument(
-        "--param-server",
-        type=json.loads,
-        metavar="JSON",
-        help='time the parameter-server strategies, {"mb": gradient MB, "repeats": N, '
-        '"prefix": metric prefix, "out": CSV}',
-    )
     # tests: the last rank dies
     parser.add_argument("--fail-at-epoch", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    probes = args.cost_model is not None or args.param_server is not None
-    if not probes and (args.data is None or args.out is None):
-        parser.error("training needs --data and --out")
-    if args.examples_out and args.cost_model is None:
-        parser.error("--examples-out goes with --cost-model")
     if args.model == "lenet" and (args.momentum or args.weight_decay):
         parser.error("the from-scratch LeNet uses plain SGD: no --momentum or --weight-decay")
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+@contextlib.contextmanager
+def joined(timeout: float):
+    """This process as one worker of a run, for the ``with`` block: its log lines carry its
+    rank, its device is its own GPU or a pinned core, and under torchrun (``WORLD_SIZE`` set)
+    it is in the run's process group, whose collectives wait ``timeout`` seconds at most for
+    the other workers. Yields (device, rank)."""
     rank = int(os.environ.get("RANK", 0))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     logging.basicConfig(
@@ -329,35 +307,24 @@ def main(argv: list[str] | None = None) -> None:
     if device.type == "cpu":
         pin_to_core(local_rank)
     if "WORLD_SIZE" in os.environ:
-        join(device, timedelta(seconds=args.timeout))
-    probes = args.cost_model is not None or args.param_server is not None
-    if not probes and args.batch_size % world_size():
-        raise ValueError(
-            f"--batch-size {args.batch_size} does not split evenly over {world_size()} workers"
-        )
-    if probes:
-        # One launch measures every model of the spec: a torchrun start costs seconds.
-        for model, spec in (args.cost_model or {}).items():
-            rows = cost_model(model, spec["batches"], spec["repeats"], args.seed, args.lr, device)
-            if rank == 0:
-                write_csv(rows, spec["out"], COST_COLUMNS)
-        if args.examples_out is not None:
-            rows = printed_examples(device)
-            if rank == 0:
-                write_metrics(rows, args.examples_out)
-        if args.param_server is not None:
-            spec = args.param_server
-            rows = parameter_server.measure(spec["mb"], spec["repeats"], device, spec["prefix"])
-            if rank == 0:
-                write_metrics(rows, spec["out"])
-    else:
+        join(device, timedelta(seconds=timeout))
+    yield device, rank
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    with joined(args.timeout) as (device, rank):
+        if args.batch_size % world_size():
+            raise ValueError(
+                f"--batch-size {args.batch_size} does not split evenly over {world_size()} workers"
+            )
         history, topk_rows = train(args, device, rank)
         if rank == 0:
             write_csv(history, args.out, RUN_COLUMNS)
             if args.topk_out is not None:
                 write_csv(topk_rows, args.topk_out, TOPK_COLUMNS)
-    if dist.is_initialized():
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

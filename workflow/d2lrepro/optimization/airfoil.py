@@ -1,4 +1,9 @@
-"""Airfoil optimizer sweeps: each setting over several seeds, summaries and the book's plots."""
+"""Airfoil optimizer sweeps: each setting over several seeds, summaries and the book's plots,
+for the airfoil claims of the optimizer sections (``momentum.lr*``, ``momentum.concise``,
+``adagrad.scratch_lr0.1``, ``adagrad.effective_lr``, ``adagrad.concise``, ``rmsprop.scratch``,
+``rmsprop.concise``, ``adadelta.*``, ``adam.*``) and ``data.train_ch11.sec_per_epoch``. Every
+run goes through :func:`d2lrepro.optimization.optimizers.train_airfoil`, the loop of this code
+path."""
 
 from __future__ import annotations
 

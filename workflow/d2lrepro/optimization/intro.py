@@ -1,4 +1,5 @@
-"""Optimization and deep learning: the opening figures and the facts they illustrate.
+"""Optimization and deep learning (``intro.*``): the opening figures and the facts they
+illustrate.
 
 Each claim of the section is checked numerically with autograd on the same grids the book
 plots, so the figures and the numbers come from one computation.

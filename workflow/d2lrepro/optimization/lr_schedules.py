@@ -1,33 +1,27 @@
-"""Learning-rate scheduling: the book's schedule plots, and its LeNet trained under each schedule.
-
-The training loop follows the book's ``train()`` (SGD without momentum, mean cross-entropy, the
-epoch's running train loss/accuracy, test accuracy after each epoch) but keeps the data as
-tensors on the device and draws minibatches from a seeded permutation instead of going
-through a ``DataLoader``.
+"""Learning-rate scheduling (``lrs.*`` but ``lrs.warmup_high_lr``): the book's schedule plots
+and setting the lr by hand (rule ``lr_schedules_plot``); its LeNet trained under each schedule,
+as the book's code applies it and as the text intends (``lr_schedules_run``, through
+:func:`d2lrepro.core.training.train`); and what the runs measured, with their figures
+(``lr_schedules_summary``).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
 
 from d2lrepro.core import plotting, reference
-from d2lrepro.core.data import Data, evaluate_accuracy, prepare_data
-from d2lrepro.core.devices import place
-from d2lrepro.core.results import exploded, failed, late_iqr, metric, seed_spread
-from d2lrepro.core.timing import Clock
+from d2lrepro.core.data import load_data
+from d2lrepro.core.devices import device_for
+from d2lrepro.core.models import lenet
+from d2lrepro.core.results import failed, late_iqr, metric, seed_spread
+from d2lrepro.core.training import train
 from d2lrepro.optimization import schedulers as schedules
 
-# Per epoch: lr, loss, accuracies, speed, whether the loss exploded, how far the weights moved.
-COLUMNS = ["epoch", "lr", "train_loss", "train_acc", "test_acc", "seconds", "samples_per_s"]
-COLUMNS += ["diverged", "param_change"]
-DIVERGENCE_CHECK_EVERY = 20  # batches between (synchronizing) checks for a non-finite loss
 EARLY_EPOCHS = 5
 # The ledger id of each run's curve in the book (the book's code, so "book" semantics only).
 BOOK_CURVE_IDS = {
@@ -39,7 +33,7 @@ BOOK_CURVE_IDS = {
 }
 
 
-def plot_values() -> dict[str, list[float]]:
+def schedule_values() -> dict[str, list[float]]:
     """The book's five schedule plots, value for value (30 updates; the factor one 50)."""
     return {
         "sqrt": schedules.values(schedules.SquareRootScheduler(lr=0.1), 30),
@@ -74,140 +68,56 @@ def lr_after_setting_by_hand() -> float:
     return ((before - param.detach()) / gradient).item()
 
 
-def plot_metrics(values: dict[str, list[float]]) -> list[dict]:
+def schedule_metrics(values: dict[str, list[float]]) -> list[dict]:
+    """Every value of the schedule plots, and the lr SGD steps with once set by hand."""
     rows = [metric("set_lr.step_lr", lr_after_setting_by_hand())]
     for name, series in values.items():
         rows += [metric(f"{name}.t{t}", v) for t, v in enumerate(series)]
     return rows
 
 
-def draw_plots(values: dict[str, list[float]], figures: dict) -> None:
+def draw_schedules(values: dict[str, list[float]], figures: dict) -> None:
+    """The book's schedule plots: the lr against the update, one figure per schedule."""
     for name, series in values.items():
         fig, ax = plotting.figure()
         plotting.plot_lines(ax, np.arange(len(series)), [series])
         plotting.save(fig, figures[name])
 
 
-def train(
-    net: nn.Module,
-    data: Data | Mapping[str, torch.Tensor],
+def train_run(
+    run: str,
+    semantics: str,
+    seed: int,
+    data_path,
     epochs: int,
-    schedule: Sequence[float] | schedules.Schedule,
-    batch_size: int = 256,
-    device="cpu",
-    seed: int = 0,
-    log: logging.Logger | None = None,
-    on_epoch: Callable[[dict], None] | None = None,
-    train_subset: int | None = None,
-    test_subset: int | None = None,
-    warmup_steps: int = 0,
+    batch_size: int,
+    train_subset: int | None,
+    test_subset: int | None,
+    log: logging.Logger,
 ) -> pd.DataFrame:
-    """Train ``net`` in place with minibatch SGD; one row per epoch (see :data:`COLUMNS`).
-
-    ``schedule``: the lr of each epoch, set before it, or a
-    :class:`~d2lrepro.optimization.schedulers.Schedule`, whose hooks run before each epoch and
-    after it
-    (after the test accuracy, where the book's ``train()`` applies its scheduler). With
-    ``warmup_steps``, the first steps climb linearly to the epoch's lr (``lr * (s + 1) /
-    warmup_steps`` at step ``s``). A row's ``lr`` is the largest lr the optimizer stepped with.
-    Each epoch visits the training set in the order of a permutation drawn from a
-    ``torch.Generator`` seeded with ``seed``; the last partial batch is kept.
-    ``train_loss``/``train_acc`` are the means over the epoch's examples of the per-batch
-    values seen during training (the book's running metrics); ``test_acc`` is measured after
-    the epoch in eval mode; ``seconds`` covers the training pass only.
-    A loss that explodes (non-finite, or :data:`~d2lrepro.core.results.DIVERGENCE_FACTOR` times the
-    loss of the first batch, so that an explosion within the first epoch counts) ends the run:
-    that epoch's row has ``diverged`` True (and ``test_acc`` NaN if the loss is not finite),
-    and no later epochs are run (``df.attrs["diverged"]`` says whether this happened).
-    ``on_epoch(row)`` is called with each row as a dict.
-    """
-    if not isinstance(schedule, schedules.Schedule):
-        if len(schedule) < epochs:
-            raise ValueError(f"{epochs} epochs need {epochs} learning rates, got {len(schedule)}")
-        schedule = schedules.EpochLrs(schedule)
-    device = torch.device(device)
-    data = prepare_data(data, train_subset, test_subset, device)
-    n = len(data.train_y)
-    if n == 0:
-        raise ValueError("no training examples")
-    place(net, device)
-    net.train()
-    loss_fn = nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(net.parameters(), lr=schedule.initial_lr)
-    schedule.start(optimizer)
-    generator = torch.Generator().manual_seed(seed)
-    rows = []
-    diverged = False
-    start_loss = None  # the fresh network's loss: what an explosion is measured against
-    step = 0
-    for epoch in range(epochs):
-        schedule.before_epoch(optimizer, epoch)
-        base_lr = optimizer.param_groups[0]["lr"]
-        lr = -math.inf
-        before = [p.detach().clone() for p in net.parameters()]
-        net.train()
-        with Clock(device) as clock:
-            order = torch.randperm(n, generator=generator).to(device)
-            loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-            correct = torch.zeros((), dtype=torch.int64, device=device)
-            seen = 0
-            for b, i in enumerate(range(0, n, batch_size)):
-                idx = order[i : i + batch_size]
-                x, y = data.train_x[idx], data.train_y[idx]
-                if warmup_steps and step <= warmup_steps:
-                    schedules.set_lr(optimizer, base_lr * min(1.0, (step + 1) / warmup_steps))
-                step += 1
-                optimizer.zero_grad(set_to_none=True)
-                y_hat = net(x)
-                loss = loss_fn(y_hat, y)
-                if start_loss is None:
-                    start_loss = loss.item()
-                loss.backward()
-                lr = max(lr, optimizer.param_groups[0]["lr"])  # what this step runs with
-                optimizer.step()
-                with torch.no_grad():
-                    loss_sum += loss.detach().double() * len(y)
-                    correct += (y_hat.argmax(dim=1) == y).sum()
-                seen += len(y)
-                if (b + 1) % DIVERGENCE_CHECK_EVERY == 0 and not torch.isfinite(loss_sum).item():
-                    diverged = True
-                    break
-        if warmup_steps:
-            schedules.set_lr(optimizer, base_lr)  # the schedule goes on from the epoch's lr
-        seconds = clock.seconds
-        train_loss = loss_sum.item() / seen
-        diverged = diverged or exploded(train_loss, start_loss)
-        row = {
-            "epoch": epoch + 1,
-            "lr": lr,
-            "train_loss": train_loss,
-            "train_acc": correct.item() / seen,
-            "test_acc": evaluate_accuracy(net, data.test_x, data.test_y)
-            if math.isfinite(train_loss)
-            else math.nan,
-            "seconds": seconds,
-            "samples_per_s": seen / seconds if seconds > 0 else math.nan,
-            "diverged": diverged,
-            "param_change": max(
-                (p.detach() - b).abs().max().item() for p, b in zip(net.parameters(), before)
-            ),
-        }
-        schedule.after_epoch(optimizer, epoch)
-        rows.append(row)
-        if log is not None:
-            log.info(
-                "epoch %(epoch)d/%(epochs)d lr %(lr).4g: train loss %(train_loss).4f, train acc"
-                " %(train_acc).4f, test acc %(test_acc).4f, %(seconds).2f s (%(samples_per_s).0f"
-                " examples/s)%(flag)s",
-                row | {"epochs": epochs, "flag": " DIVERGED" if diverged else ""},
-            )
-        if on_epoch is not None:
-            on_epoch(row)
-        if diverged:
-            break
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    frame.attrs["diverged"] = diverged
-    return frame
+    """The section's LeNet trained under schedule ``run`` as ``semantics`` applies it, from
+    seed ``seed``, on this job's device (its GPU, else the CPU): one row per epoch
+    (:data:`~d2lrepro.core.training.COLUMNS`), labelled with the run, the device and torch's
+    threads."""
+    device = device_for(0, 1)
+    threads = torch.get_num_threads()
+    log.info(
+        "%s (%s semantics, seed %d) on %s with %d threads", run, semantics, seed, device, threads
+    )
+    fashion = load_data(data_path, train_subset, test_subset, device)
+    history = train(
+        lenet(seed=seed),
+        fashion,
+        epochs,
+        schedules.schedule(run, semantics),
+        batch_size=batch_size,
+        device=device,
+        seed=seed,
+        log=log,
+    )
+    return history.assign(
+        run=run, semantics=semantics, seed=seed, device=str(device), threads=threads
+    )
 
 
 def _run_values(h: pd.DataFrame) -> dict:

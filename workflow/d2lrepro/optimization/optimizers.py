@@ -2,6 +2,10 @@
 
 Each optimizer is one in-place update rule on a parameter tensor, as the book writes it, so the
 same rule drives the 2-D traces (a float64 tensor holding (x1, x2)) and the airfoil regression.
+:func:`train_airfoil` is the airfoil code path's loop: a new experiment on the airfoil data
+reuses it. Through the traces, the weight curves and the airfoil sweeps these rules serve
+``momentum.*``, ``adagrad.*``, ``rmsprop.*``, ``adadelta.*``, ``adam.*`` and
+``data.train_ch11.sec_per_epoch``.
 """
 
 from __future__ import annotations
@@ -194,7 +198,8 @@ def train_airfoil(
     objective: str = "half_squared",
     start: str | None = None,
 ) -> pd.DataFrame:
-    """The book's train_ch11 ('scratch') and train_concise_ch11 ('torch') as one loop.
+    """The book's train_ch11 ('scratch') and train_concise_ch11 ('torch') as one loop: the
+    loop of the airfoil code path.
 
     Linear regression X @ w + b, minimising the mean half squared error over minibatches of a
     fresh shuffle each epoch, from :func:`airfoil_start` (``start``; by default the book's for

@@ -1,4 +1,4 @@
-"""Learning-rate schedules of the book's lr-scheduler section (PyTorch edition).
+"""Learning-rate schedules of the book's lr-scheduler section (PyTorch edition; ``lrs.*``).
 
 The three custom schedulers are the book's classes, value for value: each is called with
 an update (epoch) index ``t`` and returns the learning rate. ``FactorScheduler`` is stateful
@@ -8,8 +8,8 @@ which is what it returns for ``t > max_update``.
 The multi-step schedule is PyTorch's own ``MultiStepLR``; :func:`multistep_plot_values`
 replays the book's plotting loop on a real optimizer.
 
-:func:`schedule` gives the :class:`Schedule` a training loop applies to its optimizer
-(``lr_training.train`` calls its hooks), under two semantics:
+:func:`schedule` gives the :class:`~d2lrepro.core.schedule.Schedule` a training loop applies to
+its optimizer (:func:`d2lrepro.core.training.train` calls its hooks), under two semantics:
 
 ``"book"``
     The book's cell and its ``train()``: the optimizer is built with the cell's lr, and a
@@ -31,6 +31,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+from d2lrepro.core.schedule import Schedule, set_lr
 
 SEMANTICS = ("book", "intended")
 
@@ -196,36 +198,6 @@ EXPERIMENTS: dict[str, Experiment] = {
 }
 
 
-class Schedule:
-    """What a training loop does to its optimizer's lr: ``start`` on the optimizer built with
-    ``initial_lr``, then ``before_epoch(optimizer, e)`` and ``after_epoch(optimizer, e)``
-    around epoch ``e`` (0-based; after its test accuracy, where the book's ``train()`` applies
-    its scheduler). This base class leaves the lr alone (the constant run)."""
-
-    def __init__(self, initial_lr: float):
-        self.initial_lr = float(initial_lr)
-
-    def start(self, optimizer) -> None:
-        pass
-
-    def before_epoch(self, optimizer, epoch: int) -> None:
-        pass
-
-    def after_epoch(self, optimizer, epoch: int) -> None:
-        pass
-
-
-class EpochLrs(Schedule):
-    """Epoch ``e`` runs with ``lrs[e]``, set before it."""
-
-    def __init__(self, lrs: Sequence[float]):
-        super().__init__(lrs[0] if len(lrs) else 0.0)
-        self.lrs = [float(lr) for lr in lrs]
-
-    def before_epoch(self, optimizer, epoch: int) -> None:
-        set_lr(optimizer, self.lrs[epoch])
-
-
 class OnTime(Schedule):
     """A custom scheduler applied on time: epoch ``e`` runs with ``scheduler(e)``."""
 
@@ -267,12 +239,6 @@ class BookMultiStep(Schedule):
         self.scheduler.step()
 
 
-def set_lr(optimizer, lr: float) -> None:
-    """Every param group's lr."""
-    for group in optimizer.param_groups:
-        group["lr"] = float(lr)
-
-
 def schedule(experiment: str | Experiment, semantics: str = "book") -> Schedule:
     """The schedule of one of the section's runs, for a training loop to apply.
 
@@ -308,9 +274,6 @@ __all__ = [
     "multistep_plot_values",
     "Experiment",
     "EXPERIMENTS",
-    "Schedule",
-    "EpochLrs",
-    "set_lr",
     "OnTime",
     "BookCustom",
     "BookMultiStep",

@@ -1,17 +1,61 @@
-"""Warm-up against a high learning rate (seed 000 §6.3): the sweep of peak lrs, each run
-without and with a linear warm-up from the same weights (``lr_training.train``'s
-``warmup_steps``), judged pair by pair."""
+"""Warm-up against a high learning rate (seed 000 §6.3; ``lrs.warmup_high_lr``): the sweep of
+peak lrs, each run without and with a linear warm-up from the same weights
+(:func:`d2lrepro.core.training.train`'s ``warmup_steps``), judged pair by pair."""
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
+import torch
 
 from d2lrepro.core import plotting
+from d2lrepro.core.data import load_data
+from d2lrepro.core.devices import device_for
+from d2lrepro.core.models import lenet
 from d2lrepro.core.results import metric, sign_test_p
+from d2lrepro.core.training import train
 
 # A run "trains" when it neither explodes nor dies: a LeNet whose ReLUs died predicts one
 # class, 0.1 on the balanced test set; one that learns anything is far above twice that.
 TRAINED_TEST_ACC = 0.2
+
+
+def train_seeds(
+    lr: float, variant: str, sweep: dict, data_path, log: logging.Logger
+) -> pd.DataFrame:
+    """Every seed of ``sweep`` (the config's ``warmup_sweep``) at peak lr ``lr``, without
+    warm-up (``variant`` "none") or with a linear one ("linear"), each seed's LeNet from its
+    own weights, on this job's device (its GPU, else the CPU): one row per epoch
+    (:data:`~d2lrepro.core.training.COLUMNS`), labelled with the run, the device and torch's
+    threads."""
+    device = device_for(0, 1)
+    warmup_steps = sweep["warmup_steps"] if variant == "linear" else 0
+    fashion = load_data(data_path, sweep["train_subset"], sweep["test_subset"], device)
+    runs = []
+    for seed in sweep["seeds"]:
+        log.info(
+            "peak lr %g, warm-up over %d steps, seed %d, on %s", lr, warmup_steps, seed, device
+        )
+        history = train(
+            lenet(seed=seed),
+            fashion,
+            sweep["epochs"],
+            [lr] * sweep["epochs"],
+            batch_size=sweep["batch_size"],
+            device=device,
+            seed=seed,
+            log=log,
+            warmup_steps=warmup_steps,
+        )
+        runs.append(history.assign(seed=seed))
+    return pd.concat(runs, ignore_index=True).assign(
+        peak_lr=lr,
+        warmup=variant,
+        warmup_steps=warmup_steps,
+        device=str(device),
+        threads=torch.get_num_threads(),
+    )
 
 
 def trained(runs: pd.DataFrame) -> pd.DataFrame:

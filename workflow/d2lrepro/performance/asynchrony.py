@@ -1,6 +1,6 @@
-"""Asynchronous computation: numpy vs torch with and without synchronization, how long a CPU
-operator takes to return against how long until its result is read, z = x * y + 2 on the
-GPU, and the peak memory of an unsynchronized CUDA queue.
+"""Asynchronous computation (``async.*``): numpy vs torch with and without synchronization, how
+long a CPU operator takes to return against how long until its result is read, z = x * y + 2 on
+the GPU, and the peak memory of an unsynchronized CUDA queue.
 
 Metrics: ``async.numpy_s``; ``async.cuda.{nosync,sync}_s`` (medians), their ``_iqr_s`` and
 ``nosync_over_sync``; ``async.cpu.{return,read}_s`` (medians) and their ``_iqr_s``;

@@ -1,5 +1,5 @@
-"""Automatic parallelism: two independent chains of products alone and together (on 2 GPUs,
-2 CUDA streams, or 2 CPU cores), and computing while copying results to the host.
+"""Automatic parallelism (``autopar.*``): two independent chains of products alone and together
+(on 2 GPUs, 2 CUDA streams, or 2 CPU cores), and computing while copying results to the host.
 
 Metrics: ``autopar.{cpu,streams,gpus}.{a,b,both}.{median_s,iqr_s,runs}``,
 ``autopar.{v}.sum_s`` (a + b), ``autopar.{v}.both_below_sum`` (1 or 0), ``autopar.{v}.speedup``
@@ -228,7 +228,7 @@ def _time_pinned(x: torch.Tensor, ys: list[torch.Tensor], copier, timed) -> dict
 AUTOPAR_VARIANTS = {"cpu": "CPU, 2 threads", "streams": "1 GPU, 2 streams", "gpus": "2 GPUs"}
 
 
-def plot_autopar(metrics: pd.DataFrame, path, footer: str) -> None:
+def draw_autopar(metrics: pd.DataFrame, path, footer: str) -> None:
     """Chain a alone, chain b alone, both at once, and a + b, for each variant measured."""
     table = plotting.metric_table(
         metrics, r"^autopar\.(?P<variant>\w+)\.(?P<part>a|b|both)\.(?P<stat>median_s|iqr_s)$"

@@ -1,5 +1,5 @@
-"""Hardware: the memory hierarchy seen by a sum over growing arrays and by dependent random
-reads (latency), the CPU's cache sizes, and host <-> device copies.
+"""Hardware (``hw.*``): the memory hierarchy seen by a sum over growing arrays and by dependent
+random reads (latency), the CPU's cache sizes, and host <-> device copies.
 
 Metrics: ``lat.{l1,l2,mib256}_ns``;
 ``bandwidth.{h2d,d2h}.{pinned,pageable}.mib{N}.gbps``; ``latency.h2d.pinned.mib1.us``;
@@ -287,7 +287,7 @@ def cache_sizes(root: Path = CACHE_ROOT) -> dict[str, int]:
     return sizes
 
 
-def plot_memory_sweep(
+def draw_memory_sweep(
     sweep: pd.DataFrame,
     latency: pd.DataFrame | None,
     path,

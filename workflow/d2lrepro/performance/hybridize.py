@@ -1,5 +1,5 @@
-"""Compilers and interpreters: imperative vs symbolic fancy_func, the book's MLP run eagerly,
-by TorchScript and by torch.compile, and TorchScript serialization.
+"""Compilers and interpreters (``hyb.*``): imperative vs symbolic fancy_func, the book's MLP
+run eagerly, by TorchScript and by torch.compile, and TorchScript serialization.
 
 Metrics: ``imperative.result``, ``symbolic.result`` (book: 10); ``hyb.n_calls``;
 ``hyb.batch{B}.{mode}.{median_s,iqr_s,runs}`` (time of ``n_calls`` forward calls),
@@ -281,7 +281,7 @@ def serialize(directory, seed: int = 0) -> list[dict]:
     ]
 
 
-def plot_hybridization(metrics: pd.DataFrame, path, footer: str) -> None:
+def draw_hybridization(metrics: pd.DataFrame, path, footer: str) -> None:
     """Time of n_calls forward passes per batch size and mode: median bars with IQR error bars,
     the book's single cold loop as hollow markers; one panel for the CPU and, where the first
     GPU was timed (``hyb.cuda.*``), one for it."""

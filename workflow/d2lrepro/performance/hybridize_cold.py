@@ -1,5 +1,5 @@
 """The book's cold loop of forward passes, eager against TorchScript, each pair of loops in a
-fresh Python process (hyb.bench.naive).
+fresh Python process (``hyb.bench.naive``).
 
 TorchScript keeps what it compiled and profiled for a module's code for the rest of the
 process, so in one process only the first scripted loop is cold. Each pair therefore runs in

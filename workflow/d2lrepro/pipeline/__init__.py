@@ -1,2 +1,2 @@
 """The workflow's own logic: settings, the claims evaluator, the report, the rules' code
-inputs."""
+inputs, and the opening every script shares (job)."""

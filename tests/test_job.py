@@ -1,0 +1,56 @@
+"""The opening every workflow script shares (d2lrepro.pipeline.job)."""
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from d2lrepro.core import devices, logs
+from d2lrepro.pipeline import job
+
+
+def snakemake_object(log, gpu=0, threads=1):
+    """What a script sees of its job: its log file, its resources, its threads."""
+    return SimpleNamespace(log=[str(log)], resources=SimpleNamespace(gpu=gpu), threads=threads)
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """What start() did, in order; nothing is claimed, configured or set for real."""
+    calls = []
+    monkeypatch.setattr(logs, "setup", lambda path: calls.append(("log", path)) or "logger")
+    monkeypatch.setattr(devices, "claim_gpus", lambda n, log: calls.append(("gpus", n, log)))
+    monkeypatch.setattr("torch.set_num_threads", lambda n: calls.append(("threads", n)))
+    return calls
+
+
+def test_a_computing_job_claims_its_gpus_then_sets_its_threads(recorded, tmp_path):
+    log = job.start(snakemake_object(tmp_path / "a.log", 2, 4), gpus=True, threads=True)
+    assert log == "logger"
+    assert recorded == [("log", str(tmp_path / "a.log")), ("gpus", 2, "logger"), ("threads", 4)]
+
+
+def test_a_job_claims_and_sets_only_what_it_asks_for(recorded, tmp_path):
+    job.start(snakemake_object(tmp_path / "a.log", 2, 4), threads=True)
+    job.start(snakemake_object(tmp_path / "b.log", 2, 4))
+    assert [call[0] for call in recorded] == ["log", "threads", "log"]
+
+
+OPEN_A_LOG = """
+import sys
+from types import SimpleNamespace
+from d2lrepro.pipeline import job
+
+job.start(SimpleNamespace(log=[sys.argv[1]])).info("hello")
+print("torch" in sys.modules)
+"""
+
+
+def test_a_job_that_asks_for_nothing_logs_to_its_file_without_importing_torch(tmp_path):
+    path = tmp_path / "job.log"
+    result = subprocess.run(
+        [sys.executable, "-c", OPEN_A_LOG, str(path)], capture_output=True, text=True
+    )
+    assert result.stdout.strip() == "False"
+    assert "hello" in path.read_text()

@@ -1,0 +1,30 @@
+"""The opening of every workflow script: the job's log, its GPUs and its threads, from the
+``snakemake`` object Snakemake hands the script. Serves every section of the ledger."""
+
+from __future__ import annotations
+
+import logging
+
+from d2lrepro.core import logs
+
+
+def start(snakemake, gpus: bool = False, threads: bool = False) -> logging.Logger:
+    """Start a script's job: its log records and an uncaught exception's traceback go to its
+    log file (the logger is returned).
+
+    ``gpus``: the job's ``gpu`` resource is claimed (:func:`d2lrepro.core.devices.claim_gpus`)
+    before anything starts CUDA, so that the GPUs this job gets become its cuda:0, cuda:1, ...
+    and no other job's (given none, CUDA finds none). ``threads``: torch runs with the job's
+    threads. Without either, this imports no torch, which would cost a job that needs none
+    (the report) seconds.
+    """
+    log = logs.setup(snakemake.log[0])
+    if gpus:
+        from d2lrepro.core import devices
+
+        devices.claim_gpus(snakemake.resources.gpu, log)
+    if threads:
+        import torch
+
+        torch.set_num_threads(snakemake.threads)
+    return log
