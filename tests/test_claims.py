@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from d2lrepro.core.results import failed, metric, not_applicable
-from d2lrepro.pipeline import claims
+from d2lrepro.pipeline import claims, scaling
 
 METRICS = pd.DataFrame(
     [
@@ -297,7 +297,7 @@ def test_a_scaled_claim_says_how_long_the_book_s_scale_would_take_here(tmp_path)
     ]
     benchmark(tmp_path / "lr_schedules_run/stale.tsv", 999.0)  # from an earlier run: not listed
     files = {"lr_schedules": lr, "data_parallel.runs.lenet.1": [str(tmp_path / "none.tsv")]}
-    seconds = claims.job_seconds(files)
+    seconds = scaling.job_seconds(files)
     assert seconds == {"lr_schedules": 90.0}
     row = evaluate_with(
         [metric("acc", 0.9)],

@@ -2,7 +2,7 @@ import json
 
 import pandas as pd
 
-from d2lrepro.pipeline import claims, job
+from d2lrepro.pipeline import claims, job, scaling
 
 log = job.start(snakemake)
 with open(snakemake.input.environment) as f:
@@ -13,7 +13,7 @@ table = claims.evaluate(
     env,
     [tuple(d) for d in snakemake.params.deviations],
     snakemake.params.preset,
-    claims.job_seconds(snakemake.params.timed),
+    scaling.job_seconds(snakemake.params.timed),
 )
 for row in table.itertuples():
     log.info("%s: %s %s", row.id, row.verdict, row.reason if isinstance(row.reason, str) else "")
