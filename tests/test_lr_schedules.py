@@ -72,17 +72,17 @@ def test_set_lr_on_a_copy_or_the_wrong_key_is_not_reproduced(monkeypatch, wrong)
 def warmup_book_metrics(raw):
     """Warm-up under the book's semantics for 2 epochs, through the real loop and summary."""
     history = training.train(
-        models.lenet(seed=0), raw, 2, schedulers.schedule("warmup", "book"), batch_size=16
+        models.lenet(seed=0), raw, 2, schedulers.schedule("warmup", "as_written"), batch_size=16
     )
-    history = history.assign(run="warmup", semantics="book", seed=0, device="cpu")
+    history = history.assign(run="warmup", semantics="as_written", seed=0, device="cpu")
     return lr_schedules.training_metrics(history, reference.load())
 
 
 def test_warmup_epochs_1_and_2_are_identical_in_the_books_loop(raw):
     rows = warmup_book_metrics(raw)
     m = {r["metric"]: r["value"] for r in rows}
-    assert m["warmup.book.param_change_epoch2"] == 0  # epoch 2 ran at scheduler(0) = 0
-    assert m["warmup.book.test_acc_epoch2_minus_1"] == 0
+    assert m["warmup.as_written.param_change_epoch2"] == 0  # epoch 2 ran at scheduler(0) = 0
+    assert m["warmup.as_written.test_acc_epoch2_minus_1"] == 0
     assert verdict_of("lrs.warmup_train.epochs12", rows) == claims.REPRODUCED
 
 
@@ -91,8 +91,8 @@ def test_warmup_applied_on_time_makes_epochs_1_and_2_differ(raw, monkeypatch):
     monkeypatch.setattr(schedulers, "BookCustom", schedulers.OnTime)
     rows = warmup_book_metrics(raw)
     m = {r["metric"]: r["value"] for r in rows}
-    assert m["warmup.book.param_change_epoch2"] > 1e-6  # epoch 2 ran at scheduler(1) = 0.06
-    assert m["warmup.book.test_acc_epoch2_minus_1"] != 0
+    assert m["warmup.as_written.param_change_epoch2"] > 1e-6  # epoch 2 ran at scheduler(1) = 0.06
+    assert m["warmup.as_written.test_acc_epoch2_minus_1"] != 0
     assert verdict_of("lrs.warmup_train.epochs12", rows) == claims.NOT_REPRODUCED
 
 
@@ -108,10 +108,10 @@ def test_a_run_trains_its_schedule_and_is_labelled_with_it(tmp_path, cpu_only):
     path = tmp_path / "fashion_mnist.pt"
     data.save(synthetic(n_train=64, n_test=32), path)
     log = logging.getLogger("test")
-    h = lr_schedules.train_run("warmup", "book", 3, path, 2, 16, None, None, log)
+    h = lr_schedules.train_run("warmup", "as_written", 3, path, 2, 16, None, None, log)
     assert h["lr"].tolist() == [0.3, 0.0]  # the book's code: epoch 2 runs at scheduler(0)
     labels = h[["run", "semantics", "seed", "device"]].drop_duplicates().values.tolist()
-    assert labels == [["warmup", "book", 3, "cpu"]]
+    assert labels == [["warmup", "as_written", 3, "cpu"]]
     assert (h["threads"] == torch.get_num_threads()).all()
     intended = lr_schedules.train_run("warmup", "intended", 3, path, 2, 16, None, None, log)
     assert intended["lr"].tolist() == pytest.approx([0.0, 0.06])

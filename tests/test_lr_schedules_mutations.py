@@ -24,8 +24,8 @@ def book_metrics(raw, runs) -> dict:
     """The runs under the book's semantics, one seed, through train() and training_metrics()."""
     histories = [
         training.train(
-            models.lenet(seed=0), raw, EPOCHS, schedulers.schedule(run, "book"), batch_size=32
-        ).assign(run=run, semantics="book", seed=0, device="cpu")
+            models.lenet(seed=0), raw, EPOCHS, schedulers.schedule(run, "as_written"), batch_size=32
+        ).assign(run=run, semantics="as_written", seed=0, device="cpu")
         for run in runs
     ]
     return lr_schedules.training_metrics(pd.concat(histories), reference.load())
@@ -49,14 +49,14 @@ def test_a_schedule_never_applied_fails_the_warmup_and_cosine_orderings(raw, mon
     runs = ("constant", "cosine", "warmup")
     intact = values(book_metrics(raw, runs))
     # The schedules change what the runs learn: warm-up's early epochs differ from cosine's.
-    assert intact["warmup.book.early_test_acc"] != intact["cosine.book.early_test_acc"]
+    assert intact["warmup.as_written.early_test_acc"] != intact["cosine.as_written.early_test_acc"]
 
     never_applied(monkeypatch)
     rows = book_metrics(raw, runs)
     m = values(rows)
     # Cosine and warm-up both start at 0.3: without their schedules they are the constant run.
-    assert m["cosine.book.test_acc"] == m["constant.book.test_acc"]
-    assert m["warmup.book.early_test_acc"] == m["cosine.book.early_test_acc"]
+    assert m["cosine.as_written.test_acc"] == m["constant.as_written.test_acc"]
+    assert m["warmup.as_written.early_test_acc"] == m["cosine.as_written.early_test_acc"]
     for claim in ("lrs.cosine_train", "lrs.warmup_train"):
         assert verdict_of(claim, rows) == claims.NOT_REPRODUCED
 

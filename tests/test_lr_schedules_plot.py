@@ -42,50 +42,50 @@ def history(run, semantics, accs, diverged=False, seed=0):
 def test_training_metrics():
     h = pd.concat(
         [
-            history("cosine", "book", [0.1, 0.2, 0.3, 0.4, 0.5, 0.9]),
-            history("warmup", "book", [0.5] * 6, diverged=True),
+            history("cosine", "as_written", [0.1, 0.2, 0.3, 0.4, 0.5, 0.9]),
+            history("warmup", "as_written", [0.5] * 6, diverged=True),
         ]
     )
     m = {r["metric"]: r for r in lr_schedules.training_metrics(h, BOOK)}
-    assert m["cosine.book.early_test_acc"]["value"] == pytest.approx(0.3)
-    assert m["cosine.book.gap"]["value"] == pytest.approx(0.05)
-    assert m["cosine.book.test_acc"]["value"] == pytest.approx(0.9)
+    assert m["cosine.as_written.early_test_acc"]["value"] == pytest.approx(0.3)
+    assert m["cosine.as_written.gap"]["value"] == pytest.approx(0.05)
+    assert m["cosine.as_written.test_acc"]["value"] == pytest.approx(0.9)
     # second half: test acc climbs from a best of 0.3 to 0.9, train acc from 0.35 to 0.95
-    assert m["cosine.book.late_test_gain"]["value"] == pytest.approx(0.6)
-    assert m["cosine.book.late_train_gain"]["value"] == pytest.approx(0.6)
-    diverged = m["warmup.book.test_acc"]
+    assert m["cosine.as_written.late_test_gain"]["value"] == pytest.approx(0.6)
+    assert m["cosine.as_written.late_train_gain"]["value"] == pytest.approx(0.6)
+    diverged = m["warmup.as_written.test_acc"]
     assert math.isnan(diverged["value"]) and diverged["status"] == "failed"
-    assert diverged["note"].startswith("warmup (book) seed 0 diverged at epoch 1")
+    assert diverged["note"].startswith("warmup (as_written) seed 0 diverged at epoch 1")
 
 
 def test_seeds_give_medians_and_the_spread_across_seeds():
     finals = [0.80, 0.84, 0.90]
     h = pd.concat(
-        [history("cosine", "book", [0.5] * 5 + [a], seed=i) for i, a in enumerate(finals)]
+        [history("cosine", "as_written", [0.5] * 5 + [a], seed=i) for i, a in enumerate(finals)]
     )
     m = {r["metric"]: r["value"] for r in lr_schedules.training_metrics(h, BOOK)}
-    assert m["cosine.book.seeds"] == 3
-    assert m["cosine.book.test_acc"] == pytest.approx(0.84)
-    assert m["cosine.book.test_acc_spread"] == pytest.approx(0.05)  # IQR of the three finals
-    assert m["cosine.book.gap_spread"] == 0  # every seed's gap is 0.05
+    assert m["cosine.as_written.seeds"] == 3
+    assert m["cosine.as_written.test_acc"] == pytest.approx(0.84)
+    assert m["cosine.as_written.test_acc_spread"] == pytest.approx(0.05)  # IQR of the three finals
+    assert m["cosine.as_written.gap_spread"] == 0  # every seed's gap is 0.05
 
 
 def test_one_seed_has_the_spread_of_its_last_epochs():
-    h = history("cosine", "book", [0.1, 0.80, 0.82, 0.84, 0.86, 0.88])
+    h = history("cosine", "as_written", [0.1, 0.80, 0.82, 0.84, 0.86, 0.88])
     m = {r["metric"]: r["value"] for r in lr_schedules.training_metrics(h, BOOK)}
-    assert m["cosine.book.test_acc_spread"] == pytest.approx(0.04)
-    assert m["cosine.book.early_test_acc_spread"] == pytest.approx(0.04)
+    assert m["cosine.as_written.test_acc_spread"] == pytest.approx(0.04)
+    assert m["cosine.as_written.early_test_acc_spread"] == pytest.approx(0.04)
 
 
 def test_an_exact_quirk_must_hold_for_every_seed():
-    same = history("warmup", "book", [0.7, 0.7, 0.8]).assign(lr=[0.3, 0.0, 0.06])
+    same = history("warmup", "as_written", [0.7, 0.7, 0.8]).assign(lr=[0.3, 0.0, 0.06])
     other = same.assign(seed=1, test_acc=[0.7, 0.72, 0.8], param_change=[0.1, 2e-9, 0.1])
     m = {
         r["metric"]: r["value"]
         for r in lr_schedules.training_metrics(pd.concat([same, same.assign(seed=2), other]), BOOK)
     }
-    assert m["warmup.book.test_acc_epoch2_minus_1"] == pytest.approx(0.02)
-    assert m["warmup.book.param_change_epoch2"] == 2e-9
+    assert m["warmup.as_written.test_acc_epoch2_minus_1"] == pytest.approx(0.02)
+    assert m["warmup.as_written.param_change_epoch2"] == 2e-9
 
 
 def test_figures(tmp_path):
@@ -93,14 +93,14 @@ def test_figures(tmp_path):
         [
             history(r, s, [0.1, 0.2, 0.3], seed=seed)
             for r in ("cosine", "warmup")
-            for s in ("book", "intended")
+            for s in ("as_written", "intended")
             for seed in (0, 1)
         ]
     )
     lr_schedules.draw_lrs(h, tmp_path / "lrs.png")
     lr_schedules.draw_early(h, tmp_path / "early.png", "footer")
     lr_schedules.draw_run(
-        h[(h.run == "cosine") & (h.semantics == "book")], tmp_path / "run.png", "footer", BOOK
+        h[(h.run == "cosine") & (h.semantics == "as_written")], tmp_path / "run.png", "footer", BOOK
     )
     values = lr_schedules.schedule_values()
     lr_schedules.draw_schedules(values, {k: tmp_path / f"{k}.png" for k in values})
@@ -108,20 +108,20 @@ def test_figures(tmp_path):
 
 
 def test_the_quirks_of_the_books_code_are_measured_from_the_history():
-    h = history("warmup", "book", [0.7, 0.7, 0.8]).assign(
+    h = history("warmup", "as_written", [0.7, 0.7, 0.8]).assign(
         lr=[0.3, 0.0, 0.06], param_change=[0.2, 0.0, 0.1]
     )
     m = {r["metric"]: r["value"] for r in lr_schedules.training_metrics(h, BOOK)}
-    assert m["warmup.book.test_acc_epoch2_minus_1"] == 0
-    assert (m["warmup.book.lr_min"], m["warmup.book.lr_max"]) == (0.0, 0.3)
-    assert m["warmup.book.param_change_epoch2"] == 0
+    assert m["warmup.as_written.test_acc_epoch2_minus_1"] == 0
+    assert (m["warmup.as_written.lr_min"], m["warmup.as_written.lr_max"]) == (0.0, 0.3)
+    assert m["warmup.as_written.param_change_epoch2"] == 0
 
 
 def test_a_run_without_a_second_epoch_has_no_epoch_2_quirk():
-    h = history("warmup", "book", [0.7])
+    h = history("warmup", "as_written", [0.7])
     m = {r["metric"]: r["value"] for r in lr_schedules.training_metrics(h, BOOK)}
-    assert math.isnan(m["warmup.book.test_acc_epoch2_minus_1"])
-    assert math.isnan(m["warmup.book.param_change_epoch2"])
+    assert math.isnan(m["warmup.as_written.test_acc_epoch2_minus_1"])
+    assert math.isnan(m["warmup.as_written.param_change_epoch2"])
 
 
 def test_late_iqr_is_the_spread_of_the_last_epochs():

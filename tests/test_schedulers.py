@@ -67,30 +67,30 @@ def ran_with(run, semantics, epochs=30):
 def test_book_semantics_are_one_epoch_late():
     cos = s.CosineScheduler(20, warmup_steps=5, base_lr=0.3, final_lr=0.01)
     intended = ran_with("warmup", "intended")
-    book = ran_with("warmup", "book")
+    book = ran_with("warmup", "as_written")
     assert intended == pytest.approx(s.values(cos, 30))
     assert book[0] == 0.3  # the optimizer's constructor lr
     assert book[1] == 0.0  # scheduler(0): a whole epoch at lr 0
     assert book[1:] == pytest.approx(intended[:-1])
 
-    sqrt = ran_with("sqrt", "book")
+    sqrt = ran_with("sqrt", "as_written")
     assert sqrt[0] == pytest.approx(0.1) and sqrt[1] == pytest.approx(0.1)
     assert sqrt[2] == pytest.approx(0.1 / math.sqrt(2))
     assert ran_with("sqrt", "intended")[29] == pytest.approx(0.1 / math.sqrt(30))
 
-    cosine = ran_with("cosine", "book")
+    cosine = ran_with("cosine", "as_written")
     assert cosine[:2] == pytest.approx([0.3, 0.3])
     assert cosine[21:] == pytest.approx([0.01] * 9)
 
 
 def test_multistep_semantics():
     # the book trains with the MultiStepLR its plot loop has stepped 30 times
-    assert ran_with("multistep", "book") == [0.125] * 30
+    assert ran_with("multistep", "as_written") == [0.125] * 30
     assert ran_with("multistep", "intended") == [0.5] * 15 + [0.25] * 15
 
 
 def test_constant_and_bad_semantics():
-    assert ran_with("constant", "book", 3) == [0.3] * 3
+    assert ran_with("constant", "as_written", 3) == [0.3] * 3
     assert ran_with("constant", "intended", 3) == [0.3] * 3
     with pytest.raises(ValueError):
         s.schedule("sqrt", "other")
@@ -106,4 +106,4 @@ def test_the_book_schedule_uses_the_object_its_plot_advanced():
     )
     assert ran_with(factor, "intended", 3) == pytest.approx([1.8, 1.62, 1.458])
     # after the book's 50-call plot the object already sits at its floor
-    assert ran_with(factor, "book", 3) == pytest.approx([2.0, 0.01, 0.01])
+    assert ran_with(factor, "as_written", 3) == pytest.approx([2.0, 0.01, 0.01])

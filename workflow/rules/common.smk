@@ -128,7 +128,7 @@ MULTIGPU_MODELS = sorted({run["model"] for run in S["data_parallel"]["runs"].val
 def lr_runs():
     """Every (run, semantics, seed); a constant lr has no schedule to apply late."""
     lr = S["lr_schedules"]
-    pairs = [("constant", "book")] + [
+    pairs = [("constant", "as_written")] + [
         (r, s) for r in LR_RUNS[1:] for s in lr["semantics"]
     ]
     return [

@@ -23,5 +23,5 @@ book = reference.load(snakemake.input.book_curves)
 results.write_metrics(lr_schedules.training_metrics(history, book), snakemake.output.metrics)
 lr_schedules.draw_lrs(history, snakemake.output.lrs)
 lr_schedules.draw_early(history, snakemake.output.early, footer)
-for run, h in history[history["semantics"] == "book"].groupby("run"):
+for run, h in history[history["semantics"] == "as_written"].groupby("run"):
     lr_schedules.draw_run(h, snakemake.output[run], footer, book)

@@ -23,7 +23,7 @@ from d2lrepro.core.training import train
 from d2lrepro.optimization import schedulers as schedules
 
 EARLY_EPOCHS = 5
-# The ledger id of each run's curve in the book (the book's code, so "book" semantics only).
+# The ledger id of each run's curve in the book (the book's code, so "as_written" semantics only).
 BOOK_CURVE_IDS = {
     "constant": "lrs.baseline",
     "sqrt": "lrs.sqrt_train",
@@ -176,7 +176,7 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         one_run = _one_run_spreads(seeds[0])
         values |= {f"{name}_spread": seed_spread(per_seed[name], one_run[name]) for name in one_run}
         values["seeds"] = len(seeds)
-        if semantics == "book":
+        if semantics == "as_written":
             curve = g.groupby("epoch")["test_acc"].median()
             values["curve_excess"] = reference.band_excess(
                 book, BOOK_CURVE_IDS[run], "test_acc", curve.index, curve.values
@@ -250,7 +250,7 @@ def draw_early(history: pd.DataFrame, path, footer: str) -> None:
             head.index,
             head.values,
             "-" if run == "warmup" else "--",
-            marker="o" if semantics == "book" else "x",
+            marker="o" if semantics == "as_written" else "x",
             label=f"{run} ({semantics})",
         )
     ax.set(xlabel="epoch", ylabel="test acc")

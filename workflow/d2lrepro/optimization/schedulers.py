@@ -11,7 +11,7 @@ replays the book's plotting loop on a real optimizer.
 :func:`schedule` gives the :class:`~d2lrepro.core.schedule.Schedule` a training loop applies to
 its optimizer (:func:`d2lrepro.core.training.train` calls its hooks), under two semantics:
 
-``"book"``
+``"as_written"``
     The book's cell and its ``train()``: the optimizer is built with the cell's lr, and a
     custom scheduler's ``scheduler(e)`` is written into the optimizer after epoch ``e``
     (0-based), as the book's ``train()`` does; ``MultiStepLR`` gets ``scheduler.step()``
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from d2lrepro.core.schedule import Schedule, set_lr
 
-SEMANTICS = ("book", "intended")
+SEMANTICS = ("as_written", "intended")
 
 
 class SquareRootScheduler:
@@ -239,10 +239,10 @@ class BookMultiStep(Schedule):
         self.scheduler.step()
 
 
-def schedule(experiment: str | Experiment, semantics: str = "book") -> Schedule:
+def schedule(experiment: str | Experiment, semantics: str = "as_written") -> Schedule:
     """The schedule of one of the section's runs, for a training loop to apply.
 
-    ``"book"``: the book's cell as it stands: the constructor lr, the scheduler object its plot
+    ``"as_written"``: the book's cell as it stands: the constructor lr, the scheduler object its plot
     has just advanced, applied after each epoch. ``"intended"``: a fresh scheduler on time.
     """
     _check(semantics)
@@ -250,7 +250,7 @@ def schedule(experiment: str | Experiment, semantics: str = "book") -> Schedule:
     if exp.kind == "constant":
         return Schedule(exp.initial_lr)
     if exp.kind == "multistep":
-        return BookMultiStep(exp, exp.plot_calls if semantics == "book" else 0)
+        return BookMultiStep(exp, exp.plot_calls if semantics == "as_written" else 0)
     if exp.kind != "custom":
         raise ValueError(f"unknown experiment kind {exp.kind!r}")
     scheduler = exp.make()
