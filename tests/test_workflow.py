@@ -437,3 +437,105 @@ def test_a_section_without_a_caption_file_takes_the_generic_caption():
     assert paths.caption("intro") == paths.CAPTIONS / "intro.rst"
     assert paths.caption("no_such_section") == paths.SECTION_CAPTION
     assert paths.SECTION_CAPTION.read_text().strip()
+
+
+# A new book section, as the README's "Adding a section" walks through it: the files it
+# touches, and what each gains.
+TOY_SECTION = {
+    "config.yaml": "\ntoy:\n  n: 10\n",
+    "workflow/schemas/config.schema.yaml": """
+  toy:
+    description: The toy section's sum runs to n.
+    type: object
+    additionalProperties: false
+    properties:
+      n: {type: integer, minimum: 1}
+""",
+    "workflow/d2lrepro/optimization/toy.py": '''"""A toy section: 1 + ... + n (toy.sum)."""
+
+from d2lrepro.core import plotting
+from d2lrepro.core.results import metric
+
+
+def measure(n: int) -> list[dict]:
+    return [metric("toy.sum", sum(range(1, n + 1)))]
+
+
+def draw(n: int, path) -> None:
+    fig, ax = plotting.figure()
+    ks = range(1, n + 1)
+    plotting.plot_lines(ax, list(ks), [[sum(range(1, k + 1)) for k in ks]])
+    plotting.save(fig, path)
+''',
+    "workflow/scripts/toy.py": """from d2lrepro.core import results
+from d2lrepro.optimization import toy
+from d2lrepro.pipeline import job
+
+job.start(snakemake)
+results.write_metrics(toy.measure(snakemake.params.n), snakemake.output.metrics)
+toy.draw(snakemake.params.n, snakemake.output.sums)
+""",
+    "workflow/rules/optimization.smk": """
+
+rule toy:
+    input:
+        code=code("toy"),
+    output:
+        metrics="results/optimization/toy/metrics.csv",
+        sums=figure("toy", "sums"),
+    log:
+        "logs/toy.log",
+    benchmark:
+        "benchmarks/toy.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(1000, 5),
+    params:
+        n=S["toy"]["n"],
+    script:
+        "../scripts/toy.py"
+""",
+    "workflow/claims.yaml": """
+  - id: toy
+    title: A toy section
+    source: "the README's walkthrough"
+    summary: The sum of the first n integers.
+    figures:
+      - {name: sums, caption: "1 + ... + k for k up to n."}
+    claims:
+      - id: toy.sum
+        kind: output
+        statement: 1 + 2 + ... + 10 is 55.
+        printed: "55"
+        evidence: results/optimization/toy/metrics.csv
+        checks:
+          - {kind: exact, metric: toy.sum, expected: 55, decimals: 0}
+""",
+}
+
+
+@pytest.mark.e2e
+def test_a_new_section_reaches_the_report_touching_only_its_files(smoke_run, mirror, tmp_path):
+    """Copied after a full run, the workflow gains a section: only its rule and the claims and
+    report rules run, and its claim and figure reach the report."""
+    workdir = tmp_path / "repo"
+    shutil.copytree(smoke_run, workdir, symlinks=True)
+    for name, text in TOY_SECTION.items():
+        path = workdir / name
+        if name == "workflow/schemas/config.schema.yaml":
+            schema = path.read_text()
+            text = schema.replace("\nproperties:\n", "\nproperties:" + text, 1)
+        elif path.exists():
+            text = path.read_text() + text
+        path.write_text(text)
+    config = ["--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}"]
+    planned = planned_jobs(snakemake(workdir, "-n", *config).stdout)
+    assert set(planned) == {"toy", "evaluate_claims", "report", "all"}
+    snakemake(workdir, *config)
+    table = pd.read_csv(workdir / "results" / "claims.csv").set_index("id")
+    assert table.loc["toy.sum", "verdict"] == claims.REPRODUCED
+    html = (workdir / "results" / "report.html").read_text()
+    assert "A toy section" in html and 'id="fig-toy-sums"' in html
+    assert len(TOY_SECTION) == 6
