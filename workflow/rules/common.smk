@@ -26,16 +26,17 @@ ENV = "../../envs/d2lrepro.yaml"
 # Validation happens here, at parse time: a bad config stops before any job runs.
 # `auto` is decided by the first run and recorded with its results (delete the file to decide
 # again, e.g. after moving the tree to a machine with a GPU).
-SETTINGS = settings.resolve(config, record=Path("results/auto_preset.txt"))
+SETTINGS = settings.resolve(config, record=paths.AUTO_PRESET)
 S = SETTINGS.values
-LEDGER = claims.load(Path(workflow.basedir) / "workflow" / "claims.yaml")
+LEDGER = claims.load(paths.LEDGER)
+# What every timing and figure footer is read against.
+ENVIRONMENT = str(paths.ENVIRONMENT)
 
 
 def code(script):
     """The package modules that workflow/scripts/<script>.py imports, directly or not, as
     inputs: editing one reruns exactly the rules that run it."""
-    path = Path(workflow.basedir) / "workflow" / "scripts" / f"{script}.py"
-    return code_inputs.closure(path, workflow.basedir)
+    return code_inputs.closure(paths.SCRIPTS / f"{script}.py", workflow.basedir)
 
 
 SECTION_TITLES = {

@@ -149,7 +149,7 @@ rule multidevice_summary:
         examples="results/multidevice/cost_model/examples.csv",
         param_server="results/multidevice/parameter_server/timings.csv",
         book_curves="workflow/reference/book_curves.csv",
-        environment="results/environment.json",
+        environment=ENVIRONMENT,
         code=code("multidevice_summary"),
     output:
         metrics="results/multidevice/metrics.csv",

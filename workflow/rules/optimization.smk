@@ -115,7 +115,7 @@ rule airfoil_summary:
         ),
         data="results/data/airfoil.pt",
         book_curves="workflow/reference/book_curves.csv",
-        environment="results/environment.json",
+        environment=ENVIRONMENT,
         code=code("airfoil_summary"),
     output:
         **run_figures(S["airfoil"]["settings"]),
@@ -225,7 +225,7 @@ rule lr_schedules_summary:
     input:
         runs=lr_runs(),
         book_curves="workflow/reference/book_curves.csv",
-        environment="results/environment.json",
+        environment=ENVIRONMENT,
         code=code("lr_schedules_summary"),
     output:
         history="results/optimization/lr_schedules/history.csv",
@@ -253,7 +253,7 @@ rule lr_schedules_summary:
 rule warmup_sweep_summary:
     input:
         runs=warmup_runs(),
-        environment="results/environment.json",
+        environment=ENVIRONMENT,
         code=code("warmup_sweep_summary"),
     output:
         metrics="results/optimization/warmup_sweep/metrics.csv",

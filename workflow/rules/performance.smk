@@ -5,7 +5,7 @@
 
 rule hybridize:
     input:
-        environment="results/environment.json",
+        environment=ENVIRONMENT,
         code=code("hybridize"),
     output:
         metrics="results/performance/hybridize/metrics.csv",
@@ -54,7 +54,7 @@ AUTOPAR_MEM_MB = settings.autopar_mem_mb(S["autopar"])
 
 rule autopar:
     input:
-        environment="results/environment.json",
+        environment=ENVIRONMENT,
         code=code("autopar"),
     output:
         metrics="results/performance/autopar/metrics.csv",
@@ -77,7 +77,7 @@ rule autopar:
 
 rule hardware:
     input:
-        environment="results/environment.json",
+        environment=ENVIRONMENT,
         code=code("hardware"),
     output:
         sweep="results/performance/hardware/memory_sweep.csv",

@@ -2,7 +2,7 @@ rule describe_environment:
     input:
         code=code("describe_environment"),
     output:
-        "results/environment.json",
+        ENVIRONMENT,
     log:
         "logs/describe_environment.log",
     conda:
@@ -17,7 +17,7 @@ rule describe_environment:
 rule evaluate_claims:
     input:
         ledger="workflow/claims.yaml",
-        environment="results/environment.json",
+        environment=ENVIRONMENT,
         evidence=claims.evidence_files(LEDGER),
         code=code("evaluate_claims"),
     output:
@@ -67,7 +67,7 @@ rule report:
     input:
         ledger="workflow/claims.yaml",
         claims="results/claims.csv",
-        environment="results/environment.json",
+        environment=ENVIRONMENT,
         template="report/report.html.j2",
         code=code("report"),
         figures=claims.figure_files(LEDGER),

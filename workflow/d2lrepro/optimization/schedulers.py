@@ -242,8 +242,8 @@ class BookMultiStep(Schedule):
 def schedule(experiment: str | Experiment, semantics: str = "as_written") -> Schedule:
     """The schedule of one of the section's runs, for a training loop to apply.
 
-    ``"as_written"``: the book's cell as it stands: the constructor lr, the scheduler object its plot
-    has just advanced, applied after each epoch. ``"intended"``: a fresh scheduler on time.
+    ``"as_written"``: the book's cell as it stands: the constructor lr, the scheduler object its
+    plot has just advanced, applied after each epoch. ``"intended"``: a fresh scheduler on time.
     """
     _check(semantics)
     exp = EXPERIMENTS[experiment] if isinstance(experiment, str) else experiment
