@@ -224,7 +224,7 @@ def test_printed_examples_not_made_here_are_not_applicable():
 
 
 def test_model_of_a_run_comes_from_its_name():
-    names = ["lenet.2", "resnet18_momentum.1", "book_resnet18.2", "resnet18_b256.2"]
+    names = ["lenet.2", "resnet18_momentum.1", "single_process_resnet18.2", "resnet18_b256.2"]
     assert [summary.model_of(n) for n in names] == ["lenet", "resnet18", "resnet18", "resnet18"]
 
 
@@ -241,8 +241,12 @@ def test_summarize_compares_every_pair_and_draws_every_figure(tmp_path):
         write("resnet18_momentum.1.seed0", model="resnet18"),
         write("resnet18_momentum.2.seed0", model="resnet18", seconds=1.5, test_acc=0.7),
     ]
-    pd.DataFrame({"note": ["needs 2 GPUs"]}).to_csv(tmp_path / "book_lenet.2.csv", index=False)
-    pd.DataFrame({"note": ["needs 2 devices"]}).to_csv(tmp_path / "cost_lenet.csv", index=False)
+    (tmp_path / "single_process").mkdir()
+    book_code = tmp_path / "single_process" / "lenet.2.csv"
+    pd.DataFrame({"note": ["needs 2 GPUs"]}).to_csv(book_code, index=False)
+    (tmp_path / "cost_model").mkdir()
+    cost = tmp_path / "cost_model" / "lenet.csv"
+    pd.DataFrame({"note": ["needs 2 devices"]}).to_csv(cost, index=False)
     pd.DataFrame({"note": ["needs 2 devices"]}).to_csv(tmp_path / "examples.csv", index=False)
     topk = tmp_path / "resnet18_momentum.1.seed0.topk.csv"
     pd.DataFrame(
@@ -253,8 +257,9 @@ def test_summarize_compares_every_pair_and_draws_every_figure(tmp_path):
     servers = tmp_path / "parameter_server.csv"
     results.write_metrics(parameter_server.unmeasured_rows("needs 2 devices"), servers)
     summary.summarize(
-        runs=[*runs, tmp_path / "book_lenet.2.csv"],
-        costs=[tmp_path / "cost_lenet.csv"],
+        runs=runs,
+        single_process=[book_code],
+        costs=[cost],
         topk=[topk],
         examples=tmp_path / "examples.csv",
         servers=servers,
@@ -284,3 +289,15 @@ def test_the_parameter_server_figure_draws_each_run_or_says_why(tmp_path):
     none = pd.DataFrame(parameter_server.unmeasured_rows("needs 2 devices"))
     figures.draw_param_server(none, tmp_path / "none.png", "footer")
     assert all((tmp_path / f"{n}.png").stat().st_size > 0 for n in ("both", "two", "none"))
+
+
+def test_the_book_s_one_process_runs_are_named_apart_from_the_data_parallel_ones(tmp_path):
+    """Both write a run named lenet.2: the book's code must not join the seeds of ours."""
+    (tmp_path / "single_process").mkdir()
+    ours = tmp_path / "lenet.2.seed0.csv"
+    book_code = tmp_path / "single_process" / "lenet.2.csv"
+    history([2.3, 1.0]).drop(columns="seed").to_csv(ours, index=False)
+    history([2.3, 2.0]).drop(columns="seed").to_csv(book_code, index=False)
+    runs = summary.load_runs([ours]) | summary.load_runs([book_code], summary.SINGLE_PROCESS)
+    assert sorted(runs) == ["lenet.2", "single_process_lenet.2"]
+    assert len(runs["lenet.2"]) == len(runs["single_process_lenet.2"]) == 2

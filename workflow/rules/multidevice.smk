@@ -106,7 +106,7 @@ rule architectures:
 
 # The book's own code path: one process driving 1 and 2 GPUs (nn.parallel.scatter,
 # nn.DataParallel), with the settings of the 1- and 2-device run of each model.
-BOOK_RUNS = [f"{m}.{d}" for m in MULTIGPU_MODELS for d in (1, 2)]
+SINGLE_PROCESS_RUNS = [f"{m}.{d}" for m in MULTIGPU_MODELS for d in (1, 2)]
 
 
 rule single_process:
@@ -114,7 +114,7 @@ rule single_process:
         data="results/data/fashion_mnist.pt",
         code=code("single_process"),
     output:
-        **{run: f"results/multidevice/single_process/{run}.csv" for run in BOOK_RUNS},
+        **{run: f"results/multidevice/single_process/{run}.csv" for run in SINGLE_PROCESS_RUNS},
     log:
         "logs/single_process.log",
     benchmark:
@@ -125,7 +125,7 @@ rule single_process:
     resources:
         **needs(8000, 240, gpus=2),
     params:
-        runs={run: S["data_parallel"]["runs"][run] for run in BOOK_RUNS},
+        runs={run: S["data_parallel"]["runs"][run] for run in SINGLE_PROCESS_RUNS},
         seed=S["seed"],
     script:
         "../scripts/single_process.py"
@@ -138,7 +138,9 @@ rule multidevice_summary:
             run=S["data_parallel"]["runs"],
             seed=S["data_parallel"]["seeds"],
         ),
-        book=expand("results/multidevice/single_process/{run}.csv", run=BOOK_RUNS),
+        single_process=expand(
+            "results/multidevice/single_process/{run}.csv", run=SINGLE_PROCESS_RUNS
+        ),
         # The top-k logs of the first seed: the seeds draw one run.
         topk=[
             f"results/multidevice/data_parallel/{run}.seed{S['data_parallel']['seeds'][0]}.topk.csv"

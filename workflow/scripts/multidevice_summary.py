@@ -4,7 +4,8 @@ from d2lrepro.pipeline import job
 
 job.start(snakemake)
 summary.summarize(
-    runs=[*snakemake.input.runs, *snakemake.input.book],
+    runs=snakemake.input.runs,
+    single_process=snakemake.input.single_process,
     costs=snakemake.input.costs,
     topk=snakemake.input.topk,
     examples=snakemake.input.examples,

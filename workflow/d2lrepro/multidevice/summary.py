@@ -53,12 +53,19 @@ BALANCED = ("batch", "t1_over_t2", "step_over_max", "max_error", "sum_error")
 BALANCE = 2
 
 
-def load_runs(paths) -> dict[str, pd.DataFrame]:
-    """Histories by run name, the seeds of a run (files ``<run>.seed<n>.csv``) concatenated
-    with a ``seed`` column; the book's code runs once (``book_<model>.2.csv``)."""
+# Runs of the book's one-process code (single_process) are named apart from the
+# data-parallel runs of the same settings.
+SINGLE_PROCESS = "single_process_"
+
+
+def load_runs(paths, prefix: str = "") -> dict[str, pd.DataFrame]:
+    """Histories by run name (``prefix`` + the file's), the seeds of a run (files
+    ``<run>.seed<n>.csv``) concatenated with a ``seed`` column; the book's one-process code
+    runs once (``<run>.csv``)."""
     runs: dict[str, list] = {}
     for path in paths:
         name, _, seed = Path(path).name.removesuffix(".csv").partition(".seed")
+        name = prefix + name
         runs.setdefault(name, []).append(pd.read_csv(path).assign(seed=int(seed or 0)))
     return {name: pd.concat(frames, ignore_index=True) for name, frames in runs.items()}
 
@@ -221,14 +228,14 @@ def example_metrics(examples: pd.DataFrame) -> list[dict]:
 
 def model_of(run: str) -> str:
     """The model a run trains, from its name: ``resnet18_momentum.1`` and
-    ``book_resnet18.2`` train ``resnet18``."""
-    return run.removeprefix("book_").split(".")[0].split("_")[0]
+    ``single_process_resnet18.2`` train ``resnet18``."""
+    return run.removeprefix(SINGLE_PROCESS).split(".")[0].split("_")[0]
 
 
 def _label(name: str, h: pd.DataFrame) -> str:
     """A run in words: its devices, batch and lr, and how it was run."""
     first = h.iloc[0]
-    how = "one process, book's code" if name.startswith("book_") else name
+    how = "one process, book's code" if name.startswith(SINGLE_PROCESS) else name
     return f"{first.world_size} dev, batch {first.batch_size}, lr {first.lr:g} ({how})"
 
 
@@ -307,6 +314,7 @@ def draw_topk(topk: dict[str, pd.DataFrame], path, footer: str) -> None:
 
 def summarize(
     runs: list,
+    single_process: list,
     costs: list,
     topk: list,
     examples,
@@ -317,12 +325,13 @@ def summarize(
     book: pd.DataFrame,
 ) -> None:
     """Metrics and figures of every training run (``runs``: history CSVs named after the run
-    and seed, the book's code as ``book_<model>.2.csv``) and cost model (``cost_<model>.csv``),
+    and seed; ``single_process``: the book's one-process code, named after the run) and cost
+    model (``costs``: one CSV per step, named after it),
     beside the book's curves (``book``), the top-k logs (``topk``: one CSV per run that logs
     it, ``<run>.seed<n>.topk.csv``), the printed examples (``examples``, a metrics CSV) and
     the parameter-server timings (``servers``, a metrics CSV, drawn only)."""
-    histories = load_runs(runs)
-    cost_tables = {Path(p).stem.removeprefix("cost_"): pd.read_csv(p) for p in costs}
+    histories = load_runs(runs) | load_runs(single_process, SINGLE_PROCESS)
+    cost_tables = {Path(p).stem: pd.read_csv(p) for p in costs}
     rows = example_metrics(pd.read_csv(examples))
     for name, history in histories.items():
         rows += run_metrics(name, history, book)
