@@ -11,7 +11,8 @@ import jinja2
 import pandas as pd
 
 from d2lrepro.core import paths
-from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, SCALED_REASON
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.scaling import SCALED_REASON
 from d2lrepro.pipeline.settings import Settings
 
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE)
