@@ -5,8 +5,8 @@ from d2lrepro.core import data, devices, logs, models, results
 from d2lrepro.optimization import lr_schedules
 
 log = logs.setup(snakemake.log[0])
-# Before CUDA starts: this job's GPUs become its cuda:0, cuda:1, ...
-devices.claim_gpus(snakemake.resources.gpu, log)
+# Before CUDA starts: a GPU shared with other jobs that only train becomes its cuda:0
+devices.claim_shared_gpu(snakemake.resources, snakemake.config["jobs_per_gpu"], log)
 torch.set_num_threads(snakemake.threads)
 sweep, lr, variant = snakemake.params.sweep, snakemake.params.lr, snakemake.wildcards.warmup
 device = devices.device_for(0, 1)
