@@ -100,6 +100,51 @@ def test_a_claimed_gpu_is_all_that_torch_sees(tmp_path):
     assert out.split()[0] == "1"
 
 
+SHARED_TRAINING = """
+import sys
+from pathlib import Path
+import torch
+from d2lrepro.core import data, devices, models
+from d2lrepro.optimization import lr_schedules
+
+devices.claim_gpus(1, lock_dir=Path(sys.argv[1]), share=2)
+fashion = data.load_data(sys.argv[2], device="cuda:0")
+print(torch.cuda.device_count(), flush=True)  # its CUDA context is up
+sys.stdin.readline()  # both processes hold the GPU: train beside each other
+history = lr_schedules.train(models.lenet(seed=0), fashion, 2, [0.3, 0.3], device="cuda:0")
+print(history["test_acc"].iloc[-1], flush=True)
+"""
+
+
+def test_two_jobs_that_only_train_share_one_gpu(fashion, tmp_path):
+    """Two lr-schedule jobs claim one GPU (jobs_per_gpu 2), both start CUDA on it and train
+    beside each other: a GPU whose compute mode lets one process only would fail here."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES")}
+    env["CUDA_VISIBLE_DEVICES"] = "0"
+    jobs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SHARED_TRAINING, str(tmp_path), str(fashion)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
+    try:
+        assert [job.stdout.readline().strip() for job in jobs] == ["1", "1"]
+        for job in jobs:
+            job.stdin.write("go\n")
+            job.stdin.flush()
+        for job in jobs:
+            assert 0 <= float(job.stdout.readline()) <= 1
+            assert job.wait(timeout=120) == 0
+    finally:
+        for job in jobs:
+            job.kill()
+            job.wait()
+
+
 RESNET = ["--model", "resnet18", "--epochs", 1, "--batch-size", 16, "--lr", 0.05]
 RESNET += ["--train-subset", 64, "--test-subset", 32]
 

@@ -56,11 +56,13 @@ def test_describe_names_every_device():
     assert devices.describe([torch.device("cpu")] * 2) == "2 x CPU core"
 
 
-def claim_in_child(lock_dir, gpus, hold_s=0.0):
-    """A process that claims one of ``gpus`` and prints what CUDA_VISIBLE_DEVICES became."""
+def claim_in_child(lock_dir, gpus, hold_s=0.0, share=1):
+    """A process that claims one of ``gpus`` (shared by at most ``share`` jobs) and prints
+    what CUDA_VISIBLE_DEVICES became."""
     code = (
         "import os, sys, time; from pathlib import Path; from d2lrepro.core import devices; "
-        f"devices.claim_gpus(1, lock_dir=Path({str(lock_dir)!r}), gpus={gpus!r}, poll_s=0.1); "
+        f"devices.claim_gpus(1, lock_dir=Path({str(lock_dir)!r}), gpus={gpus!r}, poll_s=0.1,"
+        f" share={share}); "
         "print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
         f"time.sleep({hold_s})"
     )
@@ -158,25 +160,33 @@ def test_a_job_given_fewer_gpus_than_the_machine_has_says_so(cuda_count, monkeyp
 
 
 def test_every_rule_that_asks_for_gpus_claims_them(repo):
-    """A GPU rule whose script forgot its claim would share cuda:0 with other jobs."""
+    """A GPU rule whose script forgot its claim would share cuda:0 with other jobs; one that
+    shares a GPU claims it shared. The claim is the script's first statement after its
+    imports (job.start), before anything could start CUDA."""
     blocks = [
         block
         for path in (repo / "workflow" / "rules").glob("*.smk")
         for block in re.split(r"\nrule ", path.read_text())[1:]
     ]
-    gpu_scripts = set()
+    claims = {}  # script -> how job.start must claim
     for block in blocks:
+        script = re.search(r'"\.\./scripts/(\w+)\.py"', block)
         if re.search(r"needs\([^)]*gpus=", block):
-            gpu_scripts.add(re.search(r'"\.\./scripts/(\w+)\.py"', block).group(1))
-    assert len(gpu_scripts) == 10
-    for script in gpu_scripts:
+            claims[script.group(1)] = "gpus=True"
+        elif re.search(r"needs\([^)]*shared=True", block):
+            claims[script.group(1)] = 'gpus="shared"'
+    assert len(claims) == 10
+    assert {s for s, c in claims.items() if "shared" in c} == {"lr_schedules_run", "warmup_sweep"}
+    for script, claim in claims.items():
         source = (repo / "workflow" / "scripts" / f"{script}.py").read_text()
-        assert "devices.claim_gpus(snakemake.resources.gpu, log)" in source, script
-        before = source[: source.index("devices.claim_gpus")].splitlines()
-        assert all(  # nothing that could start CUDA runs before the claim
-            line.startswith(("import ", "from ", "#", "log = logs.setup")) or not line
-            for line in before
-        ), script
+        statements = [
+            line
+            for line in source.splitlines()
+            if line and not line.startswith(("import ", "from "))
+        ]
+        assert statements[0].removeprefix("log = ").startswith("job.start(snakemake, " + claim), (
+            script
+        )
 
 
 def test_place_puts_cpu_conv_weights_channels_last_without_changing_the_outputs():
@@ -379,3 +389,119 @@ def test_a_claim_takes_one_mig_instance(tmp_path, own_claims):
         "claims.lock",
         "gpu-MIG-GPU-8f6c1b2e_1_0.lock",
     ]
+
+
+def test_jobs_that_only_train_share_a_gpu_and_a_timing_job_waits_for_them(tmp_path, own_claims):
+    """Shared claims coexist; an exclusive claim (a job that times) waits until every sharing
+    job has ended, then gets the GPU."""
+    start = time.monotonic()
+    sharing = [claim_in_child(tmp_path, ["0"], hold_s=60, share=4) for _ in range(2)]
+    try:
+        assert [p.stdout.readline().strip() for p in sharing] == ["0", "0"]
+        assert time.monotonic() - start < 30  # neither waited for the other to end
+        record = json.loads((tmp_path / "gpu-0.lock").read_text())
+        assert sorted(h["pid"] for h in record) == sorted(p.pid for p in sharing)
+        with pytest.raises(devices.GpuClaimTimeout) as error:
+            devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], poll_s=0.05, timeout_s=0.5)
+        assert all(f"PID {p.pid} on {socket.gethostname()}" in str(error.value) for p in sharing)
+    finally:
+        for p in sharing:
+            p.kill()
+            p.wait()
+    assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5) == ["0"]
+    assert json.loads((tmp_path / "gpu-0.lock").read_text())["pid"] == os.getpid()
+
+
+def test_a_gpu_that_a_timing_job_holds_is_shared_with_nothing(tmp_path, own_claims):
+    timing = claim_in_child(tmp_path, ["0"], hold_s=60)
+    try:
+        assert timing.stdout.readline().strip() == "0"
+        with pytest.raises(devices.GpuClaimTimeout, match=f"GPU 0 is held by PID {timing.pid} "):
+            devices.claim_gpus(
+                1, lock_dir=tmp_path, gpus=["0"], poll_s=0.05, timeout_s=0.5, share=4
+            )
+    finally:
+        timing.kill()
+        timing.wait()
+    assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5, share=4) == ["0"]
+    assert [h["pid"] for h in json.loads((tmp_path / "gpu-0.lock").read_text())] == [os.getpid()]
+
+
+def test_sharing_jobs_fill_one_gpu_before_the_next(tmp_path, own_claims):
+    """At most ``share`` jobs on a GPU, the fullest taken first: a run given N GPUs runs its
+    N x share sharing jobs on N of them (`--resources gpu=1` on 2 GPUs uses one)."""
+    first = claim_in_child(tmp_path, ["0", "1"], hold_s=60, share=2)
+    try:
+        assert first.stdout.readline().strip() == "0"
+        # GPU 1 is free, yet GPU 0 has room: the claim joins the job there
+        assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["1", "0"], share=2) == ["0"]
+        # GPU 0 is full
+        assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0", "1"], share=2) == ["1"]
+        with pytest.raises(devices.GpuClaimTimeout):
+            devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=0.3, share=2)
+    finally:
+        first.kill()
+        first.wait()
+    # its holder has ended: the place is free again
+    assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5, share=2) == ["0"]
+
+
+def test_a_sharing_job_that_ended_does_not_keep_its_gpu(tmp_path, own_claims):
+    """The record still names a sharing job that has ended: it is not counted, while the
+    jobs that still run are."""
+    ended = claim_in_child(tmp_path, ["0"], share=2)
+    assert ended.stdout.readline().strip() == "0"
+    assert ended.wait(timeout=30) == 0
+    alive = claim_in_child(tmp_path, ["0"], hold_s=60, share=2)
+    try:
+        assert alive.stdout.readline().strip() == "0"
+        assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5, share=2) == ["0"]
+        pids = [h["pid"] for h in json.loads((tmp_path / "gpu-0.lock").read_text())]
+        assert pids == [alive.pid, os.getpid()]
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+@pytest.mark.parametrize(
+    "gpu, gpu_share, claim",
+    [(0, 1, (1, 4)), (1, 0, (1, 1))],  # planned here: shared; planned for a cluster: its own
+)
+def test_a_job_that_only_trains_claims_what_its_rule_asked_for(gpu, gpu_share, claim, monkeypatch):
+    from types import SimpleNamespace
+
+    calls = []
+    monkeypatch.setattr(
+        devices, "claim_gpus", lambda wanted, log=None, share=1: calls.append((wanted, share))
+    )
+    devices.claim_shared_gpu(SimpleNamespace(gpu=gpu, gpu_share=gpu_share), 4)
+    assert calls == [claim]
+
+
+def test_a_job_that_only_trains_given_no_gpu_hides_them(tmp_path, monkeypatch, own_claims):
+    from types import SimpleNamespace
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setattr(devices, "visible_gpus", lambda: ["0"])
+    assert devices.claim_shared_gpu(SimpleNamespace(gpu=0, gpu_share=0), 4) == []
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+
+
+@pytest.mark.parametrize(
+    "machine_gpus, book, limit, share_limit, local, asked",
+    [
+        (1, True, 1, 4, True, {"gpu": 0, "gpu_share": 1}),  # one GPU, run here
+        (2, False, 1, 4, True, {"gpu": 0, "gpu_share": 1}),  # --resources gpu=1
+        (2, True, 0, 0, True, {"gpu": 0, "gpu_share": 0}),  # --resources gpu=0: the CPU
+        (1, True, 1, 4, False, {"gpu": 1, "gpu_share": 0}),  # submitted to SLURM
+        (0, True, None, None, True, {"gpu": 1, "gpu_share": 0}),  # a login node, book
+        (0, False, None, None, True, {"gpu": 0, "gpu_share": 0}),
+    ],
+)
+def test_a_job_that_only_trains_asks_for_a_share_of_a_gpu(
+    machine_gpus, book, limit, share_limit, local, asked
+):
+    request = settings.shared_gpu_request(
+        machine_gpus=machine_gpus, book=book, limit=limit, share_limit=share_limit, local=local
+    )
+    assert request == asked

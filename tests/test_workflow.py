@@ -318,11 +318,15 @@ from pathlib import Path
 from snakemake.api import SnakemakeApi
 from snakemake.scheduling.job_scheduler import JobScheduler
 from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+from snakemake.workflow import Workflow
 from d2lrepro.pipeline import settings
 
 settings.local_gpus = lambda: int(sys.argv[1])  # this machine, as the Snakefile sees it
-given = {k: int(v) for k, v in (arg.split("=") for arg in sys.argv[3:])}
+if sys.argv[3] == "remote":  # jobs submitted to a cluster, as SLURM's executor does
+    Workflow.local_exec = property(lambda self: False)
+given = {k: int(v) for k, v in (arg.split("=") for arg in sys.argv[4:])}
 jobs = {}  # rule -> the most GPUs one of its jobs asks for
+shares = {}  # rule -> the most `gpu_share` one of its jobs asks for
 schedule = JobScheduler.schedule
 
 
@@ -332,8 +336,9 @@ def validated(scheduler):
     # (Snakemake 9.27 also caps a job's resources at the run's; the rule asks for no more.)
     for job in scheduler.workflow.dag.needrun_jobs():
         scheduler.validate_job(job)
-        gpus = job.scheduler_resources.get("gpu", 0)
-        jobs[job.rule.name] = max(jobs.get(job.rule.name, 0), gpus)
+        for asked, key in ((jobs, "gpu"), (shares, "gpu_share")):
+            value = job.scheduler_resources.get(key, 0)
+            asked[job.rule.name] = max(asked.get(job.rule.name, 0), value)
     return schedule(scheduler)
 
 
@@ -345,23 +350,31 @@ with SnakemakeApi(OutputSettings()) as api:
         config_settings=ConfigSettings(config={"preset": sys.argv[2]}),
     )
     workflow = workflow_api._workflow
-    named = ("autopar", "parameter_server", "lr_schedules_run")
+    named = ("autopar", "parameter_server")
     asked = [workflow.get_rule(r).resources["gpu"].value for r in named]
     limit = workflow.global_resources.get("gpu").value
-    workflow_api.dag(DAGSettings(forceall=True)).execute_workflow(
-        executor="local", pseudo_executor="dryrun"
-    )
-print("PLANNED", json.dumps({"limit": limit, "rules": asked, "jobs": jobs}))
+    share_limit = workflow.global_resources.get("gpu_share").value
+    if sys.argv[3] == "remote":  # what the jobs that share would ask (a plan runs local rules)
+        for rule in ("lr_schedules_run", "warmup_sweep"):
+            for asked, key in ((jobs, "gpu"), (shares, "gpu_share")):
+                asked[rule] = workflow.get_rule(rule).resources[key].evaluate(None).value
+    else:
+        workflow_api.dag(DAGSettings(forceall=True)).execute_workflow(
+            executor="local", pseudo_executor="dryrun"
+        )
+planned = {"limit": limit, "share_limit": share_limit, "rules": asked, "jobs": jobs}
+print("PLANNED", json.dumps(planned | {"shares": shares}))
 """
 
 
-def plan_on_gpus(repo, gpus, preset, given):
-    """Plan a dry run as a machine with ``gpus`` GPUs would, under ``--resources`` ``given``,
-    checking every job against the run's resources as a real run does: the run's `gpu`
-    limit, what autopar (2), parameter_server (8) and lr_schedules_run (1) ask for, and the most
-    GPUs each rule's jobs ask for."""
+def plan_on_gpus(repo, gpus, preset, given, remote=False):
+    """Plan a dry run as a machine with ``gpus`` GPUs would (submitting the jobs to a cluster
+    if ``remote``), under ``--resources`` ``given``,
+    checking every job against the run's resources as a real run does: the run's `gpu` and
+    `gpu_share` limits, what autopar (2) and parameter_server (8) ask for, and the most `gpu`
+    and `gpu_share` each rule's jobs ask for."""
     result = subprocess.run(
-        [sys.executable, "-c", PLAN_ON_GPUS, str(gpus), preset, *given],
+        [sys.executable, "-c", PLAN_ON_GPUS, str(gpus), preset, str(remote and "remote"), *given],
         cwd=repo,
         capture_output=True,
         text=True,
@@ -374,12 +387,13 @@ def plan_on_gpus(repo, gpus, preset, given):
 @pytest.mark.parametrize(
     "gpus, given, limit, asked",
     [
-        (1, [], 1, [1, 1, 1]),
-        (2, [], 2, [2, 2, 1]),
-        (2, ["gpu=1"], 1, [1, 1, 1]),
-        (8, ["gpu=4"], 4, [2, 4, 1]),
-        (0, ["gpu=1"], 1, [1, 1, 1]),  # a login node: the book preset asks for what it wants
-        (0, [], None, [2, 8, 1]),
+        (1, [], 1, [1, 1]),
+        (2, [], 2, [2, 2]),
+        (2, ["gpu=1"], 1, [1, 1]),
+        (8, ["gpu=4"], 4, [2, 4]),
+        (2, ["gpu=0"], 0, [0, 0]),
+        (0, ["gpu=1"], 1, [1, 1]),  # a login node: the book preset asks for what it wants
+        (0, [], None, [2, 8]),
     ],
 )
 def test_a_job_asks_for_no_more_gpus_than_the_run_has(repo, gpus, given, limit, asked):
@@ -388,8 +402,45 @@ def test_a_job_asks_for_no_more_gpus_than_the_run_has(repo, gpus, given, limit, 
     (a job given fewer GPUs than it wants finds the rest not applicable)."""
     planned = plan_on_gpus(repo, gpus, "book", given)
     assert planned["limit"] == limit and planned["rules"] == asked
-    assert planned["jobs"]["data_parallel_run"] == min(2, limit or 2)  # lenet.2, resnet18.2
-    assert max(planned["jobs"].values()) <= (limit or 8)
+    assert planned["jobs"]["data_parallel_run"] == min(2, 2 if limit is None else limit)
+    assert max(planned["jobs"].values()) <= (8 if limit is None else limit)
+
+
+SHARING_RULES = ("lr_schedules_run", "warmup_sweep")
+
+
+@pytest.mark.parametrize(
+    "gpus, given, share_limit, shared",
+    [
+        (1, [], 4, 1),  # jobs_per_gpu (4) at once on the GPU
+        (2, [], 8, 1),
+        (2, ["gpu=1"], 4, 1),  # as on one GPU
+        (2, ["gpu=3"], 8, 1),  # no more than the GPUs there are hold
+        (2, ["gpu=0"], 0, 0),  # no GPU: they train on the CPU
+        (2, ["gpu_share=2"], 2, 1),
+    ],
+)
+def test_jobs_that_only_train_share_a_gpu_that_jobs_that_time_keep(
+    repo, gpus, given, share_limit, shared
+):
+    """The lr-schedule runs and the warm-up sweep ask for no `gpu` but one `gpu_share`, of
+    which the run has N GPUs x jobs_per_gpu; every job that asks for a `gpu` is a timing job,
+    which takes every core, so that none runs beside a job that shares."""
+    planned = plan_on_gpus(repo, gpus, "book", given)
+    assert planned["share_limit"] == share_limit
+    for rule in SHARING_RULES:
+        assert (planned["jobs"][rule], planned["shares"][rule]) == (0, shared), rule
+    assert {r for r, n in planned["shares"].items() if n} <= set(SHARING_RULES)
+    assert {r for r, n in planned["jobs"].items() if n} <= set(TIMING_RULES)
+
+
+@pytest.mark.parametrize("gpus", [0, 1])  # a login node without GPUs, or with one
+def test_on_a_cluster_jobs_that_only_train_ask_for_a_gpu_of_their_own(repo, gpus):
+    """Submitted to a cluster, they ask for the `gpu` that SLURM allocates (its allocation
+    is then the claim)."""
+    planned = plan_on_gpus(repo, gpus, "book", [], remote=True)
+    for rule in SHARING_RULES:
+        assert (planned["jobs"][rule], planned["shares"][rule]) == (1, 0), rule
 
 
 FIGURE_OUTPUTS = """

@@ -53,20 +53,31 @@ def all_cores(wildcards):
         return 1
 
 
-# Snakemake runs at most one job per GPU of this machine: its GPU count is the `gpu` resource
-# unless `--resources gpu=N` says otherwise, and each job claims GPUs of its own
-# (devices.claim_gpus). The Snakefile is parsed before the executor is known, so a cluster's
-# login node counts as "this machine" too; without GPUs it limits nothing.
+# Snakemake runs at most one timing job per GPU of this machine: its GPU count is the `gpu`
+# resource unless `--resources gpu=N` says otherwise, and each job claims GPUs of its own
+# (devices.claim_gpus). Jobs that only train share a GPU, jobs_per_gpu at a time: they ask for
+# a `gpu_share` instead, of which the run has N GPUs x jobs_per_gpu, and never run beside a
+# timing job, which takes every core (its claim would wait for theirs to end besides). The
+# Snakefile is parsed before the executor is known, so a cluster's login node counts as "this
+# machine" too; without GPUs it limits nothing.
 MACHINE_GPUS = settings.local_gpus()
 if MACHINE_GPUS and "gpu" not in workflow.global_resources:
     workflow.register_resource("gpu", MACHINE_GPUS)
 # What the run may use at once: --resources gpu=N, else the machine's GPUs (None: no limit).
 GPU_LIMIT = workflow.global_resources.get("gpu").value
+if MACHINE_GPUS and "gpu_share" not in workflow.global_resources:
+    # on no more GPUs than there are: each holds jobs_per_gpu (devices.claim_gpus)
+    workflow.register_resource(
+        "gpu_share", min(GPU_LIMIT, MACHINE_GPUS) * S["jobs_per_gpu"]
+    )
+SHARE_LIMIT = workflow.global_resources.get("gpu_share").value
 
 
-def needs(mem_mb, runtime, gpus=0):
+def needs(mem_mb, runtime, gpus=0, shared=False):
     """What a job asks of a scheduler besides its threads: memory (MB), wall time (minutes)
-    and GPUs (a number, or a function of the wildcards; see settings.gpu_request)."""
+    and GPUs (a number, or a function of the wildcards; see settings.gpu_request), or, for a
+    job that trains on one GPU and times nothing (``shared``), a share of one (see
+    settings.shared_gpu_request)."""
 
     def request(wanted):
         return settings.gpu_request(
@@ -76,6 +87,23 @@ def needs(mem_mb, runtime, gpus=0):
             limit=GPU_LIMIT,
         )
 
+    def share(resource):
+        # Evaluated as the jobs are planned, when the executor is known.
+        return lambda wildcards: settings.shared_gpu_request(
+            machine_gpus=MACHINE_GPUS,
+            book=SETTINGS.preset == "book",
+            limit=GPU_LIMIT,
+            share_limit=SHARE_LIMIT,
+            local=workflow.local_exec,
+        )[resource]
+
+    if shared:
+        return {
+            "mem_mb": mem_mb,
+            "runtime": runtime,
+            "gpu": share("gpu"),
+            "gpu_share": share("gpu_share"),
+        }
     return {
         "mem_mb": mem_mb,
         "runtime": runtime,

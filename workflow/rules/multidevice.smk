@@ -114,7 +114,10 @@ rule single_process:
         data="results/data/fashion_mnist.pt",
         code=code("single_process"),
     output:
-        **{run: f"results/multidevice/single_process/{run}.csv" for run in SINGLE_PROCESS_RUNS},
+        **{
+            run: f"results/multidevice/single_process/{run}.csv"
+            for run in SINGLE_PROCESS_RUNS
+        },
     log:
         "logs/single_process.log",
     benchmark:

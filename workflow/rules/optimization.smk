@@ -183,9 +183,10 @@ rule lr_schedules_run:
         seed=r"\d+",
     conda:
         ENV
+    # A small LeNet that times nothing a verdict depends on: it shares its GPU (jobs_per_gpu).
     threads: 1
     resources:
-        **needs(4000, 240, gpus=1),
+        **needs(4000, 240, shared=True),
     params:
         epochs=S["lr_schedules"]["epochs"],
         batch_size=S["lr_schedules"]["batch_size"],
@@ -211,9 +212,10 @@ rule warmup_sweep:
         warmup="|".join(WARMUP_VARIANTS),
     conda:
         ENV
+    # As lr_schedules_run: it shares its GPU.
     threads: 1
     resources:
-        **needs(4000, 60, gpus=1),
+        **needs(4000, 60, shared=True),
     params:
         sweep=S["warmup_sweep"],
         lr=lambda w: float(w.lr),

@@ -2,7 +2,7 @@ from d2lrepro.core import results
 from d2lrepro.optimization import lr_schedules
 from d2lrepro.pipeline import job
 
-log = job.start(snakemake, gpus=True, threads=True)
+log = job.start(snakemake, gpus="shared", threads=True)
 p, w = snakemake.params, snakemake.wildcards
 history = lr_schedules.train_run(
     w.run,

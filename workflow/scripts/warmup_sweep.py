@@ -2,7 +2,7 @@ from d2lrepro.core import results
 from d2lrepro.optimization import warmup_sweep
 from d2lrepro.pipeline import job
 
-log = job.start(snakemake, gpus=True, threads=True)
+log = job.start(snakemake, gpus="shared", threads=True)
 runs = warmup_sweep.train_seeds(
     snakemake.params.lr,
     snakemake.wildcards.warmup,

@@ -10,7 +10,6 @@ of one epoch has only that epoch, and its metrics say so.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -282,36 +281,6 @@ def draw_epochs(histories: dict[str, pd.DataFrame], path, footer: str) -> None:
     plotting.save(fig, path, footer=footer)
 
 
-def draw_throughput(values: dict[str, float], runs: list[str], path, footer: str) -> None:
-    """Samples per second of each run made on this machine (log scale: the models differ ~100x)."""
-    rates = {r: values.get(f"{r}.samples_per_s", math.nan) for r in runs}
-    rates = {r: v for r, v in rates.items() if math.isfinite(v)}
-    fig, ax = plotting.figure(figsize=(4.5, 2.5))
-    ax.bar(range(len(rates)), list(rates.values()), color=[f"C{i}" for i in range(len(rates))])
-    ax.set_xticks(range(len(rates)), list(rates), fontsize=6, rotation=20, ha="right")
-    ax.set(yscale="log", ylabel="samples / s", title="Training throughput")
-    ax.grid(True, axis="y")
-    plotting.save(fig, path, footer=footer)
-
-
-def draw_topk(topk: dict[str, pd.DataFrame], path, footer: str) -> None:
-    """The runs that log it (the seeds' Paddle run on 1 and 2 devices): running train loss,
-    top-1 and top-5 training accuracy at each logging step."""
-    fig, axes = plotting.figure(figsize=(7, 2.8), ncols=2)
-    for i, (name, rows) in enumerate(topk.items()):
-        step = np.arange(1, len(rows) + 1)
-        axes[0].plot(step, rows["train_loss"], ".-", color=f"C{i}", label=name)
-        axes[1].plot(step, rows["top1"], ".-", color=f"C{i}", label=f"{name} top-1")
-        axes[1].plot(step, rows["top5"], ".--", color=f"C{i}", label=f"{name} top-5")
-    axes[0].set(xlabel="logging step", ylabel="train loss")
-    axes[1].set(xlabel="logging step", ylabel="train accuracy")
-    for ax in axes:
-        ax.grid(True)
-        if ax.lines:
-            ax.legend(fontsize=6)
-    plotting.save(fig, path, footer=footer)
-
-
 def summarize(
     runs: list,
     single_process: list,
@@ -347,9 +316,9 @@ def summarize(
         of_model = {k: v for k, v in histories.items() if model_of(k) == model}
         draw_test_acc(of_model, figure_paths[f"{section}_test_acc"], footer, book)
         draw_epochs(of_model, figure_paths[f"{section}_epochs"], footer)
-    draw_throughput(values, list(histories), figure_paths["throughput"], footer)
+    figures.draw_throughput(values, list(histories), figure_paths["throughput"], footer)
     logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk}
-    draw_topk(
+    figures.draw_topk(
         {name: rows for name, rows in logs.items() if len(rows)}, figure_paths["topk"], footer
     )
     figures.draw_cost(cost_tables, figure_paths["cost"], footer)

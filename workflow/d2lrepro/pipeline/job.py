@@ -8,13 +8,15 @@ import logging
 from d2lrepro.core import logs
 
 
-def start(snakemake, gpus: bool = False, threads: bool = False) -> logging.Logger:
+def start(snakemake, gpus: bool | str = False, threads: bool = False) -> logging.Logger:
     """Start a script's job: its log records and an uncaught exception's traceback go to its
     log file (the logger is returned).
 
     ``gpus``: the job's ``gpu`` resource is claimed (:func:`d2lrepro.core.devices.claim_gpus`)
     before anything starts CUDA, so that the GPUs this job gets become its cuda:0, cuda:1, ...
-    and no other job's (given none, CUDA finds none). ``threads``: torch runs with the job's
+    and no other job's (given none, CUDA finds none); ``gpus="shared"``: a job that trains and
+    times nothing a verdict depends on shares a GPU with at most ``jobs_per_gpu`` - 1 such jobs
+    (:func:`d2lrepro.core.devices.claim_shared_gpu`). ``threads``: torch runs with the job's
     threads. Without either, this imports no torch, which would cost a job that needs none
     (the report) seconds.
     """
@@ -22,7 +24,10 @@ def start(snakemake, gpus: bool = False, threads: bool = False) -> logging.Logge
     if gpus:
         from d2lrepro.core import devices
 
-        devices.claim_gpus(snakemake.resources.gpu, log)
+        if gpus == "shared":
+            devices.claim_shared_gpu(snakemake.resources, snakemake.config["jobs_per_gpu"], log)
+        else:
+            devices.claim_gpus(snakemake.resources.gpu, log)
     if threads:
         import torch
 

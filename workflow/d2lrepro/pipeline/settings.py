@@ -144,6 +144,22 @@ def gpu_request(wanted: int, *, machine_gpus: int, book: bool, limit: int | None
     return request if limit is None else min(request, limit)
 
 
+def shared_gpu_request(
+    *, machine_gpus: int, book: bool, limit: int | None, share_limit: int | None, local: bool
+) -> dict[str, int]:
+    """The GPU resources of a job that trains on one GPU and times nothing a verdict depends
+    on, so that it may share the GPU with other such jobs (devices.claim_shared_gpu). Run on
+    this machine (``local``) and with GPUs: no `gpu`, which the jobs that time keep to
+    themselves, but one `gpu_share` of the run's ``share_limit`` (N GPUs x jobs_per_gpu),
+    none where the run may use no GPU. Submitted to a cluster, or planned on a host without
+    GPUs: a `gpu` of its own, as :func:`gpu_request` asks it, since the scheduler allocates
+    GPUs by `gpu`."""
+    if machine_gpus and local:
+        return {"gpu": 0, "gpu_share": min(1, limit, share_limit)}
+    request = gpu_request(1, machine_gpus=machine_gpus, book=book, limit=limit)
+    return {"gpu": request, "gpu_share": 0}
+
+
 # Host memory of a job's process besides its data: Python, torch with its CUDA libraries, a CUDA
 # context on each of two GPUs, pandas and matplotlib. 0.26 GB measured on a machine without
 # CUDA; CUDA's share is not measured there: this leaves it 1.7 GB, and a cuda-marked test
