@@ -1,9 +1,12 @@
 import math
+import re
+import unicodedata
 
 import jsonschema
 import pandas as pd
 import pytest
 
+from conftest import REPO
 from d2lrepro.core.results import failed, metric, not_applicable
 from d2lrepro.pipeline import claims, scaling
 
@@ -114,7 +117,10 @@ def test_shipped_ledger_is_valid_and_points_at_results():
     )
 
 
-FIGURE_SECTION = "sections:\n- id: s\n  title: t\n  source: x\n  claims: []\n  figures:\n"
+# A ledger's sources table and the start of a section citing it: a ledger test adds the rest.
+SOURCES = "sources:\n  notes: {label: the notes, title: t, kind: notes, about: a, path: p}\n"
+SECTION = SOURCES + "sections:\n- id: s\n  title: t\n  sources: [{id: notes, at: '§1'}]\n"
+FIGURE_SECTION = SECTION + "  claims: []\n  figures:\n"
 
 
 def test_a_figure_is_named_within_its_section_and_its_file_derived(tmp_path):
@@ -136,8 +142,8 @@ def test_a_figure_written_as_a_path_is_rejected(tmp_path, figure):
 def test_ledger_schema_rejects_unknown_check(tmp_path):
     path = tmp_path / "claims.yaml"
     path.write_text(
-        "sections:\n- id: s\n  title: t\n  source: x\n  claims:\n"
-        "  - {id: s.c, kind: output, statement: s, book: b, evidence: e.csv,\n"
+        SECTION + "  claims:\n"
+        "  - {id: s.c, kind: output, statement: s, printed: b, evidence: e.csv,\n"
         "     checks: [{kind: roughly, metric: a}]}\n"
     )
     with pytest.raises(jsonschema.ValidationError):
@@ -149,12 +155,113 @@ def test_every_claim_says_whether_it_is_an_output_or_a_measurement(tmp_path, kin
     path = tmp_path / "claims.yaml"
     said = f"kind: {kind}, " if kind else ""
     path.write_text(
-        "sections:\n- id: s\n  title: t\n  source: x\n  claims:\n"
-        f"  - {{id: s.c, {said}statement: s, book: b, evidence: e.csv,\n"
+        SECTION + "  claims:\n"
+        f"  - {{id: s.c, {said}statement: s, printed: b, evidence: e.csv,\n"
         "     checks: [{kind: above, metric: a, bound: 0}]}\n"
     )
     with pytest.raises(jsonschema.ValidationError):
         claims.load(path)
+
+
+def claim_printing(printed: str, gloss: str = "") -> str:
+    """A one-claim ledger whose claim printed ``printed`` (glossed by ``gloss``)."""
+    glossed = f", printed_en: '{gloss}'" if gloss else ""
+    return (
+        SECTION + "  claims:\n"
+        f"  - {{id: s.c, kind: output, statement: s, printed: '{printed}'{glossed},\n"
+        "     evidence: e.csv, checks: [{kind: above, metric: a, bound: 0}]}\n"
+    )
+
+
+def test_a_section_citing_a_source_not_in_the_table_is_rejected(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text(claim_printing("0.5"))
+    assert claims.load(path)["sections"][0]["sources"] == [{"id": "notes", "at": "§1"}]
+    path.write_text(claim_printing("0.5").replace("{id: notes,", "{id: seed_000,"))
+    with pytest.raises(ValueError, match="seed_000"):
+        claims.load(path)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{label: l, title: t, kind: notes, about: a}",  # neither a url nor a path
+        "{label: l, title: t, kind: blog, about: a, path: p}",  # not a kind of source
+        "{title: t, kind: notes, about: a, path: p}",  # no label for the texts to use
+    ],
+)
+def test_a_source_says_what_it_is_and_where_it_is(tmp_path, source):
+    path = tmp_path / "claims.yaml"
+    path.write_text(
+        claim_printing("0.5").replace(
+            "{label: the notes, title: t, kind: notes, about: a, path: p}", source
+        )
+    )
+    with pytest.raises(jsonschema.ValidationError):
+        claims.load(path)
+
+
+@pytest.mark.parametrize("printed", ["比线性慢一些", "x，y", "lr＝0.1"])
+def test_a_chinese_quotation_needs_an_english_gloss(tmp_path, printed):
+    path = tmp_path / "claims.yaml"
+    path.write_text(claim_printing(printed))
+    with pytest.raises(jsonschema.ValidationError, match="printed_en"):
+        claims.load(path)
+    path.write_text(claim_printing(printed, gloss="a gloss"))
+    assert claims.load(path)["sections"][0]["claims"][0]["printed_en"] == "a gloss"
+    path.write_text(claim_printing("0.5 × 2 … 1.0 → η/√(sₜ + ε)"))  # no Chinese: no gloss
+    claims.load(path)
+
+
+def test_every_chinese_quotation_of_the_shipped_ledger_has_a_gloss():
+    """Told apart from the schema's pattern: any wide (East Asian) character."""
+    quoted = [
+        c
+        for s in claims.load()["sections"]
+        for c in s["claims"]
+        if any(unicodedata.east_asian_width(ch) in "WF" for ch in c["printed"])
+    ]
+    assert len(quoted) >= 7
+    for claim in quoted:
+        gloss = claim.get("printed_en", "")
+        assert gloss and not any(unicodedata.east_asian_width(ch) in "WF" for ch in gloss)
+
+
+def test_the_ledger_names_its_sources_by_label_not_by_file_number():
+    """Texts say "the study notes §6.2.2", never "seed 000": a file number means nothing to a
+    reader. Every source of the table is cited, and a section whose texts name a source by
+    its label cites it."""
+    ledger = claims.load()
+    cited = {ref["id"] for s in ledger["sections"] for ref in s["sources"]}
+    assert cited == set(ledger["sources"])
+    for section in ledger["sections"]:
+        texts = [section.get("summary", ""), *section.get("differences", [])]
+        texts += [f["caption"] for f in section.get("figures", [])]
+        texts += [c[k] for c in section["claims"] for k in ("statement", "printed")]
+        text = " ".join(texts)
+        assert not re.search(r"\bseeds? 0\d\d", text, re.I), section["id"]
+        named = {i for i, s in ledger["sources"].items() if s["label"].lower() in text.lower()}
+        assert named <= {ref["id"] for ref in section["sources"]}, section["id"]
+
+
+def titles(n: int) -> dict:
+    return {"sections": [{"id": f"s{i}", "title": f"Part {i}"} for i in range(n)]}
+
+
+@pytest.mark.parametrize("n", [1, 9, 12, 120])
+def test_report_categories_sort_in_the_books_order(n):
+    """`snakemake --report` sorts its categories as text: "10." must not come before "2."."""
+    categories = list(claims.section_categories(titles(n)).values())
+    assert sorted(categories) == categories
+    assert sorted(["0. Claims", *categories])[0] == "0. Claims"
+    assert categories[0].startswith("01. " if n < 100 else "001. ")
+
+
+def test_the_shipped_ledger_s_categories_sort_in_its_order():
+    categories = claims.section_categories(claims.load())
+    assert list(categories) == [s["id"] for s in claims.load()["sections"]]
+    assert sorted(categories.values()) == list(categories.values())
+    assert categories["async"] == "10. Asynchronous computation"
 
 
 def test_evaluate_writes_every_column(tmp_path):
@@ -433,3 +540,11 @@ def test_new_claims_follow_their_evidence(claim_id, supports, contradicts):
     refuted = claims.evaluate_claim(claim, pd.DataFrame(contradicts), machine)
     assert held["verdict"] == claims.REPRODUCED
     assert refuted["verdict"] == claims.NOT_REPRODUCED
+
+
+def test_a_source_s_copy_is_where_its_path_says():
+    """Paths are relative to the directory that holds the checkout (beside it: shared/)."""
+    copies = {i: s["path"] for i, s in claims.load()["sources"].items() if "path" in s}
+    if not (REPO.parent / "shared").is_dir():
+        pytest.skip(f"no shared directory beside {REPO}")
+    assert copies and all((REPO.parent / p).is_file() for p in copies.values())

@@ -17,45 +17,82 @@ ENV = {
 }
 
 
+SOURCES = {
+    "book": {
+        "label": "the book",
+        "title": "Dive into Deep Learning",
+        "kind": "book",
+        "about": "English and Chinese editions",
+        "url": "https://d2l.ai/",
+    },
+    "notes": {
+        "label": "the study notes",
+        "title": "6 优化算法和计算性能 (Optimization)",
+        "kind": "notes",
+        "about": "A reader's <notes>",
+        "path": "shared/seeds/000.txt",
+    },
+}
+LEDGER = {
+    "sources": SOURCES,
+    "sections": [
+        {
+            "id": "s",
+            "title": "Section <one>",
+            "sources": [
+                {"id": "notes", "at": "§6.2.2 AdaGrad算法"},
+                {"id": "book", "at": "§12.7 Adagrad", "page": "chapter_optimization/adagrad"},
+            ],
+            "figures": [{"name": "c", "caption": "A line"}],
+            "claims": [],
+        },
+        {"id": "t", "title": "No figure", "sources": [{"id": "book", "at": "§13.2"}], "claims": []},
+    ],
+}
+ROW = {
+    "id": "s.c",
+    "kind": "measurement",
+    "section": "s",
+    "statement": "It holds",
+    "printed": "the study notes: 比线性慢一些",
+    "printed_en": "somewhat slower than linearly",
+    "measured": "acc = 0.85",
+    "verdict": claims.NOT_REPRODUCED,
+    "reason": "failed: acc",
+    "device": "cpu",
+    "evidence": "m.csv",
+}
+TABLE = pd.DataFrame(
+    [
+        ROW,
+        ROW
+        | {
+            "id": "t.d",
+            "section": "t",
+            "statement": "Runs <async>",
+            "printed": "0.84",
+            "printed_en": "",
+            "verdict": claims.REPRODUCED,
+            "reason": "",
+        },
+    ],
+    columns=claims.COLUMNS,
+)
+
+
 def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the figure lies where its section and name put it
     fig, ax = plotting.figure()
     ax.plot([0, 1], [0, 1])
     plotting.save(fig, paths.figure("s", "c"), footer="Test CPU")
-    ledger = {
-        "sections": [
-            {
-                "id": "s",
-                "title": "Section <one>",
-                "source": "seed",
-                "figures": [{"name": "c", "caption": "A line"}],
-                "claims": [],
-            }
-        ]
-    }
-    table = pd.DataFrame(
-        [
-            {
-                "id": "s.c",
-                "kind": "measurement",
-                "section": "s",
-                "statement": "It holds",
-                "printed": "0.84",
-                "measured": "acc = 0.85",
-                "verdict": claims.NOT_REPRODUCED,
-                "reason": "failed: acc",
-                "device": "cpu",
-                "evidence": "m.csv",
-            }
-        ]
-    )
     run = settings.Settings("auto", "smoke", {}, [settings.Deviation("train.epochs", 10, 1)])
-    html = report.render(ledger, table, ENV, run, commit="abc123")
+    html = report.render(LEDGER, TABLE, ENV, run, commit="abc123")
     assert "Section &lt;one&gt;" in html  # escaped
     assert "data:image/png;base64," in html and 'src="/' not in html
     for text in (
         "It holds",
-        "0.84",
+        "比线性慢一些",
+        "<b>English:</b> somewhat slower than linearly",  # the gloss beside the quotation
         "acc = 0.85",
         "not reproduced",
         "failed: acc",
@@ -64,15 +101,34 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path, monke
         "Test CPU",
         "abc123",
         "1 not reproduced: 1 measurement, 0 printed outputs",
-        "0 reproduced: 0 measurements, 0 printed outputs",
+        "1 reproduced: 1 measurement, 0 printed outputs",
         '<span class="kind">measurements</span>',  # the contents count the kinds apart
         '<div class="reason">measurement</div>',
         "Not reproduced (1)",
         'href="#claim-s.c"',
         '<figure id="fig-s-c">',
         'href="#fig-s-c"',  # the claim s.c links to the figure named after it
+        # each source by its title, what it is and where: no file number
+        '<a href="https://d2l.ai/chapter_optimization/adagrad.html">Dive into Deep Learning</a>'
+        ", §12.7 Adagrad",
+        "the study notes</a>: 6 优化算法和计算性能 (Optimization), §6.2.2 AdaGrad算法",
+        "A reader&#39;s &lt;notes&gt;",
     ):
         assert text in html, text
+    assert "<b>English:</b> </div>" not in html  # no gloss where the book printed no Chinese
+
+
+def test_a_section_without_figures_has_a_page_of_its_claims():
+    """`snakemake --report` shows a section through its files: each has a page of its claims,
+    the one file of a section without figures."""
+    pages = report.section_pages(LEDGER, TABLE)
+    assert list(pages) == ["s", "t"]
+    assert "<h2>02. No figure</h2>" in pages["t"]
+    assert "Runs &lt;async&gt;" in pages["t"] and "It holds" not in pages["t"]
+    assert '<span class="ok">reproduced</span>' in pages["t"]
+    assert '<a href="https://d2l.ai/">Dive into Deep Learning</a>, §13.2' in pages["t"]
+    assert "<b>English:</b> somewhat slower than linearly" in pages["s"]
+    assert "<h2>01. Section &lt;one&gt;</h2>" in pages["s"]
 
 
 def test_a_claim_links_to_the_figure_named_after_it_or_its_prefix():

@@ -81,7 +81,9 @@ def test_smoke_run_writes_report_and_ledger(smoke_run):
     assert "<b>smoke</b>" in html
     for section in ledger["sections"]:
         assert section["title"] in html
+        assert (smoke_run / paths.claims_table(section["id"])).exists()
     assert html.count("data:image/png;base64,") == len(claims.figure_files(ledger))
+    assert not re.search(r"\bseeds? 0\d\d", html, re.I)  # sources by title, not file number
 
 
 @pytest.mark.e2e
@@ -127,7 +129,10 @@ def test_snakemake_report(smoke_run, mirror, tmp_path):
         "preset=smoke",
         f"data_mirror={mirror}",
     )
-    assert (tmp_path / "report.html").stat().st_size > 100_000
+    html = (tmp_path / "report.html").read_text()
+    assert len(html) > 100_000
+    for category in claims.section_categories(claims.load()).values():
+        assert json.dumps(category) in html  # every section, those without a figure too
 
 
 def test_sweep_expands_one_job_per_setting(repo):
@@ -551,7 +556,7 @@ rule toy:
     "workflow/claims.yaml": """
   - id: toy
     title: A toy section
-    source: "the README's walkthrough"
+    sources: [{id: book, at: "none: the README's walkthrough"}]
     summary: The sum of the first n integers.
     figures:
       - {name: sums, caption: "1 + ... + k for k up to n."}
@@ -590,3 +595,46 @@ def test_a_new_section_reaches_the_report_touching_only_its_files(smoke_run, mir
     html = (workdir / "results" / "report.html").read_text()
     assert "A toy section" in html and 'id="fig-toy-sums"' in html
     assert len(TOY_SECTION) == 6
+
+
+REPORT_CATEGORIES = """
+import json
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.io import is_flagged
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(
+        snakefile=Path("Snakefile"),
+        resource_settings=ResourceSettings(cores=1),
+        config_settings=ConfigSettings(config={"preset": "smoke"}),
+    )._workflow
+    print(json.dumps([
+        [str(f), f.flags["report"].category]
+        for rule in workflow.rules
+        for f in rule.output
+        if is_flagged(f, "report")
+    ]))
+"""
+
+
+def test_snakemake_report_shows_every_section_in_the_book_s_order(repo):
+    """Each section is a category of `snakemake --report` holding its claims page, those
+    without a figure (data, async) too, and the categories sort (as text, as the report
+    does) in the ledger's order, "10." after "09."."""
+    result = subprocess.run(
+        [sys.executable, "-c", REPORT_CATEGORIES], cwd=repo, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    flagged = json.loads(result.stdout.splitlines()[-1])
+    ledger = claims.load(repo / "workflow" / "claims.yaml")
+    titles = claims.section_categories(ledger)
+    pages = {path: category for path, category in flagged if path.startswith("results/claims/")}
+    assert pages == {str(paths.claims_table(s)): titles[s] for s in titles}
+    figureless = [s["id"] for s in ledger["sections"] if not s.get("figures")]
+    assert {"data", "async"} <= set(figureless)
+    shown = {category for _, category in flagged}
+    assert {titles[s] for s in figureless} <= shown
+    in_order = ["0. Claims", *titles.values()]
+    assert sorted(shown) == in_order

@@ -39,9 +39,8 @@ def code(script):
     return code_inputs.closure(paths.SCRIPTS / f"{script}.py", workflow.basedir)
 
 
-SECTION_TITLES = {
-    s["id"]: f"{i}. {s['title']}" for i, s in enumerate(LEDGER["sections"], 1)
-}
+# Each section's category of `snakemake --report`, numbered so that it sorts in the book's order.
+SECTION_TITLES = claims.section_categories(LEDGER)
 
 
 def all_cores(wildcards):
@@ -137,6 +136,17 @@ def figure(section, name):
         caption=str(paths.caption(section)),
         category=SECTION_TITLES[section],
         labels={"figure": name},
+    )
+
+
+def claims_table(section):
+    """The claims page of ledger section ``section``, flagged for `snakemake --report` in the
+    section's category: every section shows there, those without a figure too."""
+    return report(
+        str(paths.claims_table(section)),
+        caption="../../report/captions/section_claims.rst",
+        category=SECTION_TITLES[section],
+        labels={"table": "claims"},
     )
 
 

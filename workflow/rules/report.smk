@@ -69,14 +69,16 @@ rule report:
         claims="results/claims.csv",
         environment=ENVIRONMENT,
         template="report/report.html.j2",
+        section_template="report/section.html.j2",
         code=code("report"),
         figures=claims.figure_files(LEDGER),
     output:
-        report(
+        html=report(
             "results/report.html",
             caption="../../report/captions/report.rst",
             category="0. Claims",
         ),
+        tables=[claims_table(section) for section in SECTION_TITLES],
     log:
         "logs/report.log",
     localrule: True

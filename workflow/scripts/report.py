@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from d2lrepro.core import environment
+from d2lrepro.core import environment, paths
 from d2lrepro.pipeline import claims, job, report, settings
 
 log = job.start(snakemake)
@@ -15,13 +15,19 @@ run = settings.Settings(
     values={},
     deviations=[settings.Deviation(*d) for d in snakemake.params.deviations],
 )
+ledger = claims.load(snakemake.input.ledger)
+table = pd.read_csv(snakemake.input.claims, keep_default_na=False)
 html = report.render(
-    claims.load(snakemake.input.ledger),
-    pd.read_csv(snakemake.input.claims, keep_default_na=False),
+    ledger,
+    table,
     env,
     run,
     commit=environment.git_commit(Path(snakemake.scriptdir).parents[1]),
     template=snakemake.input.template,
 )
-Path(snakemake.output[0]).write_text(html)
-log.info("wrote %s (%d bytes)", snakemake.output[0], len(html))
+Path(snakemake.output.html).write_text(html)
+log.info("wrote %s (%d bytes)", snakemake.output.html, len(html))
+pages = report.section_pages(ledger, table, template=snakemake.input.section_template)
+for section, page in pages.items():
+    paths.claims_table(section).write_text(page)
+log.info("wrote the claims pages of %d sections", len(pages))

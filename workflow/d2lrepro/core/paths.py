@@ -17,6 +17,7 @@ CLAIMS_SCHEMA = WORKFLOW / "schemas" / "claims.schema.yaml"
 BOOK_CURVES = WORKFLOW / "reference" / "book_curves.csv"
 SCRIPTS = WORKFLOW / "scripts"
 REPORT_TEMPLATE = REPO / "report" / "report.html.j2"
+SECTION_TEMPLATE = REPO / "report" / "section.html.j2"
 CAPTIONS = REPO / "report" / "captions"
 # The caption of the figures of a section without a caption file of its own.
 SECTION_CAPTION = CAPTIONS / "section.rst"
@@ -40,6 +41,12 @@ def experiment(chapter: str, name: str) -> Path:
 def figure(section: str, name: str) -> Path:
     """The figure ``name`` of ledger section ``section``."""
     return RESULTS / "figures" / section / f"{name}.png"
+
+
+def claims_table(section: str) -> Path:
+    """The claims of ledger section ``section`` as a page of their own, for the section's
+    category of `snakemake --report` (which shows a section only through its files)."""
+    return RESULTS / "claims" / f"{section}.html"
 
 
 def caption(section: str) -> Path:

@@ -28,6 +28,7 @@ COLUMNS = [
     "kind",
     "statement",
     "printed",
+    "printed_en",
     "measured",
     "verdict",
     "reason",
@@ -43,7 +44,21 @@ def load(path: Path = LEDGER) -> dict:
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise ValueError(f"{path}: duplicate claim ids {duplicates}")
+    unknown = sorted(
+        {ref["id"] for s in ledger["sections"] for ref in s["sources"]} - set(ledger["sources"])
+    )
+    if unknown:
+        raise ValueError(f"{path}: sections cite sources {unknown}, not in its sources")
     return ledger
+
+
+def section_categories(ledger: dict) -> dict[str, str]:
+    """Section id -> its category in `snakemake --report`, numbered in the book's order. The
+    report sorts categories as text, so the numbers are zero-padded to one width ("09." before
+    "10."); "0. Claims" comes first."""
+    sections = ledger["sections"]
+    width = max(2, len(str(len(sections))))
+    return {s["id"]: f"{i:0{width}d}. {s['title']}" for i, s in enumerate(sections, 1)}
 
 
 def evidence_files(ledger: dict) -> list[str]:
@@ -201,7 +216,10 @@ def evaluate_claim(
     behind a metric diverged, failed or measured nothing. The measured numbers are shown
     whenever there are any.
     """
-    row = {k: claim.get(k, "") for k in ("id", "kind", "statement", "printed", "evidence")}
+    row = {
+        k: claim.get(k, "")
+        for k in ("id", "kind", "statement", "printed", "printed_en", "evidence")
+    }
     names = [n for check in claim["checks"] for n in _metrics_of(check)]
     missing = sorted(set(names) - set(metrics["metric"]))
     if missing:

@@ -6,12 +6,18 @@ import base64
 import datetime as dt
 import os
 from pathlib import Path
+from urllib.parse import urljoin
 
 import jinja2
 import pandas as pd
 
 from d2lrepro.core import paths
-from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.claims import (
+    NOT_APPLICABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    section_categories,
+)
 from d2lrepro.pipeline.scaling import SCALED_REASON
 from d2lrepro.pipeline.settings import Settings
 
@@ -20,6 +26,8 @@ VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE)
 # book's code; the report counts the two apart, since only the first depends on the machine.
 KINDS = {"measurement": "measurement", "output": "printed output"}
 TEMPLATE = paths.REPORT_TEMPLATE
+SECTION_TEMPLATE = paths.SECTION_TEMPLATE
+VERDICT_CLASS = {REPRODUCED: "ok", NOT_REPRODUCED: "bad", NOT_APPLICABLE: "na"}
 
 
 def embed_png(path: Path) -> str:
@@ -42,6 +50,27 @@ def claim_figure(claim_id: str, section: str, names: list[str]) -> str:
         if name:
             return name
     return ""
+
+
+def cited(section: dict, sources: dict) -> list[dict]:
+    """The sources ``section`` follows, each with its label, title, where in it, and a link
+    (to the book's page where the section names one)."""
+    refs = []
+    for ref in section["sources"]:
+        source = sources[ref["id"]]
+        url = source.get("url", "")
+        if url and "page" in ref:
+            url = urljoin(url, ref["page"] + ".html")
+        refs.append({k: source[k] for k in ("label", "title", "kind")} | ref | {"url": url})
+    return refs
+
+
+def _environment(template: Path) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(template).parent),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
 
 
 def tally(rows: list[dict]) -> dict:
@@ -76,6 +105,7 @@ def render(
         sections.append(
             {
                 **section,
+                "sources": cited(section, ledger["sources"]),
                 "figures": [
                     {
                         "src": embed_png(paths.figure(section["id"], f["name"])),
@@ -90,13 +120,10 @@ def render(
             }
         )
     counts = tally(claims.to_dict("records"))
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(template).parent),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    env = _environment(template)
     return env.get_template(Path(template).name).render(
         sections=sections,
+        sources=ledger["sources"],
         counts=counts,
         failures=[
             r | {"section": s["title"]}
@@ -108,6 +135,28 @@ def render(
         settings=settings,
         commit=commit,
         built=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        verdict_class={REPRODUCED: "ok", NOT_REPRODUCED: "bad", NOT_APPLICABLE: "na"},
+        verdict_class=VERDICT_CLASS,
         kinds=KINDS,
     )
+
+
+def section_pages(
+    ledger: dict, claims: pd.DataFrame, template: Path = SECTION_TEMPLATE
+) -> dict[str, str]:
+    """Section id -> a page of its claims (sources, summary, and each claim with the book's
+    value, its gloss, the measured value and the verdict): `snakemake --report` shows every
+    section through its files, and a section without figures has only this one."""
+    claims = claims.fillna("")
+    page = _environment(template).get_template(Path(template).name)
+    titles = section_categories(ledger)
+    return {
+        section["id"]: page.render(
+            title=titles[section["id"]],
+            section=section,
+            sources=cited(section, ledger["sources"]),
+            rows=claims[claims["section"] == section["id"]].to_dict("records"),
+            verdict_class=VERDICT_CLASS,
+            kinds=KINDS,
+        )
+        for section in ledger["sections"]
+    }
