@@ -17,7 +17,7 @@ import pandas as pd
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import Paramspace
 
-from d2lrepro.pipeline import claims, code_inputs, settings
+from d2lrepro.pipeline import archive, claims, code_inputs, settings
 from d2lrepro.core import fetch, paths
 from d2lrepro.optimization import schedulers
 
@@ -28,6 +28,12 @@ ENV = "../../envs/d2lrepro.yaml"
 # again, e.g. after moving the tree to a machine with a GPU).
 SETTINGS = settings.resolve(config, record=Path("results/auto_preset.txt"))
 S = SETTINGS.values
+# This run's archive: config archive_name, else run-<host>-<date>.zip, named by the first run
+# of the results tree and recorded with it (a name that changed with the day would rerun it).
+ARCHIVE = str(
+    paths.RESULTS / archive.name(S["archive_name"], record=paths.ARCHIVE_NAME)
+)
+
 LEDGER = claims.load(Path(workflow.basedir) / "workflow" / "claims.yaml")
 
 
@@ -148,3 +154,4 @@ def warmup_runs():
         for lr in S["warmup_sweep"]["lrs"]
         for variant in WARMUP_VARIANTS
     ]
+

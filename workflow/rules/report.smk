@@ -91,3 +91,49 @@ rule report:
         deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
     script:
         "../scripts/report.py"
+
+
+# The tables the figures draw, besides the evidence the ledger names: what a comparison of
+# runs draws again (rule compare), and what a reader of the archive can plot.
+CURVES = [
+    rules.traces.output.steps,
+    rules.airfoil_summary.output.runs,
+    rules.airfoil_summary.output.eps_runs,
+    rules.lr_schedules_summary.output.history,
+    *rules.warmup_sweep_summary.input.runs,
+    rules.hardware.output.sweep,
+    rules.hardware.output.latency,
+    *rules.multidevice_summary.input.runs,
+    *rules.multidevice_summary.input.book,
+    *rules.multidevice_summary.input.topk,
+    *rules.multidevice_summary.input.costs,
+    rules.multidevice_summary.input.examples,
+    rules.multidevice_summary.input.param_server,
+]
+
+
+rule archive:
+    input:
+        ledger="workflow/claims.yaml",
+        claims="results/claims.csv",
+        environment="results/environment.json",
+        evidence=claims.evidence_files(LEDGER),
+        curves=CURVES,
+        code=code("archive"),
+    output:
+        ARCHIVE,
+    log:
+        "logs/archive.log",
+    localrule: True
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(1000, 10),
+    params:
+        requested=SETTINGS.requested,
+        preset=SETTINGS.preset,
+        deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
+    script:
+        "../scripts/archive.py"
+

@@ -27,6 +27,8 @@ CLAIMS = RESULTS / "claims.csv"
 REPORT = RESULTS / "report.html"
 # `auto` resolved once per results tree (delete it to decide again).
 AUTO_PRESET = RESULTS / "auto_preset.txt"
+# The name of the run's archive (run-<host>-<date>.zip), decided once per results tree.
+ARCHIVE_NAME = RESULTS / "archive_name.txt"
 # Training checkpoints: outside every output, so that an interrupted job resumes from them.
 CHECKPOINTS = RESULTS / "checkpoints"
 
