@@ -155,3 +155,21 @@ def warmup_runs():
         for variant in WARMUP_VARIANTS
     ]
 
+
+# Archives come from other machines: each is read and checked in full here, so that a bad
+# one stops the workflow, naming the file, before any job runs.
+for path in S["compare_with"]:
+    try:
+        archive.read(path)
+    except archive.ArchiveError as error:
+        raise WorkflowError(f"config compare_with: {error}") from error
+
+
+def compared(wildcards):
+    """The archives rule compare sets side by side (config compare_with)."""
+    if not S["compare_with"]:
+        raise WorkflowError(
+            "compare sets archives side by side; name them with"
+            " --config compare_with='[a.zip, b.zip]'"
+        )
+    return S["compare_with"]

@@ -137,3 +137,24 @@ rule archive:
     script:
         "../scripts/archive.py"
 
+
+# Not part of `all`: snakemake --cores all compare --config compare_with='[a.zip, b.zip]'
+rule compare:
+    input:
+        runs=compared,
+        book_curves="workflow/reference/book_curves.csv",
+        template="report/compare.html.j2",
+        code=code("compare"),
+    output:
+        html="results/compare/compare.html",
+        table="results/compare/compare.csv",
+    log:
+        "logs/compare.log",
+    localrule: True
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
+    script:
+        "../scripts/compare.py"

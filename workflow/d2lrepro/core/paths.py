@@ -17,6 +17,7 @@ CLAIMS_SCHEMA = WORKFLOW / "schemas" / "claims.schema.yaml"
 BOOK_CURVES = WORKFLOW / "reference" / "book_curves.csv"
 SCRIPTS = WORKFLOW / "scripts"
 REPORT_TEMPLATE = REPO / "report" / "report.html.j2"
+COMPARE_TEMPLATE = REPO / "report" / "compare.html.j2"
 CAPTIONS = REPO / "report" / "captions"
 # The caption of the figures of a section without a caption file of its own.
 SECTION_CAPTION = CAPTIONS / "section.rst"
@@ -29,6 +30,8 @@ REPORT = RESULTS / "report.html"
 AUTO_PRESET = RESULTS / "auto_preset.txt"
 # The name of the run's archive (run-<host>-<date>.zip), decided once per results tree.
 ARCHIVE_NAME = RESULTS / "archive_name.txt"
+# A comparison of the archives of several runs (rule compare).
+COMPARE = RESULTS / "compare"
 # Training checkpoints: outside every output, so that an interrupted job resumes from them.
 CHECKPOINTS = RESULTS / "checkpoints"
 
