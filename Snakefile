@@ -20,5 +20,6 @@ rule all:
     default_target: True
     input:
         "results/report.html",
+        ARCHIVE,
         "results/data/fashion_mnist.pt",
         "results/data/airfoil.pt",

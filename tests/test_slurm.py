@@ -35,9 +35,9 @@ DAEMONS = (
 PACKAGES = "slurmctld slurmd slurmdbd slurm-client munge mariadb-server"
 # Outputs that depend on nothing but the code and the config.
 DETERMINISTIC = ["results/data/fashion_mnist.pt", "results/data/airfoil.pt"]
-# The rules that run in Snakemake's own process (downloads, verdicts, report); all others go
-# to SLURM.
-LOCAL_RULES = {"fetch_data", "evaluate_claims", "report", "all"}
+# The rules that run in Snakemake's own process (downloads, verdicts, report, archive); all
+# others go to SLURM.
+LOCAL_RULES = {"fetch_data", "evaluate_claims", "report", "archive", "all"}
 # Where every SLURM command looks without SLURM_CONF: the steps srun starts inside a job do;
 # slurmdbd and the cgroup plugins read their own files beside it.
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")

@@ -15,7 +15,7 @@ import yaml
 
 from conftest import shipped_claims
 from d2lrepro.core import paths
-from d2lrepro.pipeline import claims, code_inputs
+from d2lrepro.pipeline import archive, claims, code_inputs, compare
 
 # They take every core, so the scheduler runs nothing beside them.
 TIMING_RULES = (
@@ -29,6 +29,11 @@ TIMING_RULES = (
     "single_process",
     "airfoil_run",
 )
+# Rules that run only when asked for, outside `all`.
+ON_DEMAND = {"compare"}
+# The performance chapter's timing rules: measured again on one core for a second run.
+PERFORMANCE_RULES = ("hybridize", "asynchrony", "autopar", "hardware")
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 OUTPUTS = {
     ".git",
     ".venv",
@@ -84,6 +89,76 @@ def test_smoke_run_writes_report_and_ledger(smoke_run):
         assert (smoke_run / paths.claims_table(section["id"])).exists()
     assert html.count("data:image/png;base64,") == len(claims.figure_files(ledger))
     assert not re.search(r"\bseeds? 0\d\d", html, re.I)  # sources by title, not file number
+
+
+@pytest.fixture(scope="module")
+def comparison(smoke_run, mirror, tmp_path_factory):
+    """Two real runs compared: the smoke run, and a copy of it whose performance chapter was
+    measured again on one core instead of two (the rest of its tree is the first run's), each
+    bundled by rule archive; then rule compare on both archives. Returns the two archives and
+    results/compare/ of the second tree."""
+    first = smoke_run / "results" / (smoke_run / paths.ARCHIVE_NAME).read_text().strip()
+    workdir = tmp_path_factory.mktemp("one_core") / "repo"
+    shutil.copytree(smoke_run, workdir, symlinks=True)
+    config = ["--config", "preset=smoke", f"data_mirror={mirror}"]
+    snakemake(workdir, "--cores", "1", "-R", *PERFORMANCE_RULES, *config, "archive_name=one.zip")
+    second = workdir / "results" / "one.zip"
+    snakemake(workdir, "--cores", "1", "compare", *config, f"compare_with=[{first}, {second}]")
+    return first, second, workdir / paths.COMPARE
+
+
+@pytest.mark.e2e
+def test_two_real_runs_are_bundled_and_compared(comparison):
+    first, second, out = comparison
+    runs = [archive.read(first), archive.read(second)]
+    hybridize = "results/performance/hybridize/metrics.csv"
+    assert runs[0].files[hybridize] != runs[1].files[hybridize]  # measured again, not copied
+    assert runs[0].info["preset"] == "smoke" and runs[0].info["date"] != runs[1].info["date"]
+    names = set(runs[0].files)
+    assert set(claims.evidence_files(runs[0].ledger)) <= names
+    assert not any(n.endswith((".pt", ".png")) or "checkpoints" in n for n in names)
+    assert first.stat().st_size < 1_000_000
+    table = pd.read_csv(out / "compare.csv", keep_default_na=False)
+    verdicts = [r.claims.set_index("id")["verdict"] for r in runs]
+    assert set(table["id"]) == set(verdicts[0].index) == set(verdicts[1].index)
+    flipped = {i for i in verdicts[0].index if verdicts[0][i] != verdicts[1][i]}
+    assert set(table.loc[table["group"] == compare.DIFFERS, "id"]) == flipped
+    assert table["group"].map(compare.GROUPS.index).is_monotonic_increasing  # flips first
+    html = (out / "compare.html").read_text()
+    assert all(name in html for name in compare.labels(runs))
+    assert html.count("data:image/png;base64,") >= 3  # curves beside the book's, and ratios
+
+
+@pytest.mark.e2e
+def test_the_comparison_opens_in_a_headless_browser(comparison, tmp_path):
+    browser = next(filter(None, map(shutil.which, BROWSERS)), None)
+    if browser is None:
+        pytest.skip(f"no headless browser installed (looked for {', '.join(BROWSERS)})")
+    page = (comparison[2] / "compare.html").as_uri()
+    headless = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    dom = subprocess.run(
+        [*headless, "--dump-dom", page], capture_output=True, text=True, timeout=120
+    )
+    assert "2 runs compared" in dom.stdout and "one.zip" in dom.stdout
+    shot = tmp_path / "compare.png"
+    subprocess.run(
+        [*headless, "--window-size=1400,2000", f"--screenshot={shot}", page],
+        capture_output=True,
+        timeout=120,
+    )
+    assert shot.stat().st_size > 50_000  # a page drawn, not a blank one
+
+
+def test_a_bad_archive_stops_compare_before_any_job(repo, tmp_path):
+    bad = tmp_path / "bad.zip"
+    bad.write_text("not a zip")
+    config = ["--config", "preset=smoke"]
+    result = snakemake(repo, "-n", "compare", *config, f"compare_with=[{bad}]", check=False)
+    assert result.returncode != 0
+    assert f"{bad}: not a zip archive" in result.stdout + result.stderr
+    result = snakemake(repo, "-n", "compare", *config, check=False)
+    assert result.returncode != 0
+    assert "compare_with='[a.zip, b.zip]'" in result.stdout + result.stderr
 
 
 @pytest.mark.e2e
@@ -236,7 +311,7 @@ def test_code_inputs_are_the_import_closure_of_each_script(repo):
     result = snakemake(repo, "-n", "--forceall", "--cores", "2", "--config", "preset=smoke")
     jobs = planned_jobs(result.stdout + result.stderr)
     scripts = rule_scripts(repo)
-    assert set(scripts) == set(jobs) - {"all"}
+    assert set(scripts) - ON_DEMAND == set(jobs) - {"all"}
     for rule, inputs in jobs.items():
         for job_inputs in inputs:
             declared = sorted(f for f in job_inputs if f.startswith("workflow/d2lrepro/"))

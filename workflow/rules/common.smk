@@ -17,7 +17,7 @@ import pandas as pd
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import Paramspace
 
-from d2lrepro.pipeline import claims, code_inputs, settings
+from d2lrepro.pipeline import archive, claims, code_inputs, settings
 from d2lrepro.core import fetch, paths
 from d2lrepro.optimization import schedulers
 
@@ -28,6 +28,12 @@ ENV = "../../envs/d2lrepro.yaml"
 # again, e.g. after moving the tree to a machine with a GPU).
 SETTINGS = settings.resolve(config, record=paths.AUTO_PRESET)
 S = SETTINGS.values
+# This run's archive: config archive_name, else run-<host>-<date>.zip, named by the first run
+# of the results tree and recorded with it (a name that changed with the day would rerun it).
+ARCHIVE = str(
+    paths.RESULTS / archive.name(S["archive_name"], record=paths.ARCHIVE_NAME)
+)
+
 LEDGER = claims.load(paths.LEDGER)
 # What every timing and figure footer is read against.
 ENVIRONMENT = str(paths.ENVIRONMENT)
@@ -187,3 +193,22 @@ def warmup_runs():
         for lr in S["warmup_sweep"]["lrs"]
         for variant in WARMUP_VARIANTS
     ]
+
+
+# Archives come from other machines: each is read and checked in full here, so that a bad
+# one stops the workflow, naming the file, before any job runs.
+for path in S["compare_with"]:
+    try:
+        archive.read(path)
+    except archive.ArchiveError as error:
+        raise WorkflowError(f"config compare_with: {error}") from error
+
+
+def compared(wildcards):
+    """The archives rule compare sets side by side (config compare_with)."""
+    if not S["compare_with"]:
+        raise WorkflowError(
+            "compare sets archives side by side; name them with"
+            " --config compare_with='[a.zip, b.zip]'"
+        )
+    return S["compare_with"]

@@ -93,3 +93,70 @@ rule report:
         deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
     script:
         "../scripts/report.py"
+
+
+# The tables the figures draw, besides the evidence the ledger names: what a comparison of
+# runs draws again (rule compare), and what a reader of the archive can plot.
+CURVES = [
+    rules.traces.output.steps,
+    rules.airfoil_summary.output.runs,
+    rules.airfoil_summary.output.eps_runs,
+    rules.lr_schedules_summary.output.history,
+    *rules.warmup_sweep_summary.input.runs,
+    rules.hardware.output.sweep,
+    rules.hardware.output.latency,
+    *rules.multidevice_summary.input.runs,
+    *rules.multidevice_summary.input.single_process,
+    *rules.multidevice_summary.input.topk,
+    *rules.multidevice_summary.input.costs,
+    rules.multidevice_summary.input.examples,
+    rules.multidevice_summary.input.param_server,
+]
+
+
+rule archive:
+    input:
+        ledger="workflow/claims.yaml",
+        claims="results/claims.csv",
+        environment=ENVIRONMENT,
+        evidence=claims.evidence_files(LEDGER),
+        curves=CURVES,
+        code=code("archive"),
+    output:
+        ARCHIVE,
+    log:
+        "logs/archive.log",
+    localrule: True
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(1000, 10),
+    params:
+        requested=SETTINGS.requested,
+        preset=SETTINGS.preset,
+        deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
+    script:
+        "../scripts/archive.py"
+
+
+# Not part of `all`: snakemake --cores all compare --config compare_with='[a.zip, b.zip]'
+rule compare:
+    input:
+        runs=compared,
+        book_curves="workflow/reference/book_curves.csv",
+        template="report/compare.html.j2",
+        code=code("compare"),
+    output:
+        html="results/compare/compare.html",
+        table="results/compare/compare.csv",
+    log:
+        "logs/compare.log",
+    localrule: True
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
+    script:
+        "../scripts/compare.py"

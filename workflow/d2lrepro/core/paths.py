@@ -18,6 +18,7 @@ BOOK_CURVES = WORKFLOW / "reference" / "book_curves.csv"
 SCRIPTS = WORKFLOW / "scripts"
 REPORT_TEMPLATE = REPO / "report" / "report.html.j2"
 SECTION_TEMPLATE = REPO / "report" / "section.html.j2"
+COMPARE_TEMPLATE = REPO / "report" / "compare.html.j2"
 CAPTIONS = REPO / "report" / "captions"
 # The caption of the figures of a section without a caption file of its own.
 SECTION_CAPTION = CAPTIONS / "section.rst"
@@ -28,6 +29,10 @@ CLAIMS = RESULTS / "claims.csv"
 REPORT = RESULTS / "report.html"
 # `auto` resolved once per results tree (delete it to decide again).
 AUTO_PRESET = RESULTS / "auto_preset.txt"
+# The name of the run's archive (run-<host>-<date>.zip), decided once per results tree.
+ARCHIVE_NAME = RESULTS / "archive_name.txt"
+# A comparison of the archives of several runs (rule compare).
+COMPARE = RESULTS / "compare"
 # Training checkpoints: outside every output, so that an interrupted job resumes from them.
 CHECKPOINTS = RESULTS / "checkpoints"
 

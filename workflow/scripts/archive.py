@@ -1,0 +1,30 @@
+import datetime as dt
+import json
+import platform
+from pathlib import Path
+
+from d2lrepro.core import environment, logs
+from d2lrepro.pipeline import archive
+
+log = logs.setup(snakemake.log[0])
+inputs = snakemake.input
+tables = [inputs.claims, inputs.environment, *inputs.evidence, *inputs.curves]
+manifest = archive.write(
+    snakemake.output[0],
+    {archive.LEDGER: inputs.ledger} | {path: path for path in tables},
+    {
+        "host": platform.node(),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "preset": snakemake.params.preset,
+        "requested": snakemake.params.requested,
+        "deviations": [dict(zip(("key", "book", "value"), d)) for d in snakemake.params.deviations],
+        "commit": environment.git_commit(Path(snakemake.scriptdir).parents[1]),
+        "torch": json.loads(Path(inputs.environment).read_text())["torch_version"],
+    },
+)
+log.info(
+    "wrote %s: %d files, %d bytes before compression",
+    snakemake.output[0],
+    len(manifest["files"]),
+    sum(f["bytes"] for f in manifest["files"].values()),
+)

@@ -1,0 +1,16 @@
+from pathlib import Path
+
+from d2lrepro.core import environment, logs, reference
+from d2lrepro.pipeline import archive, compare
+
+log = logs.setup(snakemake.log[0])
+runs = [archive.read(path) for path in snakemake.input.runs]
+html, table = compare.render(
+    runs,
+    reference.load(snakemake.input.book_curves),
+    commit=environment.git_commit(Path(snakemake.scriptdir).parents[1]),
+    template=snakemake.input.template,
+)
+Path(snakemake.output.html).write_text(html)
+table.to_csv(snakemake.output.table, index=False)
+log.info("%d runs, %d claims: %s", len(runs), len(table), table["group"].value_counts().to_dict())
