@@ -649,8 +649,8 @@ rule toy:
 
 @pytest.mark.e2e
 def test_a_new_section_reaches_the_report_touching_only_its_files(smoke_run, mirror, tmp_path):
-    """Copied after a full run, the workflow gains a section: only its rule and the claims and
-    report rules run, and its claim and figure reach the report."""
+    """Copied after a full run, the workflow gains a section: only its rule and the claims,
+    report and archive rules run, and its claim and figure reach the report."""
     workdir = tmp_path / "repo"
     shutil.copytree(smoke_run, workdir, symlinks=True)
     for name, text in TOY_SECTION.items():
@@ -663,7 +663,7 @@ def test_a_new_section_reaches_the_report_touching_only_its_files(smoke_run, mir
         path.write_text(text)
     config = ["--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}"]
     planned = planned_jobs(snakemake(workdir, "-n", *config).stdout)
-    assert set(planned) == {"toy", "evaluate_claims", "report", "all"}
+    assert set(planned) == {"toy", "evaluate_claims", "report", "archive", "all"}
     snakemake(workdir, *config)
     table = pd.read_csv(workdir / "results" / "claims.csv").set_index("id")
     assert table.loc["toy.sum", "verdict"] == claims.REPRODUCED
