@@ -1,7 +1,8 @@
-"""Computation against communication (``mgpu.compute_ratio``; seed 000 §6.2.3.2: a model needs
-a good ratio of FLOPs to model size, Inception > ResNet > AlexNet): the FLOPs of one training
-step (forward and backward) per byte of parameters, counted with ``torch.utils.flop_counter``
-on the models as the book defines them, all on the same ImageNet-sized input.
+"""Computation against communication (``mgpu.compute_ratio``; the study notes, §6.2.3.2: a model
+needs a good ratio of FLOPs to model size, Inception > ResNet > AlexNet): the FLOPs of one
+training step (forward and backward) per byte of parameters, counted with
+``torch.utils.flop_counter`` on the models as the book defines them, all on the same ImageNet-
+sized input.
 
 Metrics: ``arch.{alexnet,resnet18,googlenet}.{gflops,param_mb,flops_per_byte}``.
 """

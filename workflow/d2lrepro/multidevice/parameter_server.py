@@ -1,5 +1,5 @@
-"""Parameter servers (the book's §15; ``ps.*``): what synchronizing a fixed gradient volume costs by
-each strategy the section compares, measured by the workers of a run on their own devices
+"""Parameter servers (the book's §13.7; ``ps.*``): what synchronizing a fixed gradient volume costs
+by each strategy the section compares, measured by the workers of a run on their own devices
 (GPUs with NCCL, else CPU processes with gloo over loopback and shared memory).
 
 - ``gather``: the book's "aggregate on one GPU": every worker sends its whole gradient to

@@ -91,7 +91,7 @@ def printed_examples(device: torch.device) -> list[dict]:
     """The section's printed examples, made by 2 workers on their own devices: LeNet's fresh
     parameters copied to worker 0's device (:func:`params_example`), the allreduce of [[1, 1]]
     held by worker 0 and [[2, 2]] held by worker 1, and the rows each worker takes of a 4x5
-    batch and of seed 003's 6x4 batch. Every worker returns every worker's rows."""
+    batch and of the blog notes' 6x4 batch. Every worker returns every worker's rows."""
     rank, world = dist.get_rank(), world_size()
     if world != 2:
         raise ValueError(f"the printed examples need 2 workers, not {world}")

@@ -1,5 +1,5 @@
-"""Warm-up against a high learning rate (seed 000 §6.3; ``lrs.warmup_high_lr``): the sweep of
-peak lrs, each run without and with a linear warm-up from the same weights
+"""Warm-up against a high learning rate (the study notes, §6.3; ``lrs.warmup_high_lr``): the sweep
+of peak lrs, each run without and with a linear warm-up from the same weights
 (:func:`d2lrepro.core.training.train`'s ``warmup_steps``), judged pair by pair."""
 
 from __future__ import annotations
