@@ -89,8 +89,8 @@ def test_hybridization_on_the_gpu():
 
 def test_a_claimed_gpu_is_all_that_torch_sees(tmp_path):
     code = (
-        "from pathlib import Path; import torch; from d2lrepro.core import devices; "
-        f"devices.claim_gpus(1, lock_dir=Path({str(tmp_path)!r})); "
+        "from pathlib import Path; import torch; from d2lrepro.core import gpu_claims; "
+        f"gpu_claims.claim_gpus(1, lock_dir=Path({str(tmp_path)!r})); "
         "print(torch.cuda.device_count(), torch.cuda.get_device_name(0))"
     )
     env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
@@ -107,7 +107,7 @@ import torch
 from d2lrepro.core import data, devices, models
 from d2lrepro.optimization import lr_schedules
 
-devices.claim_gpus(1, lock_dir=Path(sys.argv[1]), share=2)
+gpu_claims.claim_gpus(1, lock_dir=Path(sys.argv[1]), share=2)
 fashion = data.load_data(sys.argv[2], device="cuda:0")
 print(torch.cuda.device_count(), flush=True)  # its CUDA context is up
 sys.stdin.readline()  # both processes hold the GPU: train beside each other

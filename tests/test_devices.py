@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from d2lrepro.core import devices
+from d2lrepro.core import devices, gpu_claims
 from d2lrepro.pipeline import settings
 
 
@@ -60,8 +60,8 @@ def claim_in_child(lock_dir, gpus, hold_s=0.0, share=1):
     """A process that claims one of ``gpus`` (shared by at most ``share`` jobs) and prints
     what CUDA_VISIBLE_DEVICES became."""
     code = (
-        "import os, sys, time; from pathlib import Path; from d2lrepro.core import devices; "
-        f"devices.claim_gpus(1, lock_dir=Path({str(lock_dir)!r}), gpus={gpus!r}, poll_s=0.1,"
+        "import os, sys, time; from pathlib import Path; from d2lrepro.core import gpu_claims; "
+        f"gpu_claims.claim_gpus(1, lock_dir=Path({str(lock_dir)!r}), gpus={gpus!r}, poll_s=0.1,"
         f" share={share}); "
         "print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
         f"time.sleep({hold_s})"
@@ -92,21 +92,21 @@ def test_a_claim_takes_all_its_gpus_or_none(tmp_path, monkeypatch):
     holder = claim_in_child(tmp_path, ["GPU-a", "GPU-b"], hold_s=60)
     try:
         assert holder.stdout.readline().strip() == "GPU-a"
-        assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["GPU-a", "GPU-b"]) == ["GPU-b"]
+        assert gpu_claims.claim_gpus(1, lock_dir=tmp_path, gpus=["GPU-a", "GPU-b"]) == ["GPU-b"]
         assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-b"
         # asking for more than there are takes what there is; none asked, none taken
-        assert devices.claim_gpus(0, lock_dir=tmp_path, gpus=["GPU-a"]) == []
+        assert gpu_claims.claim_gpus(0, lock_dir=tmp_path, gpus=["GPU-a"]) == []
     finally:
         holder.kill()
         holder.wait()
-        for _, handle in devices._held:
+        for _, handle in gpu_claims._held:
             handle.close()
-        devices._held.clear()
+        gpu_claims._held.clear()
 
 
 def test_under_slurm_the_allocation_is_the_claim(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "7")
-    assert devices.claim_gpus(2, lock_dir=tmp_path, gpus=["0", "1"]) == []
+    assert gpu_claims.claim_gpus(2, lock_dir=tmp_path, gpus=["0", "1"]) == []
     assert not list(tmp_path.iterdir())
 
 
@@ -138,9 +138,9 @@ def test_a_job_asks_for_no_more_gpus_than_the_run_may_use(wanted, machine_gpus, 
 def test_a_job_given_no_gpu_hides_the_machine_s(tmp_path, monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert devices.claim_gpus(0, lock_dir=tmp_path, gpus=[]) == []
+    assert gpu_claims.claim_gpus(0, lock_dir=tmp_path, gpus=[]) == []
     assert "CUDA_VISIBLE_DEVICES" not in os.environ  # nothing to hide
-    assert devices.claim_gpus(0, lock_dir=tmp_path, gpus=["0", "1"]) == []
+    assert gpu_claims.claim_gpus(0, lock_dir=tmp_path, gpus=["0", "1"]) == []
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
 
 
@@ -294,9 +294,9 @@ def own_claims(monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     yield
-    for _, handle in devices._held:
+    for _, handle in gpu_claims._held:
         handle.close()
-    devices._held.clear()
+    gpu_claims._held.clear()
 
 
 def test_a_gpu_held_by_another_process_times_out_naming_it(tmp_path, own_claims):
@@ -306,8 +306,8 @@ def test_a_gpu_held_by_another_process_times_out_naming_it(tmp_path, own_claims)
         record = json.loads((tmp_path / "gpu-0.lock").read_text())
         assert record["pid"] == holder.pid and record["host"] == socket.gethostname()
         start = time.monotonic()
-        with pytest.raises(devices.GpuClaimTimeout) as error:
-            devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], poll_s=0.05, timeout_s=0.5)
+        with pytest.raises(gpu_claims.GpuClaimTimeout) as error:
+            gpu_claims.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], poll_s=0.05, timeout_s=0.5)
         assert 0.5 <= time.monotonic() - start < 10
         message = str(error.value)
         assert f"GPU 0 is held by PID {holder.pid} on {socket.gethostname()} since " in message
@@ -320,8 +320,8 @@ def test_a_gpu_held_by_another_process_times_out_naming_it(tmp_path, own_claims)
 HOLD_THEN_DIE = """
 import os, sys, time
 from pathlib import Path
-from d2lrepro.core import devices
-devices.claim_gpus(1, lock_dir=Path(sys.argv[1]), gpus=["0"])
+from d2lrepro.core import gpu_claims
+gpu_claims.claim_gpus(1, lock_dir=Path(sys.argv[1]), gpus=["0"])
 child = os.fork()  # inherits the locked file, and outlives this process
 if child == 0:
     time.sleep(60)
@@ -348,7 +348,7 @@ def test_a_lock_whose_holder_has_ended_is_taken(tmp_path, own_claims, caplog):
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         log = logging.getLogger("test.claim")
         with caplog.at_level(logging.INFO, logger="test.claim"):
-            assert devices.claim_gpus(1, log, tmp_path, gpus=["0"], timeout_s=5) == ["0"]
+            assert gpu_claims.claim_gpus(1, log, tmp_path, gpus=["0"], timeout_s=5) == ["0"]
         assert f"names PID {dead.pid} on {socket.gethostname()}" in caplog.text
         assert json.loads((tmp_path / "gpu-0.lock").read_text())["pid"] == os.getpid()
     finally:
@@ -356,34 +356,34 @@ def test_a_lock_whose_holder_has_ended_is_taken(tmp_path, own_claims, caplog):
 
 
 def test_cuda_visible_devices_as_cuda_reads_it():
-    assert devices.parse_visible_devices("0,1") == ["0", "1"]
-    assert devices.parse_visible_devices(" 2 , 0 ") == ["2", "0"]
-    assert devices.parse_visible_devices("0,-1,1") == ["0"]  # CUDA stops at an invalid entry
-    assert devices.parse_visible_devices("") == []
+    assert gpu_claims.parse_visible_devices("0,1") == ["0", "1"]
+    assert gpu_claims.parse_visible_devices(" 2 , 0 ") == ["2", "0"]
+    assert gpu_claims.parse_visible_devices("0,-1,1") == ["0"]  # CUDA stops at an invalid entry
+    assert gpu_claims.parse_visible_devices("") == []
     uuids = "GPU-8f6c1b2e-1d2a-4c3b-9e0f-0a1b2c3d4e5f,GPU-0a1b2c3d"
-    assert devices.parse_visible_devices(uuids) == uuids.split(",")
+    assert gpu_claims.parse_visible_devices(uuids) == uuids.split(",")
     mig = "MIG-4b3c2d1e-aaaa-bbbb-cccc-111122223333,MIG-GPU-8f6c1b2e/1/0"
-    assert devices.parse_visible_devices(mig) == mig.split(",")
+    assert gpu_claims.parse_visible_devices(mig) == mig.split(",")
 
 
 def test_visible_gpus_by_uuid_and_mig_without_starting_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb")
-    assert devices.visible_gpus() == ["GPU-aaaa"]  # what NVML finds of the list
+    assert gpu_claims.visible_gpus() == ["GPU-aaaa"]  # what NVML finds of the list
 
     def starts_cuda():
         raise AssertionError("torch counts MIG instances by starting CUDA")
 
     monkeypatch.setattr(torch.cuda, "device_count", starts_cuda)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-aaaa, MIG-bbbb")
-    assert devices.visible_gpus() == ["MIG-aaaa", "MIG-bbbb"]
+    assert gpu_claims.visible_gpus() == ["MIG-aaaa", "MIG-bbbb"]
 
 
 def test_a_claim_takes_one_mig_instance(tmp_path, own_claims):
     """CUDA shows a process one MIG instance, so a 2-GPU job gets one (its 2-GPU parts are
     then not applicable); old-style MIG names, with slashes, still name one lock file."""
     migs = ["MIG-GPU-8f6c1b2e/1/0", "MIG-GPU-8f6c1b2e/2/0"]
-    assert devices.claim_gpus(2, lock_dir=tmp_path, gpus=migs) == migs[:1]
+    assert gpu_claims.claim_gpus(2, lock_dir=tmp_path, gpus=migs) == migs[:1]
     assert os.environ["CUDA_VISIBLE_DEVICES"] == migs[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "claims.lock",
@@ -401,14 +401,14 @@ def test_jobs_that_only_train_share_a_gpu_and_a_timing_job_waits_for_them(tmp_pa
         assert time.monotonic() - start < 30  # neither waited for the other to end
         record = json.loads((tmp_path / "gpu-0.lock").read_text())
         assert sorted(h["pid"] for h in record) == sorted(p.pid for p in sharing)
-        with pytest.raises(devices.GpuClaimTimeout) as error:
-            devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], poll_s=0.05, timeout_s=0.5)
+        with pytest.raises(gpu_claims.GpuClaimTimeout) as error:
+            gpu_claims.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], poll_s=0.05, timeout_s=0.5)
         assert all(f"PID {p.pid} on {socket.gethostname()}" in str(error.value) for p in sharing)
     finally:
         for p in sharing:
             p.kill()
             p.wait()
-    assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5) == ["0"]
+    assert gpu_claims.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5) == ["0"]
     assert json.loads((tmp_path / "gpu-0.lock").read_text())["pid"] == os.getpid()
 
 
@@ -416,14 +416,14 @@ def test_a_gpu_that_a_timing_job_holds_is_shared_with_nothing(tmp_path, own_clai
     timing = claim_in_child(tmp_path, ["0"], hold_s=60)
     try:
         assert timing.stdout.readline().strip() == "0"
-        with pytest.raises(devices.GpuClaimTimeout, match=f"GPU 0 is held by PID {timing.pid} "):
-            devices.claim_gpus(
+        with pytest.raises(gpu_claims.GpuClaimTimeout, match=f"GPU 0 is held by PID {timing.pid} "):
+            gpu_claims.claim_gpus(
                 1, lock_dir=tmp_path, gpus=["0"], poll_s=0.05, timeout_s=0.5, share=4
             )
     finally:
         timing.kill()
         timing.wait()
-    assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5, share=4) == ["0"]
+    assert gpu_claims.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5, share=4) == ["0"]
     assert [h["pid"] for h in json.loads((tmp_path / "gpu-0.lock").read_text())] == [os.getpid()]
 
 
@@ -434,16 +434,16 @@ def test_sharing_jobs_fill_one_gpu_before_the_next(tmp_path, own_claims):
     try:
         assert first.stdout.readline().strip() == "0"
         # GPU 1 is free, yet GPU 0 has room: the claim joins the job there
-        assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["1", "0"], share=2) == ["0"]
+        assert gpu_claims.claim_gpus(1, lock_dir=tmp_path, gpus=["1", "0"], share=2) == ["0"]
         # GPU 0 is full
-        assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0", "1"], share=2) == ["1"]
-        with pytest.raises(devices.GpuClaimTimeout):
-            devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=0.3, share=2)
+        assert gpu_claims.claim_gpus(1, lock_dir=tmp_path, gpus=["0", "1"], share=2) == ["1"]
+        with pytest.raises(gpu_claims.GpuClaimTimeout):
+            gpu_claims.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=0.3, share=2)
     finally:
         first.kill()
         first.wait()
     # its holder has ended: the place is free again
-    assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5, share=2) == ["0"]
+    assert gpu_claims.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5, share=2) == ["0"]
 
 
 def test_a_sharing_job_that_ended_does_not_keep_its_gpu(tmp_path, own_claims):
@@ -455,7 +455,9 @@ def test_a_sharing_job_that_ended_does_not_keep_its_gpu(tmp_path, own_claims):
     alive = claim_in_child(tmp_path, ["0"], hold_s=60, share=2)
     try:
         assert alive.stdout.readline().strip() == "0"
-        assert devices.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5, share=2) == ["0"]
+        assert gpu_claims.claim_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5, share=2) == [
+            "0"
+        ]
         pids = [h["pid"] for h in json.loads((tmp_path / "gpu-0.lock").read_text())]
         assert pids == [alive.pid, os.getpid()]
     finally:
@@ -472,9 +474,9 @@ def test_a_job_that_only_trains_claims_what_its_rule_asked_for(gpu, gpu_share, c
 
     calls = []
     monkeypatch.setattr(
-        devices, "claim_gpus", lambda wanted, log=None, share=1: calls.append((wanted, share))
+        gpu_claims, "claim_gpus", lambda wanted, log=None, share=1: calls.append((wanted, share))
     )
-    devices.claim_shared_gpu(SimpleNamespace(gpu=gpu, gpu_share=gpu_share), 4)
+    gpu_claims.claim_shared_gpu(SimpleNamespace(gpu=gpu, gpu_share=gpu_share), 4)
     assert calls == [claim]
 
 
@@ -482,8 +484,8 @@ def test_a_job_that_only_trains_given_no_gpu_hides_them(tmp_path, monkeypatch, o
     from types import SimpleNamespace
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    monkeypatch.setattr(devices, "visible_gpus", lambda: ["0"])
-    assert devices.claim_shared_gpu(SimpleNamespace(gpu=0, gpu_share=0), 4) == []
+    monkeypatch.setattr(gpu_claims, "visible_gpus", lambda: ["0"])
+    assert gpu_claims.claim_shared_gpu(SimpleNamespace(gpu=0, gpu_share=0), 4) == []
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
 
 

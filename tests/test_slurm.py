@@ -288,7 +288,7 @@ def test_a_job_killed_for_time_names_its_rule_and_job_id_and_leaves_its_checkpoi
         repo,
         mirror,
         workdir,
-        ["results/multidevice/lenet.1.seed0.csv"],
+        ["results/multidevice/data_parallel/lenet.1.seed0.csv"],
         "--set-resources",
         "data_parallel_run:runtime=1",
         "--set-threads",
@@ -350,7 +350,7 @@ def test_a_node_that_fails_mid_training_names_the_rule_and_job_id_and_a_rerun_re
     SLURM job id, and once the node is back a rerun resumes from the epochs its checkpoint
     holds."""
     env = {**os.environ, "SLURM_CONF": str(slurm)}
-    workdir, target = tmp_path / "w", "results/multidevice/lenet.1.seed0.csv"
+    workdir, target = tmp_path / "w", "results/multidevice/data_parallel/lenet.1.seed0.csv"
     longer = tmp_path / "longer.yaml"  # the smoke run of a few seconds, made 8 epochs long
     longer.write_text(
         "presets: {smoke: {data_parallel: {runs: {lenet.1: {epochs: 8, train_subset: 6000}}}}}\n"

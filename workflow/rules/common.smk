@@ -60,7 +60,7 @@ def all_cores(wildcards):
 
 # Snakemake runs at most one timing job per GPU of this machine: its GPU count is the `gpu`
 # resource unless `--resources gpu=N` says otherwise, and each job claims GPUs of its own
-# (devices.claim_gpus). Jobs that only train share a GPU, jobs_per_gpu at a time: they ask for
+# (gpu_claims.claim_gpus). Jobs that only train share a GPU, jobs_per_gpu at a time: they ask for
 # a `gpu_share` instead, of which the run has N GPUs x jobs_per_gpu, and never run beside a
 # timing job, which takes every core (its claim would wait for theirs to end besides). The
 # Snakefile is parsed before the executor is known, so a cluster's login node counts as "this
@@ -71,7 +71,7 @@ if MACHINE_GPUS and "gpu" not in workflow.global_resources:
 # What the run may use at once: --resources gpu=N, else the machine's GPUs (None: no limit).
 GPU_LIMIT = workflow.global_resources.get("gpu").value
 if MACHINE_GPUS and "gpu_share" not in workflow.global_resources:
-    # on no more GPUs than there are: each holds jobs_per_gpu (devices.claim_gpus)
+    # on no more GPUs than there are: each holds jobs_per_gpu (gpu_claims.claim_gpus)
     workflow.register_resource(
         "gpu_share", min(GPU_LIMIT, MACHINE_GPUS) * S["jobs_per_gpu"]
     )

@@ -3,10 +3,10 @@ import json
 import platform
 from pathlib import Path
 
-from d2lrepro.core import environment, logs
-from d2lrepro.pipeline import archive
+from d2lrepro.core import environment
+from d2lrepro.pipeline import archive, job
 
-log = logs.setup(snakemake.log[0])
+log = job.start(snakemake)
 inputs = snakemake.input
 tables = [inputs.claims, inputs.environment, *inputs.evidence, *inputs.curves]
 manifest = archive.write(

@@ -1,9 +1,9 @@
 from pathlib import Path
 
-from d2lrepro.core import environment, logs, reference
-from d2lrepro.pipeline import archive, compare
+from d2lrepro.core import environment, reference
+from d2lrepro.pipeline import archive, compare, job
 
-log = logs.setup(snakemake.log[0])
+log = job.start(snakemake)
 runs = [archive.read(path) for path in snakemake.input.runs]
 html, table = compare.render(
     runs,

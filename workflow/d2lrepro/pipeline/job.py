@@ -12,22 +12,22 @@ def start(snakemake, gpus: bool | str = False, threads: bool = False) -> logging
     """Start a script's job: its log records and an uncaught exception's traceback go to its
     log file (the logger is returned).
 
-    ``gpus``: the job's ``gpu`` resource is claimed (:func:`d2lrepro.core.devices.claim_gpus`)
+    ``gpus``: the job's ``gpu`` resource is claimed (:func:`d2lrepro.core.gpu_claims.claim_gpus`)
     before anything starts CUDA, so that the GPUs this job gets become its cuda:0, cuda:1, ...
     and no other job's (given none, CUDA finds none); ``gpus="shared"``: a job that trains and
     times nothing a verdict depends on shares a GPU with at most ``jobs_per_gpu`` - 1 such jobs
-    (:func:`d2lrepro.core.devices.claim_shared_gpu`). ``threads``: torch runs with the job's
+    (:func:`d2lrepro.core.gpu_claims.claim_shared_gpu`). ``threads``: torch runs with the job's
     threads. Without either, this imports no torch, which would cost a job that needs none
     (the report) seconds.
     """
     log = logs.setup(snakemake.log[0])
     if gpus:
-        from d2lrepro.core import devices
+        from d2lrepro.core import gpu_claims
 
         if gpus == "shared":
-            devices.claim_shared_gpu(snakemake.resources, snakemake.config["jobs_per_gpu"], log)
+            gpu_claims.claim_shared_gpu(snakemake.resources, snakemake.config["jobs_per_gpu"], log)
         else:
-            devices.claim_gpus(snakemake.resources.gpu, log)
+            gpu_claims.claim_gpus(snakemake.resources.gpu, log)
     if threads:
         import torch
 
