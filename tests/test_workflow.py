@@ -524,13 +524,12 @@ def test_on_a_cluster_jobs_that_only_train_ask_for_a_gpu_of_their_own(repo, gpus
         assert (planned["jobs"][rule], planned["shares"][rule]) == (1, 0), rule
 
 
-FIGURE_OUTPUTS = """
+RULE_OUTPUTS = """
 import json
 from pathlib import Path
 from snakemake.api import SnakemakeApi
 from snakemake.io import is_flagged
 from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
-from d2lrepro.core import paths
 
 with SnakemakeApi(OutputSettings()) as api:
     workflow = api.workflow(
@@ -538,24 +537,30 @@ with SnakemakeApi(OutputSettings()) as api:
         resource_settings=ResourceSettings(cores=1),
         config_settings=ConfigSettings(config={"preset": "smoke"}),
     )._workflow
-    figures = paths.RESULTS / "figures"
     print(json.dumps([
-        [str(f), str(f.flags["report"].caption) if is_flagged(f, "report") else None]
+        [str(f), *((str(f.flags["report"].caption), f.flags["report"].category)
+                   if is_flagged(f, "report") else (None, None))]
         for rule in workflow.rules
         for f in rule.output
-        if Path(f).is_relative_to(figures)
     ]))
 """
+
+
+def rule_outputs(repo) -> list[tuple]:
+    """(path, report caption, report category) of every rule output of the smoke workflow,
+    loaded through Snakemake's API; caption and category None where it is not flagged."""
+    result = subprocess.run(
+        [sys.executable, "-c", RULE_OUTPUTS], cwd=repo, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return [tuple(row) for row in json.loads(result.stdout.splitlines()[-1])]
 
 
 def test_the_ledger_lists_exactly_the_figures_the_rules_draw(repo):
     """Every figure of the ledger is drawn by a rule, once, and every figure a rule draws is
     in the ledger and flagged for snakemake --report by figure() (with a caption)."""
-    result = subprocess.run(
-        [sys.executable, "-c", FIGURE_OUTPUTS], cwd=repo, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    drawn = dict(json.loads(result.stdout.splitlines()[-1]))
+    figures = str(paths.RESULTS / "figures")
+    drawn = {path: caption for path, caption, _ in rule_outputs(repo) if path.startswith(figures)}
     listed = claims.figure_files(claims.load(repo / "workflow" / "claims.yaml"))
     assert sorted(set(listed)) == sorted(listed), "a figure listed twice"
     assert sorted(set(listed) - set(drawn)) == [], "in the ledger, drawn by no rule"
@@ -673,37 +678,11 @@ def test_a_new_section_reaches_the_report_touching_only_its_files(smoke_run, mir
     assert len(TOY_SECTION) == 6
 
 
-REPORT_CATEGORIES = """
-import json
-from pathlib import Path
-from snakemake.api import SnakemakeApi
-from snakemake.io import is_flagged
-from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
-
-with SnakemakeApi(OutputSettings()) as api:
-    workflow = api.workflow(
-        snakefile=Path("Snakefile"),
-        resource_settings=ResourceSettings(cores=1),
-        config_settings=ConfigSettings(config={"preset": "smoke"}),
-    )._workflow
-    print(json.dumps([
-        [str(f), f.flags["report"].category]
-        for rule in workflow.rules
-        for f in rule.output
-        if is_flagged(f, "report")
-    ]))
-"""
-
-
 def test_snakemake_report_shows_every_section_in_the_book_s_order(repo):
     """Each section is a category of `snakemake --report` holding its claims page, those
     without a figure (data, async) too, and the categories sort (as text, as the report
     does) in the ledger's order, "10." after "09."."""
-    result = subprocess.run(
-        [sys.executable, "-c", REPORT_CATEGORIES], cwd=repo, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    flagged = json.loads(result.stdout.splitlines()[-1])
+    flagged = [(path, category) for path, _, category in rule_outputs(repo) if category]
     ledger = claims.load(repo / "workflow" / "claims.yaml")
     titles = claims.section_categories(ledger)
     pages = {path: category for path, category in flagged if path.startswith("results/claims/")}
