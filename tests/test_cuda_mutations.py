@@ -1,0 +1,130 @@
+"""Mutation tests of the claims only a GPU can measure: the code a claim is about, broken in a
+small plausible way, must turn the claim "not reproduced", and the same call unbroken
+"reproduced". Runs only with CUDA (skipped elsewhere, with the reason)."""
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import shipped_claims
+from d2lrepro.core import devices
+from d2lrepro.performance import asynchrony, autopar, hardware
+from d2lrepro.pipeline import claims
+from d2lrepro.pipeline.claims import NOT_REPRODUCED, REPRODUCED
+
+GPUS = devices.cuda_count()
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(GPUS == 0, reason="needs CUDA, this machine has none"),
+]
+two_gpus = pytest.mark.skipif(GPUS < 2, reason=f"needs 2 CUDA devices, this machine has {GPUS}")
+HERE = {"cuda_devices": GPUS, "usable_cores": devices.usable_cores()}
+BOOK_ASYNC = {"size": 1000, "steps": 10, "repeats": 5}  # config.yaml's asynchrony
+COPIES = {"size": 1000, "n": 50, "min_run_time": 0.2, "max_run_time": 2.0}
+
+
+def expect(claim_id: str, rows: list[dict], verdict: str) -> None:
+    """The shipped ledger judges ``claim_id`` on ``rows`` ``verdict`` on this machine; a
+    failure shows the numbers it judged."""
+    judged = claims.evaluate_claim(shipped_claims()[claim_id], pd.DataFrame(rows), HERE)
+    assert judged["verdict"] == verdict, f"{claim_id}: {judged['measured']} {judged['reason']}"
+
+
+@pytest.fixture(scope="module")
+def book_asynchrony():
+    """The unbroken benchmark at the book's size: the 100× of async.warmup+bench depends on it
+    (numpy's time grows with size³, the unsynchronized GPU loop only queues 20 launches)."""
+    return asynchrony.asynchrony(**BOOK_ASYNC)
+
+
+def test_a_torch_loop_left_on_the_host_is_no_faster_than_numpy(book_asynchrony, monkeypatch):
+    """async.warmup+bench. Mutation: the loop's matrices made without their device, so torch
+    computes on the host CPU as numpy does (float32 against float64: a few times faster at
+    most, not 100)."""
+    expect("async.warmup+bench", book_asynchrony, REPRODUCED)
+    real = torch.randn
+    monkeypatch.setattr(torch, "randn", lambda *size, device=None, **kw: real(*size, **kw))
+    expect("async.warmup+bench", asynchrony.asynchrony(**BOOK_ASYNC), NOT_REPRODUCED)
+
+
+def test_products_that_wait_for_the_gpu_leave_nothing_to_synchronize(book_asynchrony, monkeypatch):
+    """async.sync. Mutation: each product waits for the GPU before it returns, so Python never
+    runs ahead of the GPU: the loop takes as long without the final synchronize as with it (a
+    ratio about 1, the bound 0.5)."""
+    expect("async.sync", book_asynchrony, REPRODUCED)
+    real = torch.mm
+
+    def blocking(a, b):
+        product = real(a, b)
+        devices.synchronize(product.device)
+        return product
+
+    monkeypatch.setattr(torch, "mm", blocking)
+    expect("async.sync", asynchrony.asynchrony(**BOOK_ASYNC), NOT_REPRODUCED)
+
+
+@two_gpus
+def test_a_chain_left_on_the_host_is_no_match_for_the_other_gpu(monkeypatch):
+    """autopar.single at 1000² rather than the book's 4000² (the mutated chain runs on the CPU,
+    where 50 products of 4000² take tens of seconds): two equal GPUs time alike at any size
+    whose products outweigh their launches (some 70 µs against 5 on an H100). Mutation: GPU
+    1's matrix made on the host, so chain b runs on the CPU, tens of times slower than a."""
+
+    def measure():
+        return autopar.autopar_gpus(size=1000, n=50, min_run_time=0.2, max_run_time=2.0)
+
+    expect("autopar.single", measure(), REPRODUCED)
+    real, gpu1 = torch.rand, torch.device("cuda", 1)
+
+    def rand(*size, device=None, **kw):
+        return real(*size, device="cpu" if device == gpu1 else device, **kw)
+
+    monkeypatch.setattr(torch, "rand", rand)
+    expect("autopar.single", measure(), NOT_REPRODUCED)
+
+
+@pytest.fixture(scope="module")
+def copies():
+    """copy_overlap unbroken at 1000² rather than the book's 4000²: its sums of parts hold at
+    any size where a product and a copy (some 70 and 80 µs on an H100) outweigh the launches and
+    waits of a step (about 10 µs), and the wait a serialized overlap adds to each step is then
+    some 5% of the whole, not the 0.4% that the spread of separate timings could hide."""
+    return autopar.copy_overlap(**COPIES)
+
+
+def test_results_left_on_the_gpu_cost_nothing_to_copy(copies, monkeypatch):
+    """autopar.copy. Mutation: the results "copied" to the device they are on (``.to(device)``
+    for ``.to("cpu")``), which hands them back as they are: nothing crosses the bus, so the
+    copy no longer takes longer than computing."""
+    expect("autopar.copy", copies, REPRODUCED)
+    real = torch.Tensor.to
+    monkeypatch.setattr(
+        torch.Tensor, "to", lambda self, device, *args, **kw: real(self, self.device, *args, **kw)
+    )
+    expect("autopar.copy", autopar.copy_overlap(**COPIES), NOT_REPRODUCED)
+
+
+def test_blocking_copies_leave_nothing_to_overlap(copies, monkeypatch):
+    """autopar.overlap. Mutation: the overlap's copies made blocking (``non_blocking`` lost), so
+    the host waits for each product and its copy before it queues the next product: compute and
+    copies run one after the other, plus a launch between them, and take no less than computing
+    and then copying into the same pinned buffers."""
+    expect("autopar.overlap", copies, REPRODUCED)
+    real = torch.Tensor.copy_
+    monkeypatch.setattr(
+        torch.Tensor, "copy_", lambda self, src, non_blocking=False: real(self, src)
+    )
+    expect("autopar.overlap", autopar.copy_overlap(**COPIES), NOT_REPRODUCED)
+
+
+def test_pieces_read_in_mib_copy_as_fast_as_the_whole(monkeypatch):
+    """hw.transfers.gpu at the book's 16 MiB in 4 KiB pieces. Mutation: the pieces' size read in
+    MiB, so "many" is four 4 MiB copies queued back to back, whose launches hide behind the
+    transfers: as fast as one copy of the whole, not 1.5 times slower."""
+
+    def measure():
+        return hardware.transfer_cost(torch.device("cuda", 0), total_mib=16, chunk_kib=4)
+
+    expect("hw.transfers.gpu", measure(), REPRODUCED)
+    monkeypatch.setattr(hardware, "KIB", hardware.MIB)
+    expect("hw.transfers.gpu", measure(), NOT_REPRODUCED)
