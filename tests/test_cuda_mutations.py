@@ -1,5 +1,5 @@
 """Mutation tests of the claims only a GPU can measure: the code a claim is about, broken in a
-small plausible way, must turn the claim "not reproduced", and the same call unbroken
+small plausible way, must turn the claim "not reproduced" where the same call unbroken reads
 "reproduced". Runs only with CUDA (skipped elsewhere, with the reason)."""
 
 import pandas as pd
@@ -23,11 +23,22 @@ BOOK_ASYNC = {"size": 1000, "steps": 10, "repeats": 5}  # config.yaml's asynchro
 COPIES = {"size": 1000, "n": 50, "min_run_time": 0.2, "max_run_time": 2.0}
 
 
-def expect(claim_id: str, rows: list[dict], verdict: str) -> None:
-    """The shipped ledger judges ``claim_id`` on ``rows`` ``verdict`` on this machine; a
-    failure shows the numbers it judged."""
-    judged = claims.evaluate_claim(shipped_claims()[claim_id], pd.DataFrame(rows), HERE)
-    assert judged["verdict"] == verdict, f"{claim_id}: {judged['measured']} {judged['reason']}"
+def judged(claim_id: str, rows: list[dict]) -> dict:
+    return claims.evaluate_claim(shipped_claims()[claim_id], pd.DataFrame(rows), HERE)
+
+
+def unbroken(claim_id: str, rows: list[dict]) -> None:
+    """A mutation shows something only where the unbroken code reproduces the claim: elsewhere
+    the test is skipped with the verdict (the report is where that verdict is a finding)."""
+    verdict = judged(claim_id, rows)
+    if verdict["verdict"] != REPRODUCED:
+        pytest.skip(f"{claim_id} unbroken reads {verdict['verdict']}: {verdict['reason']}")
+
+
+def broken(claim_id: str, rows: list[dict]) -> None:
+    """The mutated code's numbers must fail the claim; a failure shows what was judged."""
+    verdict = judged(claim_id, rows)
+    assert verdict["verdict"] == NOT_REPRODUCED, f"{claim_id}: {verdict['measured']}"
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +52,17 @@ def test_a_torch_loop_left_on_the_host_is_no_faster_than_numpy(book_asynchrony, 
     """async.warmup+bench. Mutation: the loop's matrices made without their device, so torch
     computes on the host CPU as numpy does (float32 against float64: a few times faster at
     most, not 100)."""
-    expect("async.warmup+bench", book_asynchrony, REPRODUCED)
+    unbroken("async.warmup+bench", book_asynchrony)
     real = torch.randn
     monkeypatch.setattr(torch, "randn", lambda *size, device=None, **kw: real(*size, **kw))
-    expect("async.warmup+bench", asynchrony.asynchrony(**BOOK_ASYNC), NOT_REPRODUCED)
+    broken("async.warmup+bench", asynchrony.asynchrony(**BOOK_ASYNC))
 
 
 def test_products_that_wait_for_the_gpu_leave_nothing_to_synchronize(book_asynchrony, monkeypatch):
     """async.sync. Mutation: each product waits for the GPU before it returns, so Python never
     runs ahead of the GPU: the loop takes as long without the final synchronize as with it (a
     ratio about 1, the bound 0.5)."""
-    expect("async.sync", book_asynchrony, REPRODUCED)
+    unbroken("async.sync", book_asynchrony)
     real = torch.mm
 
     def blocking(a, b):
@@ -60,7 +71,7 @@ def test_products_that_wait_for_the_gpu_leave_nothing_to_synchronize(book_asynch
         return product
 
     monkeypatch.setattr(torch, "mm", blocking)
-    expect("async.sync", asynchrony.asynchrony(**BOOK_ASYNC), NOT_REPRODUCED)
+    broken("async.sync", asynchrony.asynchrony(**BOOK_ASYNC))
 
 
 @two_gpus
@@ -73,14 +84,14 @@ def test_a_chain_left_on_the_host_is_no_match_for_the_other_gpu(monkeypatch):
     def measure():
         return autopar.autopar_gpus(size=1000, n=50, min_run_time=0.2, max_run_time=2.0)
 
-    expect("autopar.single", measure(), REPRODUCED)
+    unbroken("autopar.single", measure())
     real, gpu1 = torch.rand, torch.device("cuda", 1)
 
     def rand(*size, device=None, **kw):
         return real(*size, device="cpu" if device == gpu1 else device, **kw)
 
     monkeypatch.setattr(torch, "rand", rand)
-    expect("autopar.single", measure(), NOT_REPRODUCED)
+    broken("autopar.single", measure())
 
 
 @pytest.fixture(scope="module")
@@ -96,12 +107,12 @@ def test_results_left_on_the_gpu_cost_nothing_to_copy(copies, monkeypatch):
     """autopar.copy. Mutation: the results "copied" to the device they are on (``.to(device)``
     for ``.to("cpu")``), which hands them back as they are: nothing crosses the bus, so the
     copy no longer takes longer than computing."""
-    expect("autopar.copy", copies, REPRODUCED)
+    unbroken("autopar.copy", copies)
     real = torch.Tensor.to
     monkeypatch.setattr(
         torch.Tensor, "to", lambda self, device, *args, **kw: real(self, self.device, *args, **kw)
     )
-    expect("autopar.copy", autopar.copy_overlap(**COPIES), NOT_REPRODUCED)
+    broken("autopar.copy", autopar.copy_overlap(**COPIES))
 
 
 def test_blocking_copies_leave_nothing_to_overlap(copies, monkeypatch):
@@ -109,12 +120,12 @@ def test_blocking_copies_leave_nothing_to_overlap(copies, monkeypatch):
     the host waits for each product and its copy before it queues the next product: compute and
     copies run one after the other, plus a launch between them, and take no less than computing
     and then copying into the same pinned buffers."""
-    expect("autopar.overlap", copies, REPRODUCED)
+    unbroken("autopar.overlap", copies)
     real = torch.Tensor.copy_
     monkeypatch.setattr(
         torch.Tensor, "copy_", lambda self, src, non_blocking=False: real(self, src)
     )
-    expect("autopar.overlap", autopar.copy_overlap(**COPIES), NOT_REPRODUCED)
+    broken("autopar.overlap", autopar.copy_overlap(**COPIES))
 
 
 def test_pieces_read_in_mib_copy_as_fast_as_the_whole(monkeypatch):
@@ -125,6 +136,6 @@ def test_pieces_read_in_mib_copy_as_fast_as_the_whole(monkeypatch):
     def measure():
         return hardware.transfer_cost(torch.device("cuda", 0), total_mib=16, chunk_kib=4)
 
-    expect("hw.transfers.gpu", measure(), REPRODUCED)
+    unbroken("hw.transfers.gpu", measure())
     monkeypatch.setattr(hardware, "KIB", hardware.MIB)
-    expect("hw.transfers.gpu", measure(), NOT_REPRODUCED)
+    broken("hw.transfers.gpu", measure())
