@@ -54,9 +54,9 @@ def shipped_claims() -> dict:
     return {c["id"]: c for s in claims.load()["sections"] for c in s["claims"]}
 
 
-def verdict_of(claim_id: str, rows, environment: dict | None = None) -> str:
-    """The verdict the shipped ledger gives ``claim_id`` on the metric ``rows`` (dicts or a
-    frame): mutation tests break the code a claim is about and expect "not reproduced"."""
+def judged(claim_id: str, rows, environment: dict | None = None) -> dict:
+    """The shipped ledger's judgement of ``claim_id`` on the metric ``rows`` (dicts or a frame)
+    on ``environment`` (by default a 2-core machine without GPUs): verdict, measured, reason."""
     import pandas as pd
 
     from d2lrepro.pipeline import claims
@@ -64,4 +64,20 @@ def verdict_of(claim_id: str, rows, environment: dict | None = None) -> str:
     claim = shipped_claims()[claim_id]
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     env = environment or {"cuda_devices": 0, "usable_cores": 2}
-    return claims.evaluate_claim(claim, frame, env)["verdict"]
+    return claims.evaluate_claim(claim, frame, env)
+
+
+def verdict_of(claim_id: str, rows, environment: dict | None = None) -> str:
+    """The verdict of :func:`judged`: mutation tests break the code a claim is about and expect
+    "not reproduced"."""
+    return judged(claim_id, rows, environment)["verdict"]
+
+
+def skip_unless_reproduced(claim_id: str, rows, environment: dict | None = None) -> None:
+    """A mutation shows something only where the unbroken code reproduces the claim: elsewhere
+    the test is skipped with the verdict (the report is where that verdict is a finding)."""
+    from d2lrepro.pipeline import claims
+
+    unbroken = judged(claim_id, rows, environment)
+    if unbroken["verdict"] != claims.REPRODUCED:
+        pytest.skip(f"{claim_id} unbroken reads {unbroken['verdict']}: {unbroken['reason']}")

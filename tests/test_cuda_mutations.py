@@ -2,16 +2,14 @@
 small plausible way, must turn the claim "not reproduced" where the same call unbroken reads
 "reproduced". Runs only with CUDA (skipped elsewhere, with the reason)."""
 
-import pandas as pd
 import pytest
 import torch
 import yaml
 
-from conftest import REPO, shipped_claims
+from conftest import REPO, judged, skip_unless_reproduced
 from d2lrepro.core import devices
 from d2lrepro.performance import asynchrony, autopar, hardware
 from d2lrepro.pipeline import claims
-from d2lrepro.pipeline.claims import NOT_REPRODUCED, REPRODUCED
 
 GPUS = devices.cuda_count()
 pytestmark = [
@@ -25,22 +23,10 @@ BOOK_ASYNC = {name: ASYNC[name] for name in ("size", "steps", "repeats")}
 COPIES = {"size": 1000, "n": 50, "min_run_time": 0.2, "max_run_time": 2.0}
 
 
-def judged(claim_id: str, rows: list[dict]) -> dict:
-    return claims.evaluate_claim(shipped_claims()[claim_id], pd.DataFrame(rows), HERE)
-
-
-def unbroken(claim_id: str, rows: list[dict]) -> None:
-    """A mutation shows something only where the unbroken code reproduces the claim: elsewhere
-    the test is skipped with the verdict (the report is where that verdict is a finding)."""
-    verdict = judged(claim_id, rows)
-    if verdict["verdict"] != REPRODUCED:
-        pytest.skip(f"{claim_id} unbroken reads {verdict['verdict']}: {verdict['reason']}")
-
-
 def broken(claim_id: str, rows: list[dict]) -> None:
     """The mutated code's numbers must fail the claim; a failure shows what was judged."""
-    verdict = judged(claim_id, rows)
-    assert verdict["verdict"] == NOT_REPRODUCED, f"{claim_id}: {verdict['measured']}"
+    verdict = judged(claim_id, rows, HERE)
+    assert verdict["verdict"] == claims.NOT_REPRODUCED, f"{claim_id}: {verdict['measured']}"
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +40,7 @@ def test_a_torch_loop_left_on_the_host_is_no_faster_than_numpy(book_asynchrony, 
     """async.warmup+bench. Mutation: the loop's matrices made without their device, so torch
     computes on the host CPU as numpy does (float32 against float64: a few times faster at
     most, not 100)."""
-    unbroken("async.warmup+bench", book_asynchrony)
+    skip_unless_reproduced("async.warmup+bench", book_asynchrony, HERE)
     real = torch.randn
     monkeypatch.setattr(torch, "randn", lambda *size, device=None, **kw: real(*size, **kw))
     broken("async.warmup+bench", asynchrony.asynchrony(**BOOK_ASYNC))
@@ -64,7 +50,7 @@ def test_products_that_wait_for_the_gpu_leave_nothing_to_synchronize(book_asynch
     """async.sync. Mutation: each product waits for the GPU before it returns, so Python never
     runs ahead of the GPU: the loop takes as long without the final synchronize as with it (a
     ratio about 1, the bound 0.5)."""
-    unbroken("async.sync", book_asynchrony)
+    skip_unless_reproduced("async.sync", book_asynchrony, HERE)
     real = torch.mm
 
     def blocking(a, b):
@@ -86,7 +72,7 @@ def test_a_chain_left_on_the_host_is_no_match_for_the_other_gpu(monkeypatch):
     def measure():
         return autopar.autopar_gpus(size=1000, n=50, min_run_time=0.2, max_run_time=2.0)
 
-    unbroken("autopar.single", measure())
+    skip_unless_reproduced("autopar.single", measure(), HERE)
     real, gpu1 = torch.rand, torch.device("cuda", 1)
 
     def rand(*size, device=None, **kw):
@@ -109,7 +95,7 @@ def test_results_left_on_the_gpu_cost_nothing_to_copy(copies, monkeypatch):
     """autopar.copy. Mutation: the results "copied" to the device they are on (``.to(device)``
     for ``.to("cpu")``), which hands them back as they are: nothing crosses the bus, so the
     copy no longer takes longer than computing."""
-    unbroken("autopar.copy", copies)
+    skip_unless_reproduced("autopar.copy", copies, HERE)
     real = torch.Tensor.to
 
     def to(self, *args, **kw):
@@ -126,7 +112,7 @@ def test_blocking_copies_leave_nothing_to_overlap(copies, monkeypatch):
     the host waits for each product and its copy before it queues the next product: compute and
     copies run one after the other, plus a launch between them, and take no less than computing
     and then copying into the same pinned buffers."""
-    unbroken("autopar.overlap", copies)
+    skip_unless_reproduced("autopar.overlap", copies, HERE)
     real = torch.Tensor.copy_
     monkeypatch.setattr(
         torch.Tensor, "copy_", lambda self, src, non_blocking=False: real(self, src)
@@ -142,6 +128,6 @@ def test_pieces_read_in_mib_copy_as_fast_as_the_whole(monkeypatch):
     def measure():
         return hardware.transfer_cost(torch.device("cuda", 0), total_mib=16, chunk_kib=4)
 
-    unbroken("hw.transfers.gpu", measure())
+    skip_unless_reproduced("hw.transfers.gpu", measure(), HERE)
     monkeypatch.setattr(hardware, "KIB", hardware.MIB)
     broken("hw.transfers.gpu", measure())

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import shipped_claims
+from conftest import judged, skip_unless_reproduced
 from d2lrepro.core import data, devices, fetch, reference
 from d2lrepro.optimization import lr_schedules, schedulers
 from d2lrepro.pipeline import claims, settings
@@ -85,9 +85,8 @@ def never(book, fashion, intact) -> pd.DataFrame:
     return pd.concat([constant, multistep, multistep.assign(semantics="intended")])
 
 
-def verdict(claim_id: str, history: pd.DataFrame) -> dict:
-    rows = pd.DataFrame(lr_schedules.training_metrics(history, reference.load()))
-    return claims.evaluate_claim(shipped_claims()[claim_id], rows, HERE)
+def metrics(history: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(lr_schedules.training_metrics(history, reference.load()))
 
 
 @pytest.mark.parametrize(
@@ -95,9 +94,7 @@ def verdict(claim_id: str, history: pd.DataFrame) -> dict:
     ["lrs.multifactor_train", "lrs.multifactor_train.intended", "lrs.multifactor_train.curve"],
 )
 def test_a_multistep_schedule_never_applied_fails_its_claims(claim_id, intact, request):
-    unbroken = verdict(claim_id, intact)
-    if unbroken["verdict"] != claims.REPRODUCED:
-        pytest.skip(f"{claim_id} unbroken reads {unbroken['verdict']}: {unbroken['reason']}")
+    skip_unless_reproduced(claim_id, metrics(intact), HERE)
     # the mutated runs are trained only when there is something for them to show
-    broken = verdict(claim_id, request.getfixturevalue("never"))
+    broken = judged(claim_id, metrics(request.getfixturevalue("never")), HERE)
     assert broken["verdict"] == claims.NOT_REPRODUCED, broken["measured"]
