@@ -21,6 +21,17 @@ def mirror() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def fashion_mnist_files(mirror) -> list[Path]:
+    """The mirror's four Fashion-MNIST IDX files, in the order prepare_fashion_mnist takes them
+    (the registry's: train images, train labels, test images, test labels)."""
+    from d2lrepro.core import fetch
+
+    return [
+        mirror / f.mirror_path for f in fetch.FILES.values() if f.mirror_path.startswith("fashion")
+    ]
+
+
 @pytest.fixture
 def cuda_count(monkeypatch):
     """Pretend this machine has ``n`` CUDA devices, none of them hidden by
@@ -71,6 +82,21 @@ def verdict_of(claim_id: str, rows, environment: dict | None = None) -> str:
     """The verdict of :func:`judged`: mutation tests break the code a claim is about and expect
     "not reproduced"."""
     return judged(claim_id, rows, environment)["verdict"]
+
+
+def this_machine() -> dict:
+    """The environment claims are judged on, as this machine is (its GPUs and usable cores)."""
+    from d2lrepro.core import devices
+
+    return {"cuda_devices": devices.cuda_count(), "usable_cores": devices.usable_cores()}
+
+
+def assert_not_reproduced(claim_id: str, rows, environment: dict | None = None) -> None:
+    """The mutated code's numbers must fail the claim; a failure shows what was judged."""
+    from d2lrepro.pipeline import claims
+
+    broken = judged(claim_id, rows, environment)
+    assert broken["verdict"] == claims.NOT_REPRODUCED, f"{claim_id}: {broken['measured']}"
 
 
 def skip_unless_reproduced(claim_id: str, rows, environment: dict | None = None) -> None:

@@ -6,10 +6,9 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, judged, skip_unless_reproduced
+from conftest import REPO, assert_not_reproduced, skip_unless_reproduced, this_machine
 from d2lrepro.core import devices
 from d2lrepro.performance import asynchrony, autopar, hardware
-from d2lrepro.pipeline import claims
 
 GPUS = devices.cuda_count()
 pytestmark = [
@@ -17,16 +16,10 @@ pytestmark = [
     pytest.mark.skipif(GPUS == 0, reason="needs CUDA, this machine has none"),
 ]
 two_gpus = pytest.mark.skipif(GPUS < 2, reason=f"needs 2 CUDA devices, this machine has {GPUS}")
-HERE = {"cuda_devices": GPUS, "usable_cores": devices.usable_cores()}
+HERE = this_machine()
 ASYNC = yaml.safe_load((REPO / "config.yaml").read_text())["asynchrony"]
 BOOK_ASYNC = {name: ASYNC[name] for name in ("size", "steps", "repeats")}
 COPIES = {"size": 1000, "n": 50, "min_run_time": 0.2, "max_run_time": 2.0}
-
-
-def broken(claim_id: str, rows: list[dict]) -> None:
-    """The mutated code's numbers must fail the claim; a failure shows what was judged."""
-    verdict = judged(claim_id, rows, HERE)
-    assert verdict["verdict"] == claims.NOT_REPRODUCED, f"{claim_id}: {verdict['measured']}"
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +36,7 @@ def test_a_torch_loop_left_on_the_host_is_no_faster_than_numpy(book_asynchrony, 
     skip_unless_reproduced("async.warmup+bench", book_asynchrony, HERE)
     real = torch.randn
     monkeypatch.setattr(torch, "randn", lambda *size, device=None, **kw: real(*size, **kw))
-    broken("async.warmup+bench", asynchrony.asynchrony(**BOOK_ASYNC))
+    assert_not_reproduced("async.warmup+bench", asynchrony.asynchrony(**BOOK_ASYNC), HERE)
 
 
 def test_products_that_wait_for_the_gpu_leave_nothing_to_synchronize(book_asynchrony, monkeypatch):
@@ -59,7 +52,7 @@ def test_products_that_wait_for_the_gpu_leave_nothing_to_synchronize(book_asynch
         return product
 
     monkeypatch.setattr(torch, "mm", blocking)
-    broken("async.sync", asynchrony.asynchrony(**BOOK_ASYNC))
+    assert_not_reproduced("async.sync", asynchrony.asynchrony(**BOOK_ASYNC), HERE)
 
 
 @two_gpus
@@ -79,7 +72,7 @@ def test_a_chain_left_on_the_host_is_no_match_for_the_other_gpu(monkeypatch):
         return real(*size, device="cpu" if device == gpu1 else device, **kw)
 
     monkeypatch.setattr(torch, "rand", rand)
-    broken("autopar.single", measure())
+    assert_not_reproduced("autopar.single", measure(), HERE)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +97,7 @@ def test_results_left_on_the_gpu_cost_nothing_to_copy(copies, monkeypatch):
         return real(self, *args, **kw)
 
     monkeypatch.setattr(torch.Tensor, "to", to)
-    broken("autopar.copy", autopar.copy_overlap(**COPIES))
+    assert_not_reproduced("autopar.copy", autopar.copy_overlap(**COPIES), HERE)
 
 
 def test_blocking_copies_leave_nothing_to_overlap(copies, monkeypatch):
@@ -117,7 +110,7 @@ def test_blocking_copies_leave_nothing_to_overlap(copies, monkeypatch):
     monkeypatch.setattr(
         torch.Tensor, "copy_", lambda self, src, non_blocking=False: real(self, src)
     )
-    broken("autopar.overlap", autopar.copy_overlap(**COPIES))
+    assert_not_reproduced("autopar.overlap", autopar.copy_overlap(**COPIES), HERE)
 
 
 def test_pieces_read_in_mib_copy_as_fast_as_the_whole(monkeypatch):
@@ -130,4 +123,4 @@ def test_pieces_read_in_mib_copy_as_fast_as_the_whole(monkeypatch):
 
     skip_unless_reproduced("hw.transfers.gpu", measure(), HERE)
     monkeypatch.setattr(hardware, "KIB", hardware.MIB)
-    broken("hw.transfers.gpu", measure())
+    assert_not_reproduced("hw.transfers.gpu", measure(), HERE)

@@ -137,18 +137,8 @@ def test_registry_matches_the_mirror(mirror, tmp_path):
         )
 
 
-def test_real_datasets_parse(mirror):
-    fmnist = data.prepare_fashion_mnist(
-        *(
-            mirror / fetch.FILES[n].mirror_path
-            for n in (
-                "train-images-idx3-ubyte.gz",
-                "train-labels-idx1-ubyte.gz",
-                "t10k-images-idx3-ubyte.gz",
-                "t10k-labels-idx1-ubyte.gz",
-            )
-        )
-    )
+def test_real_datasets_parse(mirror, fashion_mnist_files):
+    fmnist = data.prepare_fashion_mnist(*fashion_mnist_files)
     assert fmnist["train_images"].shape == (60000, 28, 28)
     assert fmnist["test_labels"].shape == (10000,)
     assert set(fmnist["train_labels"].unique().tolist()) == set(range(10))

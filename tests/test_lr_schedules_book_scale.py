@@ -17,20 +17,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import judged, skip_unless_reproduced
-from d2lrepro.core import data, devices, fetch, reference
+from conftest import assert_not_reproduced, skip_unless_reproduced, this_machine
+from d2lrepro.core import data, reference
 from d2lrepro.optimization import lr_schedules, schedulers
-from d2lrepro.pipeline import claims, settings
+from d2lrepro.pipeline import settings
 from test_lr_schedules_mutations import never_applied
 
 pytestmark = pytest.mark.book_scale
-HERE = {"cuda_devices": devices.cuda_count(), "usable_cores": devices.usable_cores()}
-IDX = (
-    "train-images-idx3-ubyte.gz",
-    "train-labels-idx1-ubyte.gz",
-    "t10k-images-idx3-ubyte.gz",
-    "t10k-labels-idx1-ubyte.gz",
-)
+HERE = this_machine()
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +37,9 @@ def book(repo) -> dict:
 
 
 @pytest.fixture(scope="module")
-def fashion(mirror, tmp_path_factory):
+def fashion(fashion_mnist_files, tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "fashion_mnist.pt"
-    data.save(data.prepare_fashion_mnist(*(mirror / fetch.FILES[n].mirror_path for n in IDX)), path)
+    data.save(data.prepare_fashion_mnist(*fashion_mnist_files), path)
     return path
 
 
@@ -96,5 +90,4 @@ def metrics(history: pd.DataFrame) -> pd.DataFrame:
 def test_a_multistep_schedule_never_applied_fails_its_claims(claim_id, intact, request):
     skip_unless_reproduced(claim_id, metrics(intact), HERE)
     # the mutated runs are trained only when there is something for them to show
-    broken = judged(claim_id, metrics(request.getfixturevalue("never")), HERE)
-    assert broken["verdict"] == claims.NOT_REPRODUCED, broken["measured"]
+    assert_not_reproduced(claim_id, metrics(request.getfixturevalue("never")), HERE)
