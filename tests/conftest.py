@@ -65,17 +65,23 @@ def shipped_claims() -> dict:
     return {c["id"]: c for s in claims.load()["sections"] for c in s["claims"]}
 
 
-def judged(claim_id: str, rows, environment: dict | None = None) -> dict:
-    """The shipped ledger's judgement of ``claim_id`` on the metric ``rows`` (dicts or a frame)
-    on ``environment`` (by default a 2-core machine without GPUs): verdict, measured, reason."""
+def measured_on(rows, machine: dict | None = None) -> tuple:
+    """Metric ``rows`` (dicts or a frame) as a job on ``machine`` wrote them (by default a
+    2-core machine without GPUs; a dict of a machine record's ``usable_cores`` and
+    ``cuda_devices``), and the records beside them: the evaluator's two arguments."""
     import pandas as pd
 
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    record = {"usable_cores": 2, "cuda_devices": 0} | (machine or {})
+    return frame.assign(machine="test-machine"), {"test-machine": record}
+
+
+def judged(claim_id: str, rows, environment: dict | None = None) -> dict:
+    """The shipped ledger's judgement of ``claim_id`` on the metric ``rows`` (dicts or a frame)
+    measured on ``environment`` (:func:`measured_on`): verdict, measured, reason."""
     from d2lrepro.pipeline import claims
 
-    claim = shipped_claims()[claim_id]
-    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-    env = environment or {"cuda_devices": 0, "usable_cores": 2}
-    return claims.evaluate_claim(claim, frame, env)
+    return claims.evaluate_claim(shipped_claims()[claim_id], *measured_on(rows, environment))
 
 
 def verdict_of(claim_id: str, rows, environment: dict | None = None) -> str:

@@ -6,7 +6,7 @@ import jsonschema
 import pandas as pd
 import pytest
 
-from conftest import REPO
+from conftest import REPO, measured_on
 from d2lrepro.core.results import failed, metric, not_applicable
 from d2lrepro.pipeline import claims, scaling
 
@@ -32,7 +32,7 @@ def verdict(*checks, requires=None, env=CPU_ONLY):
     }
     if requires:
         claim["requires"] = requires
-    return claims.evaluate_claim(claim, METRICS, env)
+    return claims.evaluate_claim(claim, *measured_on(METRICS, env))
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ def test_unmeasured_metric_is_not_applicable_with_its_reason():
 def test_missing_devices_are_not_applicable():
     row = verdict({"kind": "above", "metric": "a", "bound": 0}, requires={"cuda_devices": 2})
     assert row["verdict"] == claims.NOT_APPLICABLE
-    assert row["reason"] == "needs 2 CUDA devices, this machine has 0"
+    assert row["reason"] == "needs 2 CUDA devices, the job that measured it could use 0"
     assert (
         verdict(
             {"kind": "above", "metric": "a", "bound": 0},
@@ -98,7 +98,7 @@ def test_a_claim_needing_more_cores_than_the_run_may_use_is_not_applicable():
     check = {"kind": "above", "metric": "a", "bound": 0}
     row = verdict(check, requires={"cores": 2}, env={"cuda_devices": 0, "usable_cores": 1})
     assert row["verdict"] == claims.NOT_APPLICABLE
-    assert row["reason"] == "needs 2 CPU cores, this machine lets this run use 1"
+    assert row["reason"] == "needs 2 CPU cores, the job that measured it could use 1"
     two = {"cuda_devices": 0, "usable_cores": 2}
     assert verdict(check, requires={"cores": 2}, env=two)["verdict"] == claims.REPRODUCED
 
@@ -284,7 +284,8 @@ def test_evaluate_writes_every_column(tmp_path):
             }
         ]
     }
-    table = claims.evaluate(ledger, lambda path: METRICS, CPU_ONLY)
+    frame, records = measured_on(METRICS, CPU_ONLY)
+    table = claims.evaluate(ledger, lambda path: frame, lambda path: records)
     assert list(table.columns) == claims.COLUMNS
     assert table.loc[0, "verdict"] == claims.REPRODUCED and table.loc[0, "device"] == "cpu"
     assert table.loc[0, "kind"] == "measurement"
@@ -294,7 +295,7 @@ def test_evaluate_writes_every_column(tmp_path):
 def evaluate_with(rows, *checks, **kwargs):
     claim = {"id": "x.y", "statement": "s", "printed": "b", "evidence": "m.csv", "checks": checks}
     claim.update(kwargs.pop("claim", {}))
-    return claims.evaluate_claim(claim, pd.DataFrame(rows), CPU_ONLY, **kwargs)
+    return claims.evaluate_claim(claim, *measured_on(rows, CPU_ONLY), **kwargs)
 
 
 def test_a_diverged_or_failed_run_is_not_reproduced_with_its_reason():
@@ -536,8 +537,8 @@ def shipped_claim(claim_id):
 def test_new_claims_follow_their_evidence(claim_id, supports, contradicts):
     claim = shipped_claim(claim_id)
     machine = {"cuda_devices": 8, "usable_cores": 8}  # everything a claim may require
-    held = claims.evaluate_claim(claim, pd.DataFrame(supports), machine)
-    refuted = claims.evaluate_claim(claim, pd.DataFrame(contradicts), machine)
+    held = claims.evaluate_claim(claim, *measured_on(supports, machine))
+    refuted = claims.evaluate_claim(claim, *measured_on(contradicts, machine))
     assert held["verdict"] == claims.REPRODUCED
     assert refuted["verdict"] == claims.NOT_REPRODUCED
 

@@ -19,6 +19,8 @@ def test_closure_follows_dotted_nested_and_late_imports(tmp_path, repo):
         "core/allocator.py",
         "core/logs.py",
         "core/devices.py",
+        "core/environment.py",
+        "core/machines.py",
         "core/paths.py",
         "pipeline/__init__.py",
         "pipeline/claims.py",

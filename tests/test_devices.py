@@ -104,10 +104,72 @@ def test_a_claim_takes_all_its_gpus_or_none(tmp_path, monkeypatch):
         gpu_claims._held.clear()
 
 
-def test_under_slurm_the_allocation_is_the_claim(tmp_path, monkeypatch):
+def test_a_job_a_cluster_executor_submitted_claims_nothing(tmp_path, monkeypatch):
+    """Its allocation is its claim: no lock, and the GPUs SLURM gave it stay visible."""
     monkeypatch.setenv("SLURM_JOB_ID", "7")
-    assert gpu_claims.claim_gpus(2, lock_dir=tmp_path, gpus=["0", "1"]) == []
+    monkeypatch.setenv(gpu_claims.SUBMITTED, "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert gpu_claims.claim_gpus(1, lock_dir=tmp_path, gpus=["0", "1"]) == []
     assert not list(tmp_path.iterdir())
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_a_run_started_by_hand_inside_an_allocation_claims_its_gpus(tmp_path, monkeypatch):
+    """``snakemake --cores all`` inside salloc: each job claims among the allocation's GPUs,
+    under a lock directory of the allocation's own (another allocation on the node numbers
+    its GPUs from 0 too), and a job given none hides them."""
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.delenv(gpu_claims.SUBMITTED, raising=False)
+    monkeypatch.setattr(gpu_claims, "GPU_LOCKS", tmp_path)
+    try:
+        assert gpu_claims.claim_gpus(1, gpus=["0", "1"]) == ["0"]
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+        assert gpu_claims.lock_path(tmp_path / "slurm-job-7", "0").exists()
+        assert gpu_claims.claim_gpus(0, gpus=["0", "1"]) == []
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+    finally:
+        for _, handle in gpu_claims._held:
+            handle.close()
+        gpu_claims._held.clear()
+
+
+PARSE_IN_MODE = """
+import os
+import sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import (
+    ConfigSettings, ExecMode, OutputSettings, ResourceSettings, WorkflowSettings
+)
+
+with SnakemakeApi(OutputSettings()) as api:
+    api.workflow(
+        snakefile=Path("Snakefile"),
+        resource_settings=ResourceSettings(cores=2),
+        config_settings=ConfigSettings(config={"preset": "smoke"}),
+        workflow_settings=WorkflowSettings(exec_mode=ExecMode[sys.argv[1]]),
+    )._workflow
+print("SUBMITTED", os.environ.get(sys.argv[2], "") or "no")
+"""
+
+
+def test_the_workflow_marks_the_jobs_a_cluster_executor_submitted(repo):
+    """Parsed in Snakemake's remote mode (how the jobs the SLURM executor submitted run), the
+    workflow tells their scripts that the allocation is their claim; parsed for a run started
+    by hand, it does not."""
+    env = {k: v for k, v in os.environ.items() if k != gpu_claims.SUBMITTED}
+    said = {}
+    for mode in ("DEFAULT", "REMOTE"):
+        done = subprocess.run(
+            [sys.executable, "-c", PARSE_IN_MODE, mode, gpu_claims.SUBMITTED],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        said[mode] = re.findall(r"^SUBMITTED (\S+)$", done.stdout, re.M)
+    assert said == {"DEFAULT": ["no"], "REMOTE": ["1"]}
 
 
 def test_a_job_asks_for_the_gpus_it_will_use():
@@ -251,6 +313,9 @@ def module_decisions(tmp_path, monkeypatch) -> dict:
     cfg = {"batch_sizes": [1], "modes": ["eager"], "n_calls": 1, "max_run_time": 0.1}
     hybridize.measure(cfg, 0, tmp_path)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "a GPU")
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: SimpleNamespace(total_memory=1 << 30)
+    )
     with monkeypatch.context() as m:
         m.setattr(hardware, "time_fn", lambda *_: {"median": 1.0})
         m.setattr(torch, "ones", lambda n, device: SimpleNamespace(sum=None))

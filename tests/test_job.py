@@ -12,7 +12,9 @@ from d2lrepro.pipeline import job
 
 def snakemake_object(log, gpu=0, threads=1):
     """What a script sees of its job: its log file, its resources, its threads."""
-    return SimpleNamespace(log=[str(log)], resources=SimpleNamespace(gpu=gpu), threads=threads)
+    return SimpleNamespace(
+        log=[str(log)], resources=SimpleNamespace(gpu=gpu), threads=threads, input={}, output={}
+    )
 
 
 @pytest.fixture
@@ -42,7 +44,7 @@ import sys
 from types import SimpleNamespace
 from d2lrepro.pipeline import job
 
-job.start(SimpleNamespace(log=[sys.argv[1]])).info("hello")
+job.start(SimpleNamespace(log=[sys.argv[1]], threads=1, input={}, output={})).info("hello")
 print("torch" in sys.modules)
 """
 

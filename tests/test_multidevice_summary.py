@@ -1,11 +1,13 @@
 import math
+from pathlib import Path
 
 import pandas as pd
 
-from conftest import verdict_of
-from d2lrepro.core import reference, results
+from conftest import shipped_claims, verdict_of
+from d2lrepro.core import plotting, reference, results
 from d2lrepro.core.results import diverged
 from d2lrepro.multidevice import figures, parameter_server, summary
+from d2lrepro.pipeline import claims
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 BOOK = reference.load()
@@ -228,49 +230,91 @@ def test_model_of_a_run_comes_from_its_name():
     assert [summary.model_of(n) for n in names] == ["lenet", "resnet18", "resnet18", "resnet18"]
 
 
-def test_summarize_compares_every_pair_and_draws_every_figure(tmp_path):
-    def write(name, **settings):
+def machine(host, gpus):
+    """A machine record as a job that could use ``gpus`` GPUs would write it."""
+    return {
+        "host": host,
+        "cpu_model": "Test CPU",
+        "usable_cores": 16,
+        "threads": 16,
+        "cuda_devices": gpus,
+        "gpus": ["A GPU"] * gpus,
+        "torch_version": "2.13.0",
+    }
+
+
+RECORDS = {"m1": machine("node1", 1), "m2": machine("node2", 2)}
+
+
+def test_summarize_compares_every_pair_and_draws_every_figure(tmp_path, monkeypatch):
+    """Every row names the machines of the jobs whose data it comes from (a speed-up, both
+    runs'), and every figure's footer names those of the data it draws: the 1-device runs ran
+    on a job with one GPU, the rest on one with two."""
+
+    def write(name, on, **settings):
         h = history([2.3, 1.0, 0.8]).assign(world_size=1, batch_size=256, lr=0.1, train_acc=0.9)
-        h = h.assign(**settings)
+        h = h.assign(**settings, machine=on)
         h.drop(columns="seed").to_csv(tmp_path / f"{name}.csv", index=False)
         return tmp_path / f"{name}.csv"
 
     runs = [
-        write("lenet.1.seed0", model="lenet"),
-        write("lenet.2.seed0", model="lenet", steady_samples_per_s=200.0),
-        write("resnet18_momentum.1.seed0", model="resnet18"),
-        write("resnet18_momentum.2.seed0", model="resnet18", seconds=1.5, test_acc=0.7),
+        write("lenet.1.seed0", "m1", model="lenet"),
+        write("lenet.2.seed0", "m2", model="lenet", steady_samples_per_s=200.0),
+        write("resnet18_momentum.1.seed0", "m1", model="resnet18"),
+        write("resnet18_momentum.2.seed0", "m2", model="resnet18", seconds=1.5, test_acc=0.7),
     ]
     (tmp_path / "single_process").mkdir()
-    book_code = tmp_path / "single_process" / "lenet.2.csv"
-    pd.DataFrame({"note": ["needs 2 GPUs"]}).to_csv(book_code, index=False)
+    book_code = [write(f"single_process/lenet.{n}", "m2", model="lenet") for n in (1, 2)]
     (tmp_path / "cost_model").mkdir()
     cost = tmp_path / "cost_model" / "lenet.csv"
-    pd.DataFrame({"note": ["needs 2 devices"]}).to_csv(cost, index=False)
-    pd.DataFrame({"note": ["needs 2 devices"]}).to_csv(tmp_path / "examples.csv", index=False)
+    pd.DataFrame({"note": ["needs 2 devices"], "machine": "m2"}).to_csv(cost, index=False)
+    examples = pd.DataFrame({"note": ["needs 2 devices"], "machine": "m2"})
+    examples.to_csv(tmp_path / "examples.csv", index=False)
     topk = tmp_path / "resnet18_momentum.1.seed0.topk.csv"
     pd.DataFrame(
         {"epoch": 1, "batch": [0, 50], "train_loss": [2.3, 1.1], "top1": [0.1, 0.6], "top5": 0.9}
-    ).to_csv(topk, index=False)
+    ).assign(machine="m1").to_csv(topk, index=False)
     names = ["mgpu_test_acc", "mgpu_epochs", "mgpuc_test_acc", "mgpuc_epochs"]
     figure_paths = {n: tmp_path / f"{n}.png" for n in [*names, "throughput", "topk", "cost", "ps"]}
     servers = tmp_path / "parameter_server.csv"
-    results.write_metrics(parameter_server.unmeasured_rows("needs 2 devices"), servers)
+    rows = parameter_server.unmeasured_rows("needs 2 devices")
+    results.write_metrics([r | {"machine": "m2"} for r in rows], servers)
+    footers = {}
+    saved = plotting.save
+
+    def save(fig, path, footer=None):
+        footers[Path(path).stem] = footer
+        saved(fig, path, footer)
+
+    monkeypatch.setattr(plotting, "save", save)
     summary.summarize(
         runs=runs,
-        single_process=[book_code],
+        single_process=book_code,
         costs=[cost],
         topk=[topk],
         examples=tmp_path / "examples.csv",
         servers=servers,
-        footer="footer",
+        records=RECORDS,
         metrics_out=tmp_path / "metrics.csv",
         figure_paths=figure_paths,
         book=BOOK,
     )
-    m = pd.read_csv(tmp_path / "metrics.csv").set_index("metric")["value"]
-    assert m["lenet.speedup"] == 2.0 and abs(m["resnet18_momentum.acc_change"] + 0.1) < 1e-12
+    m = pd.read_csv(tmp_path / "metrics.csv").set_index("metric")
+    assert m.loc["lenet.speedup", "value"] == 2.0
+    assert abs(m.loc["resnet18_momentum.acc_change", "value"] + 0.1) < 1e-12
     assert all(path.exists() for path in figure_paths.values())
+    assert m.loc["lenet.1.test_acc", "machine"] == "m1"
+    assert m.loc["single_process_lenet.2.test_acc", "machine"] == "m2"
+    assert m.loc["lenet.speedup", "machine"] == "m1 m2"
+    assert m.loc["single_process_lenet.speedup", "machine"] == "m2"
+    assert m.loc["cost.lenet.crossover_batch", "machine"] == "m2"
+    assert "node1" in footers["topk"] and "node2" not in footers["topk"]
+    assert "node2" in footers["cost"] and "node1" not in footers["cost"]
+    assert all(n in footers["throughput"] for n in ("node1", "node2"))
+    # The book's code ran on a job with 2 GPUs: its claim is judged, though the 1-device
+    # data-parallel runs beside it in the file had one GPU.
+    book = claims.evaluate_claim(shipped_claims()["mgpu.2gpu.book"], m.reset_index(), RECORDS)
+    assert book["verdict"] != NOT_APPLICABLE, book
 
 
 def test_the_parameter_server_figure_draws_each_run_or_says_why(tmp_path):

@@ -18,7 +18,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import Paramspace
 
 from d2lrepro.pipeline import archive, claims, code_inputs, settings
-from d2lrepro.core import fetch, paths
+from d2lrepro.core import fetch, gpu_claims, machines, paths
 from d2lrepro.optimization import schedulers
 
 ENV = "../../envs/d2lrepro.yaml"
@@ -66,6 +66,10 @@ def all_cores(wildcards):
 # Snakefile is parsed before the executor is known, so a cluster's login node counts as "this
 # machine" too; without GPUs it limits nothing.
 MACHINE_GPUS = settings.local_gpus()
+# A job that a cluster executor submitted runs in Snakemake's remote mode, where its
+# allocation is its claim; a run started by hand inside an allocation still claims.
+if workflow.remote_exec:
+    os.environ[gpu_claims.SUBMITTED] = "1"
 if MACHINE_GPUS and "gpu" not in workflow.global_resources:
     workflow.register_resource("gpu", MACHINE_GPUS)
 # What the run may use at once: --resources gpu=N, else the machine's GPUs (None: no limit).
@@ -132,6 +136,13 @@ def spanning_nodes(wildcards):
     """
     nodes = S["data_parallel"]["runs"][wildcards.run]["nodes"]
     return nodes if nodes > 1 else None
+
+
+def machines_of(path):
+    """The records of the machines that measured the numbers of ``path``, beside it
+    (core.machines): an output of the job that writes ``path``, an input of those that read
+    it. The opening of every script writes it."""
+    return str(machines.sidecar(path))
 
 
 def figure(section, name):

@@ -51,6 +51,7 @@ rule prepare_airfoil:
     output:
         tensors="results/data/airfoil.pt",
         metrics="results/data/airfoil_metrics.csv",
+        machines=machines_of("results/data/airfoil_metrics.csv"),
     log:
         "logs/prepare_airfoil.log",
     benchmark:

@@ -10,6 +10,7 @@ rule data_parallel_run:
     output:
         history="results/multidevice/data_parallel/{run}.seed{seed}.csv",
         topk="results/multidevice/data_parallel/{run}.seed{seed}.topk.csv",
+        machines=machines_of("results/multidevice/data_parallel/{run}.seed{seed}.csv"),
     log:
         "logs/data_parallel_run/{run}.seed{seed}.log",
     benchmark:
@@ -45,6 +46,7 @@ rule cost_model:
     output:
         **{m: f"results/multidevice/cost_model/{m}.csv" for m in COST_STEPS},
         examples="results/multidevice/cost_model/examples.csv",
+        machines="results/multidevice/cost_model/machines.json",
     log:
         "logs/cost_model.log",
     benchmark:
@@ -68,7 +70,8 @@ rule parameter_server:
     input:
         code=code("parameter_server"),
     output:
-        "results/multidevice/parameter_server/timings.csv",
+        timings="results/multidevice/parameter_server/timings.csv",
+        machines=machines_of("results/multidevice/parameter_server/timings.csv"),
     log:
         "logs/parameter_server.log",
     benchmark:
@@ -90,7 +93,8 @@ rule architectures:
     input:
         code=code("architectures"),
     output:
-        "results/multidevice/architectures/metrics.csv",
+        metrics="results/multidevice/architectures/metrics.csv",
+        machines=machines_of("results/multidevice/architectures/metrics.csv"),
     log:
         "logs/architectures.log",
     benchmark:
@@ -118,6 +122,7 @@ rule single_process:
             run: f"results/multidevice/single_process/{run}.csv"
             for run in SINGLE_PROCESS_RUNS
         },
+        machines="results/multidevice/single_process/machines.json",
     log:
         "logs/single_process.log",
     benchmark:
@@ -153,11 +158,21 @@ rule multidevice_summary:
         costs=expand("results/multidevice/cost_model/{step}.csv", step=COST_STEPS),
         examples="results/multidevice/cost_model/examples.csv",
         param_server="results/multidevice/parameter_server/timings.csv",
+        machines=[
+            *expand(
+                machines_of("results/multidevice/data_parallel/{run}.seed{seed}.csv"),
+                run=S["data_parallel"]["runs"],
+                seed=S["data_parallel"]["seeds"],
+            ),
+            rules.single_process.output.machines,
+            rules.cost_model.output.machines,
+            rules.parameter_server.output.machines,
+        ],
         book_curves="workflow/reference/book_curves.csv",
-        environment=ENVIRONMENT,
         code=code("multidevice_summary"),
     output:
         metrics="results/multidevice/metrics.csv",
+        machines=machines_of("results/multidevice/metrics.csv"),
         mgpu_test_acc=figure("mgpu", "test_acc"),
         mgpu_epochs=figure("mgpu", "epochs"),
         cost=figure("mgpu", "cost_model"),

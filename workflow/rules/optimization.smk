@@ -11,6 +11,7 @@ rule intro:
         code=code("intro"),
     output:
         metrics="results/optimization/intro/metrics.csv",
+        machines=machines_of("results/optimization/intro/metrics.csv"),
         risk=figure("intro", "risk"),
         local_min=figure("intro", "local_min"),
         saddle_x3=figure("intro", "saddle_x3"),
@@ -38,6 +39,7 @@ rule traces:
         **run_figures(S["traces"]["runs"]),
         steps="results/optimization/traces/steps.csv",
         metrics="results/optimization/traces/metrics.csv",
+        machines=machines_of("results/optimization/traces/metrics.csv"),
     log:
         "logs/traces.log",
     benchmark:
@@ -60,6 +62,7 @@ rule weights:
         code=code("weights"),
     output:
         metrics="results/optimization/weights/metrics.csv",
+        machines=machines_of("results/optimization/weights/metrics.csv"),
         momentum_weights=figure("momentum", "eff_weight"),
         rmsprop_weights=figure("rmsprop", "weights"),
         scalar=figure("momentum", "scalar"),
@@ -83,7 +86,10 @@ rule airfoil_run:
         data="results/data/airfoil.pt",
         code=code("airfoil_run"),
     output:
-        f"results/optimization/airfoil/runs/{AIRFOIL.wildcard_pattern}.csv",
+        runs=f"results/optimization/airfoil/runs/{AIRFOIL.wildcard_pattern}.csv",
+        machines=machines_of(
+            f"results/optimization/airfoil/runs/{AIRFOIL.wildcard_pattern}.csv"
+        ),
     log:
         f"logs/airfoil_run/{AIRFOIL.wildcard_pattern}.log",
     benchmark:
@@ -113,9 +119,12 @@ rule airfoil_summary:
             "results/optimization/airfoil/runs/{setting}.csv",
             setting=AIRFOIL.instance_patterns,
         ),
+        machines=expand(
+            machines_of("results/optimization/airfoil/runs/{setting}.csv"),
+            setting=AIRFOIL.instance_patterns,
+        ),
         data="results/data/airfoil.pt",
         book_curves="workflow/reference/book_curves.csv",
-        environment=ENVIRONMENT,
         code=code("airfoil_summary"),
     output:
         **run_figures(S["airfoil"]["settings"]),
@@ -123,6 +132,7 @@ rule airfoil_summary:
         runs="results/optimization/airfoil/losses.csv",
         eps_runs="results/optimization/airfoil/eps_sweep.csv",
         metrics="results/optimization/airfoil/metrics.csv",
+        machines=machines_of("results/optimization/airfoil/metrics.csv"),
     log:
         "logs/airfoil_summary.log",
     benchmark:
@@ -149,6 +159,7 @@ rule lr_schedules_plot:
         code=code("lr_schedules_plot"),
     output:
         metrics="results/optimization/lr_schedules/plot_metrics.csv",
+        machines=machines_of("results/optimization/lr_schedules/plot_metrics.csv"),
         sqrt=figure("lrs", "sqrt_plot"),
         factor=figure("lrs", "factor_plot"),
         multistep=figure("lrs", "multifactor_plot"),
@@ -172,7 +183,10 @@ rule lr_schedules_run:
         data="results/data/fashion_mnist.pt",
         code=code("lr_schedules_run"),
     output:
-        "results/optimization/lr_schedules/runs/{run}.{semantics}.seed{seed}.csv",
+        history="results/optimization/lr_schedules/runs/{run}.{semantics}.seed{seed}.csv",
+        machines=machines_of(
+            "results/optimization/lr_schedules/runs/{run}.{semantics}.seed{seed}.csv"
+        ),
     log:
         "logs/lr_schedules_run/{run}.{semantics}.seed{seed}.log",
     benchmark:
@@ -202,7 +216,8 @@ rule warmup_sweep:
         data="results/data/fashion_mnist.pt",
         code=code("warmup_sweep"),
     output:
-        "results/optimization/warmup_sweep/runs/lr{lr}.{warmup}.csv",
+        runs="results/optimization/warmup_sweep/runs/lr{lr}.{warmup}.csv",
+        machines=machines_of("results/optimization/warmup_sweep/runs/lr{lr}.{warmup}.csv"),
     log:
         "logs/warmup_sweep/lr{lr}.{warmup}.log",
     benchmark:
@@ -226,12 +241,13 @@ rule warmup_sweep:
 rule lr_schedules_summary:
     input:
         runs=lr_runs(),
+        machines=[machines_of(run) for run in lr_runs()],
         book_curves="workflow/reference/book_curves.csv",
-        environment=ENVIRONMENT,
         code=code("lr_schedules_summary"),
     output:
         history="results/optimization/lr_schedules/history.csv",
         metrics="results/optimization/lr_schedules/metrics.csv",
+        machines=machines_of("results/optimization/lr_schedules/metrics.csv"),
         lrs=figure("lrs", "epoch_lrs"),
         early=figure("lrs", "warmup_early"),
         constant=figure("lrs", "baseline"),
@@ -255,10 +271,11 @@ rule lr_schedules_summary:
 rule warmup_sweep_summary:
     input:
         runs=warmup_runs(),
-        environment=ENVIRONMENT,
+        machines=[machines_of(run) for run in warmup_runs()],
         code=code("warmup_sweep_summary"),
     output:
         metrics="results/optimization/warmup_sweep/metrics.csv",
+        machines=machines_of("results/optimization/warmup_sweep/metrics.csv"),
         figure=figure("lrs", "warmup_sweep"),
     log:
         "logs/warmup_sweep_summary.log",

@@ -5,10 +5,10 @@
 
 rule hybridize:
     input:
-        environment=ENVIRONMENT,
         code=code("hybridize"),
     output:
         metrics="results/performance/hybridize/metrics.csv",
+        machines=machines_of("results/performance/hybridize/metrics.csv"),
         model="results/performance/hybridize/my_mlp",
         figure=figure("hyb", "bench"),
     log:
@@ -32,6 +32,7 @@ rule asynchrony:
         code=code("asynchrony"),
     output:
         metrics="results/performance/asynchrony/metrics.csv",
+        machines=machines_of("results/performance/asynchrony/metrics.csv"),
     log:
         "logs/asynchrony.log",
     benchmark:
@@ -54,10 +55,10 @@ AUTOPAR_MEM_MB = settings.autopar_mem_mb(S["autopar"])
 
 rule autopar:
     input:
-        environment=ENVIRONMENT,
         code=code("autopar"),
     output:
         metrics="results/performance/autopar/metrics.csv",
+        machines=machines_of("results/performance/autopar/metrics.csv"),
         figure=figure("autopar", "both"),
     log:
         "logs/autopar.log",
@@ -77,12 +78,12 @@ rule autopar:
 
 rule hardware:
     input:
-        environment=ENVIRONMENT,
         code=code("hardware"),
     output:
         sweep="results/performance/hardware/memory_sweep.csv",
         latency="results/performance/hardware/latency.csv",
         metrics="results/performance/hardware/metrics.csv",
+        machines=machines_of("results/performance/hardware/metrics.csv"),
         figure=figure("hw", "memory_sweep"),
     log:
         "logs/hardware.log",

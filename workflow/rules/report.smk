@@ -17,8 +17,8 @@ rule describe_environment:
 rule evaluate_claims:
     input:
         ledger="workflow/claims.yaml",
-        environment=ENVIRONMENT,
         evidence=claims.evidence_files(LEDGER),
+        machines=[machines_of(path) for path in claims.evidence_files(LEDGER)],
         code=code("evaluate_claims"),
     output:
         report(
@@ -68,6 +68,7 @@ rule report:
         ledger="workflow/claims.yaml",
         claims="results/claims.csv",
         environment=ENVIRONMENT,
+        machines=rules.evaluate_claims.input.machines,
         template="report/report.html.j2",
         section_template="report/section.html.j2",
         code=code("report"),
@@ -120,6 +121,7 @@ rule archive:
         claims="results/claims.csv",
         environment=ENVIRONMENT,
         evidence=claims.evidence_files(LEDGER),
+        machines=rules.evaluate_claims.input.machines,
         curves=CURVES,
         code=code("archive"),
     output:

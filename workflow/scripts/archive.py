@@ -8,7 +8,7 @@ from d2lrepro.pipeline import archive, job
 
 log = job.start(snakemake)
 inputs = snakemake.input
-tables = [inputs.claims, inputs.environment, *inputs.evidence, *inputs.curves]
+tables = [inputs.claims, inputs.environment, *inputs.evidence, *inputs.machines, *inputs.curves]
 manifest = archive.write(
     snakemake.output[0],
     {archive.LEDGER: inputs.ledger} | {path: path for path in tables},

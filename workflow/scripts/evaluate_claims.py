@@ -1,16 +1,13 @@
-import json
-
 import pandas as pd
 
+from d2lrepro.core import machines
 from d2lrepro.pipeline import claims, job, scaling
 
 log = job.start(snakemake)
-with open(snakemake.input.environment) as f:
-    env = json.load(f)
 table = claims.evaluate(
     claims.load(snakemake.input.ledger),
     pd.read_csv,
-    env,
+    lambda evidence: machines.read(machines.sidecar(evidence)),
     [tuple(d) for d in snakemake.params.deviations],
     snakemake.params.preset,
     scaling.job_seconds(snakemake.params.timed),

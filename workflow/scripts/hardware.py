@@ -1,4 +1,4 @@
-from d2lrepro.core import environment, results
+from d2lrepro.core import environment, machines, results
 from d2lrepro.performance import hardware
 from d2lrepro.pipeline import job
 
@@ -7,5 +7,6 @@ sweep, latency, rows, caches = hardware.measure(snakemake.params.hardware)
 results.write_csv(sweep, snakemake.output.sweep)
 results.write_csv(latency if latency is not None else [], snakemake.output.latency)
 results.write_metrics(rows, snakemake.output.metrics)
-footer = environment.footer(snakemake.input.environment, threads=1)  # both sweeps use one core
+# both sweeps use one core
+footer = environment.footer(machines.read(snakemake.output.machines).values(), threads=1)
 hardware.draw_memory_sweep(sweep, latency, snakemake.output.figure, footer, caches)

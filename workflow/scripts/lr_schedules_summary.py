@@ -1,12 +1,14 @@
 import pandas as pd
 
-from d2lrepro.core import environment, reference, results
+from d2lrepro.core import environment, machines, reference, results
 from d2lrepro.optimization import lr_schedules
 from d2lrepro.pipeline import job
 
 log = job.start(snakemake)
 history = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
-footer = environment.footer(snakemake.input.environment, int(history["threads"].max()))
+footer = environment.footer(
+    machines.records_of(history, machines.read(snakemake.input.machines), "the lr-schedule runs")
+)
 for (run, semantics, seed), h in history.groupby(["run", "semantics", "seed"], sort=False):
     log.info(
         "LeNet %s (%s, seed %d): %.0f samples/s median over %d epochs on %s with %d threads",

@@ -1,4 +1,4 @@
-from d2lrepro.core import environment, reference
+from d2lrepro.core import machines, reference
 from d2lrepro.multidevice import summary
 from d2lrepro.pipeline import job
 
@@ -10,7 +10,7 @@ summary.summarize(
     topk=snakemake.input.topk,
     examples=snakemake.input.examples,
     servers=snakemake.input.param_server,
-    footer=environment.footer(snakemake.input.environment, threads=1, if_no_gpu=True),
+    records=machines.read(snakemake.input.machines),
     metrics_out=snakemake.output.metrics,
     figure_paths=snakemake.output,
     book=reference.load(snakemake.input.book_curves),

@@ -36,18 +36,23 @@ def worker_kind(workers: int) -> str:
 
 
 def unavailable(
-    workers: int = 1, cuda: int = 0, have_cuda: int | None = None, cores: int | None = None
+    workers: int = 1,
+    cuda: int = 0,
+    have_cuda: int | None = None,
+    cores: int | None = None,
+    has: str | None = None,
 ) -> str:
     """Why a run needing ``workers`` devices and at least ``cuda`` CUDA devices cannot happen
     here; "" when it can. ``have_cuda`` and ``cores`` describe the machine (default: this
-    one), e.g. as an ``environment.json`` recorded it.
+    one), e.g. as a job's machine record has it, and ``has`` says whose they are ("the job
+    that measured it could use").
 
     A machine with GPUs runs its devices on GPUs, one without on pinned cores, so that 1 and
     2 devices are always of one kind: with one GPU, 2 devices are not applicable. This
     process's GPUs are those CUDA_VISIBLE_DEVICES leaves it where that is set (a job's claim,
     at most what ``--resources gpu=N`` gave it; SLURM's allocation): the reason then counts
     what this job may use, not what the machine has."""
-    has = "this machine has"
+    given, has = has, has or "this machine has"
     if have_cuda is None:
         have_cuda = cuda_count()
         if "CUDA_VISIBLE_DEVICES" in os.environ:
@@ -60,7 +65,7 @@ def unavailable(
     if have_cuda:
         have, kind = have_cuda, "GPU"
     else:  # cores, which CUDA_VISIBLE_DEVICES does not narrow
-        have, kind, has = cores, "usable core", "this machine has"
+        have, kind, has = cores, "usable core", given or "this machine has"
     if workers <= have:
         return ""
     return f"needs {workers} devices, {has} {have} {kind}{'s' if have != 1 else ''}"

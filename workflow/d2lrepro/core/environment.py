@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -19,8 +18,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def describe() -> dict:
-    """The machine, the devices torch sees and the versions."""
+def describe(threads: int | None = None) -> dict:
+    """The machine as this process sees it: its host, the cores it may use (affinity, as a
+    cgroup or ``taskset`` narrows it), ``threads`` (a job's: those it was given), the CUDA
+    devices it may use (those CUDA_VISIBLE_DEVICES leaves it) and the versions."""
     # Here, not at the top: the report and the summaries read footers only, and importing
     # torch costs each of those jobs a second.
     import torch
@@ -30,9 +31,11 @@ def describe() -> dict:
     count = cuda_count()
     cuda = count > 0
     return {
+        "host": platform.node(),
         "cpu_model": cpu_model(),
         "logical_cpus": os.cpu_count(),
         "usable_cores": usable_cores(),
+        "threads": threads,
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "platform": platform.platform(),
@@ -40,6 +43,9 @@ def describe() -> dict:
         "cuda_version": torch.version.cuda if cuda else None,
         "cuda_devices": count,
         "gpus": [torch.cuda.get_device_name(i) for i in range(count)],
+        "gpu_memory_mib": [
+            torch.cuda.get_device_properties(i).total_memory >> 20 for i in range(count)
+        ],
     }
 
 
@@ -48,14 +54,20 @@ def summary(env: dict, threads: int | None = None) -> str:
     gpus = ", ".join(env["gpus"]) if env["gpus"] else "no GPU"
     used = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
     cores = f"{env['usable_cores']} cores{used}"
-    return f"{env['cpu_model']} ({cores}), {gpus}, torch {env['torch_version']}"
+    host = f"{env['host']}: " if env.get("host") else ""
+    return f"{host}{env['cpu_model']} ({cores}), {gpus}, torch {env['torch_version']}"
 
 
-def footer(path: Path, threads: int | None = None, if_no_gpu: bool = False) -> str:
-    """:func:`summary` of the ``environment.json`` at ``path``; with ``if_no_gpu`` the thread
-    count is stated only where there is no GPU (it describes CPU devices, not GPU runs)."""
-    env = json.loads(Path(path).read_text())
-    return summary(env, None if if_no_gpu and env["gpus"] else threads)
+def footer(records, threads: int | None = None, if_no_gpu: bool = False) -> str:
+    """The machines of the jobs that measured a figure's data (:mod:`d2lrepro.core.machines`),
+    one :func:`summary` each, the same ones once: with the threads each job was given, or
+    ``threads`` where its numbers ran with fewer; with ``if_no_gpu`` the threads are stated
+    only for jobs without a GPU (they describe CPU devices, not GPU runs)."""
+    lines = [
+        summary(r, None if if_no_gpu and r["gpus"] else threads or r.get("threads"))
+        for r in records
+    ]
+    return "; ".join(dict.fromkeys(lines))
 
 
 def git_commit(directory: Path) -> str:

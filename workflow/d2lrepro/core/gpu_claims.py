@@ -1,7 +1,9 @@
 """Claiming GPUs for a job: Snakemake counts a job's GPUs but does not say which ones it gets,
 so each GPU has a lock file on this host, held for the life of the process that claimed it and
 naming its holder. Timing jobs hold their GPUs alone; jobs that only train may share one.
-Serves every section that runs on GPUs.
+A run started by hand inside a cluster allocation (``salloc``, ``srun``) claims the same way
+among the allocation's GPUs; a job that a cluster executor submitted does not, since its own
+allocation is its claim. Serves every section that runs on GPUs.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-import torch
-
 GPU_LOCKS = Path(tempfile.gettempdir()) / f"d2lrepro-gpus-{os.getuid()}"
+# Set by the workflow where Snakemake runs a job that a cluster executor submitted (it parses
+# the workflow in its remote mode): the job's allocation already is its claim.
+SUBMITTED = "D2LREPRO_SUBMITTED_JOB"
 _held = []  # the lock files of this process's GPUs: a claim lasts as long as the process
 # How long a job waits for GPUs that processes outside its Snakemake run hold (within one run,
 # the `gpu` and `gpu_share` resources and the timing jobs' cores keep jobs from waiting on
@@ -44,6 +47,8 @@ def visible_gpus() -> list[str]:
     """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them, found without
     starting CUDA, so that a claim can still narrow them. torch counts GPUs through NVML, but
     MIG instances only by starting CUDA: those are taken as listed."""
+    import torch  # here: the workflow reads SUBMITTED when it is parsed
+
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is None:
         return [str(i) for i in range(torch.cuda.device_count())]
@@ -55,6 +60,14 @@ def visible_gpus() -> list[str]:
 
 class GpuClaimTimeout(TimeoutError):
     """No free GPUs within a claim's timeout; the message names who holds them."""
+
+
+def default_lock_dir() -> Path:
+    """Where this host's GPU locks lie: one directory for the processes of one allocation
+    (SLURM numbers an allocation's GPUs from 0, so two allocations on one node may both name
+    theirs "0"), another for those outside any."""
+    job = os.environ.get("SLURM_JOB_ID")
+    return GPU_LOCKS / f"slurm-job-{job}" if job else GPU_LOCKS
 
 
 def lock_path(lock_dir: Path, gpu: str) -> Path:
@@ -143,7 +156,7 @@ def _one_claim_at_a_time(lock_dir: Path):
 def claim_gpus(
     wanted: int,
     log: logging.Logger | None = None,
-    lock_dir: Path = GPU_LOCKS,
+    lock_dir: Path | None = None,
     gpus: list[str] | None = None,
     poll_s: float = 2.0,
     timeout_s: float = CLAIM_TIMEOUT_S,
@@ -159,11 +172,14 @@ def claim_gpus(
     other jobs that claim it the same way (a shared lock, which no exclusive one coexists
     with), and the claim fills the GPU that most such jobs share already, so that a run's
     N x ``share`` sharing jobs use N GPUs. While other processes hold the GPUs, it waits;
-    after ``timeout_s`` it raises :class:`GpuClaimTimeout` naming them. Under SLURM the
-    allocation already is the claim."""
-    gpus = visible_gpus() if gpus is None else gpus
-    if "SLURM_JOB_ID" in os.environ:
+    after ``timeout_s`` it raises :class:`GpuClaimTimeout` naming them. In a job that a
+    cluster executor submitted (:data:`SUBMITTED`) the allocation already is the claim."""
+    if os.environ.get(SUBMITTED):
+        if log:
+            log.info("GPUs: this job's cluster allocation is its claim")
         return []
+    gpus = visible_gpus() if gpus is None else gpus
+    lock_dir = default_lock_dir() if lock_dir is None else lock_dir
     if wanted <= 0 < len(gpus):
         # Given none of them (`--resources gpu=0`): CUDA must not find the GPUs either.
         os.environ["CUDA_VISIBLE_DEVICES"] = ""

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-METRIC_COLUMNS = ["metric", "value", "unit", "device", "note", "status"]
+from d2lrepro.core import machines
+
+METRIC_COLUMNS = ["metric", "value", "unit", "device", "note", "status", machines.COLUMN]
 # A metric's status when it has no number: this machine cannot measure it, or the run that
 # should have measured it diverged or failed. The two lead to different verdicts.
 NOT_APPLICABLE = "not applicable"
@@ -69,9 +71,17 @@ def diverged(losses: list[float]) -> bool:
 
 
 def metric(
-    name: str, value: float, unit: str = "", device: str = "cpu", note: str = "", status: str = ""
+    name: str,
+    value: float,
+    unit: str = "",
+    device: str = "cpu",
+    note: str = "",
+    status: str = "",
+    machine: str = "",
 ) -> dict:
-    """One measured value (``status`` empty), or none, with a ``status`` and a ``note`` why."""
+    """One measured value (``status`` empty), or none, with a ``status`` and a ``note`` why;
+    ``machine``: the ids of the machines that measured it where they are not this job's
+    (:mod:`d2lrepro.core.machines`)."""
     return {
         "metric": name,
         "value": float(value),
@@ -79,17 +89,20 @@ def metric(
         "device": device,
         "note": note,
         "status": status,
+        machines.COLUMN: machine,
     }
 
 
-def not_applicable(name: str, reason: str, unit: str = "", device: str = "") -> dict:
+def not_applicable(
+    name: str, reason: str, unit: str = "", device: str = "", machine: str = ""
+) -> dict:
     """A metric this machine cannot measure, and why."""
-    return metric(name, math.nan, unit, device, reason, NOT_APPLICABLE)
+    return metric(name, math.nan, unit, device, reason, NOT_APPLICABLE, machine)
 
 
-def failed(name: str, reason: str, unit: str = "", device: str = "") -> dict:
+def failed(name: str, reason: str, unit: str = "", device: str = "", machine: str = "") -> dict:
     """A metric whose run diverged, failed or produced no number, and what happened."""
-    return metric(name, math.nan, unit, device, reason, FAILED)
+    return metric(name, math.nan, unit, device, reason, FAILED, machine)
 
 
 def unmeasured(rows: list[dict], reason: str) -> list[dict]:
@@ -106,7 +119,10 @@ def one_line(error: Exception) -> str:
 def write_csv(
     rows: list[dict] | pd.DataFrame, path: Path, columns: list[str] | None = None
 ) -> pd.DataFrame:
+    """Write a table; in a job, its rows name the machine that measured them where they name
+    none (:func:`d2lrepro.core.machines.attribute`)."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows, columns=columns)
+    frame = machines.attribute(frame)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from d2lrepro.core import plotting, reference
+from d2lrepro.core import environment, machines, plotting, reference
 from d2lrepro.core.results import (
     failed,
     late_iqr,
@@ -77,6 +77,12 @@ def timed_epochs(history: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if len(later):
         return later, ""
     return history, "one epoch: its time includes one-off set-up that later epochs skip"
+
+
+def measured_by(rows: list[dict], *frames: pd.DataFrame) -> list[dict]:
+    """``rows`` naming the machines that measured ``frames``, the data they were built from."""
+    cell = machines.join(*(machines.of_frame(f) for f in frames))
+    return [r | {machines.COLUMN: cell} for r in rows]
 
 
 def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
@@ -288,7 +294,7 @@ def summarize(
     topk: list,
     examples,
     servers,
-    footer: str,
+    records: dict[str, dict],
     metrics_out,
     figure_paths: dict,
     book: pd.DataFrame,
@@ -298,28 +304,39 @@ def summarize(
     model (``costs``: one CSV per step, named after it),
     beside the book's curves (``book``), the top-k logs (``topk``: one CSV per run that logs
     it, ``<run>.seed<n>.topk.csv``), the printed examples (``examples``, a metrics CSV) and
-    the parameter-server timings (``servers``, a metrics CSV, drawn only)."""
+    the parameter-server timings (``servers``, a metrics CSV, drawn only); each row and each
+    figure's footer names the machines of the jobs that measured its data (``records``)."""
+
+    def footer(*frames: pd.DataFrame) -> str:
+        if not frames:
+            return ""
+        measured = machines.records_of(pd.concat(frames), records, "the multi-device runs")
+        return environment.footer(measured, threads=1, if_no_gpu=True)
+
     histories = load_runs(runs) | load_runs(single_process, SINGLE_PROCESS)
     cost_tables = {Path(p).stem: pd.read_csv(p) for p in costs}
     rows = example_metrics(pd.read_csv(examples))
     for name, history in histories.items():
-        rows += run_metrics(name, history, book)
+        rows += measured_by(run_metrics(name, history, book), history)
     by_name = {r["metric"]: r for r in rows}
     pairs = sorted({n.rsplit(".", 1)[0] for n in histories if n.endswith(".2")})
     for prefix in (p for p in pairs if f"{p}.1" in histories):
-        rows += comparison_metrics(by_name, prefix, histories)
+        runs = (histories[f"{prefix}.1"], histories[f"{prefix}.2"])
+        rows += measured_by(comparison_metrics(by_name, prefix, histories), *runs)
     values = {r["metric"]: r["value"] for r in rows}
     for model, cost in cost_tables.items():
-        rows += cost_metrics(cost, model)
+        rows += measured_by(cost_metrics(cost, model), cost)
     write_metrics(rows, metrics_out)
     for model, section in (("lenet", "mgpu"), ("resnet18", "mgpuc")):
         of_model = {k: v for k, v in histories.items() if model_of(k) == model}
-        draw_test_acc(of_model, figure_paths[f"{section}_test_acc"], footer, book)
-        draw_epochs(of_model, figure_paths[f"{section}_epochs"], footer)
-    figures.draw_throughput(values, list(histories), figure_paths["throughput"], footer)
+        drawn = footer(*of_model.values())
+        draw_test_acc(of_model, figure_paths[f"{section}_test_acc"], drawn, book)
+        draw_epochs(of_model, figure_paths[f"{section}_epochs"], drawn)
+    every_run = footer(*histories.values())
+    figures.draw_throughput(values, list(histories), figure_paths["throughput"], every_run)
     logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk}
-    figures.draw_topk(
-        {name: rows for name, rows in logs.items() if len(rows)}, figure_paths["topk"], footer
-    )
-    figures.draw_cost(cost_tables, figure_paths["cost"], footer)
-    figures.draw_param_server(pd.read_csv(servers), figure_paths["ps"], footer)
+    logged = {name: rows for name, rows in logs.items() if len(rows)}
+    figures.draw_topk(logged, figure_paths["topk"], footer(*(logged or histories).values()))
+    figures.draw_cost(cost_tables, figure_paths["cost"], footer(*cost_tables.values()))
+    ps = pd.read_csv(servers)
+    figures.draw_param_server(ps, figure_paths["ps"], footer(ps))

@@ -2,7 +2,8 @@
 
 The archive holds the run's claims (``results/claims.csv``), its environment
 (``results/environment.json``), the ledger it was judged by (``claims.yaml``), every evidence
-file the ledger names and the tables its figures draw, each under its path in the results
+file the ledger names with the records of the machines that measured it beside it, and the
+tables its figures draw, each under its path in the results
 tree, and a ``manifest.json``: format and version, the run (host, date, preset, deviations,
 commit, torch) and every other member's size and SHA-256. Plain CSV, JSON and YAML: readable
 with any zip tool, without this repository. No checkpoints, data sets or images.

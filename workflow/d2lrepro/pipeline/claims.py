@@ -13,7 +13,7 @@ import jsonschema
 import pandas as pd
 import yaml
 
-from d2lrepro.core import paths
+from d2lrepro.core import machines, paths
 from d2lrepro.pipeline.scaling import scaled_reason
 
 SCHEMA = paths.CLAIMS_SCHEMA
@@ -179,20 +179,30 @@ def _metrics_of(check: dict) -> list[str]:
     return names + list(check.get("spread", {}).values())
 
 
-def _unmet(requires: dict, environment: dict) -> str:
-    """Why the machine that ``environment`` describes lacks what a claim ``requires``."""
+def _unmet(requires: dict, records: list[dict]) -> str:
+    """Why the machines that measured a claim's numbers (``records``, as each job saw its
+    machine) lack what the claim ``requires``; "" when each has it."""
     from d2lrepro.core.devices import (
         unavailable,  # imports torch: only when evaluating, not when parsing
     )
 
-    cores, have = requires.get("cores", 0), environment.get("usable_cores", 1)
-    if cores > have:
-        return f"needs {cores} CPU cores, this machine lets this run use {have}"
-    return unavailable(
-        cuda=requires.get("cuda_devices", 0),
-        have_cuda=environment.get("cuda_devices", 0),
-        cores=have,
-    )
+    reasons = []
+    for record in records:
+        on = f" (on {record['host']})" if record.get("host") else ""
+        has = f"the job that measured it{on} could use"
+        cores, have = requires.get("cores", 0), record["usable_cores"]
+        if cores > have:
+            reasons.append(f"needs {cores} CPU cores, {has} {have}")
+            continue
+        reasons.append(
+            unavailable(
+                cuda=requires.get("cuda_devices", 0),
+                have_cuda=record["cuda_devices"],
+                cores=have,
+                has=has,
+            )
+        )
+    return "; ".join(dict.fromkeys(r for r in reasons if r))
 
 
 def _notes(rows: pd.DataFrame) -> str:
@@ -202,12 +212,13 @@ def _notes(rows: pd.DataFrame) -> str:
 def evaluate_claim(
     claim: dict,
     metrics: pd.DataFrame,
-    environment: dict,
+    records: dict[str, dict],
     deviations: list = (),
     preset: str = "book",
     seconds: dict | None = None,
 ) -> dict:
-    """One row of claims.csv for ``claim``, given the rows of its evidence file, the settings
+    """One row of claims.csv for ``claim``, given the rows of its evidence file and the
+    records of the machines they name (:mod:`d2lrepro.core.machines`), the settings
     the preset changed (``deviations``: (key, book value, value) triples) and the seconds this
     run's jobs took by setting (:func:`job_seconds`).
 
@@ -247,7 +258,8 @@ def evaluate_claim(
     def verdict(kind, reason):
         return row | {"measured": measured, "verdict": kind, "reason": reason}
 
-    unmet = _unmet(claim.get("requires", {}), environment)
+    requires = claim.get("requires", {})
+    unmet = requires and _unmet(requires, machines.records_of(used, records, claim["evidence"]))
     if unmet:
         return verdict(NOT_APPLICABLE, unmet)
     failed_rows = used[status == "failed"]
@@ -277,21 +289,23 @@ def evaluate_claim(
 def evaluate(
     ledger: dict,
     read_metrics,
-    environment: dict,
+    read_machines,
     deviations: list = (),
     preset: str = "book",
     seconds: dict | None = None,
 ) -> pd.DataFrame:
-    """All claims of the ledger; ``read_metrics(path)`` returns an evidence file's rows."""
+    """All claims of the ledger; ``read_metrics(path)`` returns an evidence file's rows,
+    ``read_machines(path)`` the records of the machines that measured them."""
     cache: dict[str, pd.DataFrame] = {}
+    records: dict[str, dict] = {}
     rows = []
     for section in ledger["sections"]:
         for claim in section["claims"]:
             path = claim["evidence"]
             if path not in cache:
-                cache[path] = read_metrics(path)
+                cache[path], records[path] = read_metrics(path), read_machines(path)
             rows.append(
                 {"section": section["id"]}
-                | evaluate_claim(claim, cache[path], environment, deviations, preset, seconds)
+                | evaluate_claim(claim, cache[path], records[path], deviations, preset, seconds)
             )
     return pd.DataFrame(rows, columns=COLUMNS)

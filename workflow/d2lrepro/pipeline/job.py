@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from d2lrepro.core import logs
+from d2lrepro.core import logs, machines
 
 
 def start(snakemake, gpus: bool | str = False, threads: bool = False) -> logging.Logger:
@@ -19,6 +19,11 @@ def start(snakemake, gpus: bool | str = False, threads: bool = False) -> logging
     (:func:`d2lrepro.core.gpu_claims.claim_shared_gpu`). ``threads``: torch runs with the job's
     threads. Without either, this imports no torch, which would cost a job that needs none
     (the report) seconds.
+
+    A job that declares a ``machines`` output records there the machines its numbers come
+    from (:func:`d2lrepro.core.machines.record_job`), after its claim, so that the record is
+    the machine as the job saw it: its own where it measures (it claims GPUs, sets its threads
+    or summarizes nothing), and those of its ``machines`` inputs where it summarizes.
     """
     log = logs.setup(snakemake.log[0])
     if gpus:
@@ -32,4 +37,10 @@ def start(snakemake, gpus: bool | str = False, threads: bool = False) -> logging
         import torch
 
         torch.set_num_threads(snakemake.threads)
+    machines.record_job(
+        snakemake.output.get("machines"),
+        snakemake.input.get("machines", []),
+        measures=bool(gpus or threads),
+        threads=snakemake.threads,
+    )
     return log

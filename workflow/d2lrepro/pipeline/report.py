@@ -11,7 +11,7 @@ from urllib.parse import urljoin
 import jinja2
 import pandas as pd
 
-from d2lrepro.core import paths
+from d2lrepro.core import machines, paths
 from d2lrepro.pipeline.claims import (
     NOT_APPLICABLE,
     NOT_REPRODUCED,
@@ -88,10 +88,13 @@ def render(
     settings: Settings,
     commit: str,
     template: Path = TEMPLATE,
+    measured_on: list[dict] = (),
 ) -> str:
     """The report: a table of contents with each section's verdict counts, the claims that did
     not reproduce listed first, then every section with its figures (each opens full size)
-    and its claims, each linked to its figure and its evidence file."""
+    and its claims, each linked to its figure and its evidence file. ``environment`` is the
+    run's overview; ``measured_on``, the records of the machines its jobs measured on, are
+    listed in its set-up where there are several machines."""
     claims = claims.fillna("")
     sections = []
     for section in ledger["sections"]:
@@ -132,6 +135,7 @@ def render(
             if r["verdict"] == NOT_REPRODUCED
         ],
         environment=environment,
+        machines=machines.distinct(measured_on),
         settings=settings,
         commit=commit,
         built=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

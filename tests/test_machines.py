@@ -1,0 +1,142 @@
+"""Which machine measured which number (d2lrepro.core.machines), and claims judged from it."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import shipped_claims
+from d2lrepro.core import environment, machines, results
+from d2lrepro.pipeline import claims
+
+
+@pytest.fixture
+def in_a_job(monkeypatch):
+    """A job's process: what record_job attributes rows to is undone after the test."""
+    monkeypatch.setenv(machines.ATTRIBUTION, "")
+
+
+def record(host="node1", cores=2, gpus=0, threads=2) -> dict:
+    return {
+        "host": host,
+        "cpu_model": "Test CPU",
+        "logical_cpus": 16,
+        "usable_cores": cores,
+        "threads": threads,
+        "cuda_devices": gpus,
+        "gpus": ["A GPU"] * gpus,
+        "torch_version": "2.13.0",
+    }
+
+
+def test_the_records_of_a_file_lie_beside_it():
+    assert str(machines.sidecar("results/a/metrics.csv")) == "results/a/metrics.machines.json"
+    assert str(machines.sidecar("runs/cosine.as_written.seed1.csv")) == (
+        "runs/cosine.as_written.seed1.machines.json"
+    )
+
+
+def test_a_measuring_job_records_its_machine_and_its_rows_name_it(in_a_job, tmp_path):
+    out = tmp_path / "metrics.machines.json"
+    recorded = machines.record_job(str(out), [], measures=True, threads=3)
+    ((rid, rec),) = recorded.items()
+    assert json.loads(out.read_text()) == recorded
+    assert rec == environment.describe(3) and rid == machines.record_id(rec)
+    written = results.write_metrics([results.metric("a", 1.0)], tmp_path / "metrics.csv")
+    assert list(written[machines.COLUMN]) == [rid]
+    # a row that names its machines keeps them
+    kept = results.write_csv(pd.DataFrame({"x": [1], "machine": ["other"]}), tmp_path / "x.csv")
+    assert list(kept[machines.COLUMN]) == ["other"]
+
+
+def test_a_summary_carries_the_records_of_what_it_read(in_a_job, tmp_path):
+    one, two = tmp_path / "a.machines.json", tmp_path / "b.machines.json"
+    machines.write(one, {"r1": record("node1")})
+    machines.write(two, {"r2": record("node2", gpus=2)})
+    out = tmp_path / "metrics.machines.json"
+    recorded = machines.record_job(str(out), [str(one), str(two)], measures=False)
+    assert recorded == {"r1": record("node1"), "r2": record("node2", gpus=2)}
+    assert machines.attribution() == "r1 r2"  # its rows come from both jobs
+
+
+def test_a_job_without_a_machines_output_records_nothing(in_a_job):
+    assert machines.record_job(None, [], measures=True) == {}
+    assert machines.attribution() == ""
+
+
+def test_a_row_must_name_a_recorded_machine():
+    rows = pd.DataFrame({"metric": ["a", "b"], "machine": ["r1", ""]})
+    with pytest.raises(ValueError, match="m.csv: a row names no machine"):
+        machines.records_of(rows, {"r1": record()}, "m.csv")
+    with pytest.raises(KeyError, match="r2"):
+        machines.records_of(rows.assign(machine="r1 r2"), {"r1": record()}, "m.csv")
+    assert machines.records_of(rows.assign(machine="r1"), {"r1": record()}, "m.csv") == [record()]
+
+
+def test_unreadable_records_name_their_file(tmp_path):
+    bad = tmp_path / "m.machines.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="m.machines.json"):
+        machines.read(bad)
+    with pytest.raises(ValueError, match="missing.machines.json"):
+        machines.read(tmp_path / "missing.machines.json")
+
+
+@pytest.mark.parametrize(
+    "cores, applicable",
+    [(1, False), (2, True)],
+)
+def test_a_claim_s_requirements_are_judged_from_the_job_that_measured_it(cores, applicable):
+    """The run's overview (results/environment.json, made by a 1-core job without GPUs under
+    SLURM) plays no part: autopar.both.cpu needs 2 cores, and the job that timed it is the one
+    whose cores count, both ways."""
+    claim = shipped_claims()["autopar.both.cpu"]
+    rows = pd.DataFrame(
+        [
+            results.metric(m, 1.0, "s", machine="job")
+            for c in claim["checks"]
+            for m in claims._metrics_of(c)
+        ]
+    ).drop_duplicates("metric")
+    judged = claims.evaluate_claim(claim, rows, {"job": record("node7", cores=cores)})
+    assert (judged["verdict"] != claims.NOT_APPLICABLE) == applicable, judged
+    if not applicable:
+        assert judged["reason"] == (
+            "needs 2 CPU cores, the job that measured it (on node7) could use 1"
+        )
+
+
+def test_a_gpu_claim_is_judged_on_the_gpus_its_job_could_use():
+    claim = shipped_claims()["hw.gpu"]
+    names = [m for c in claim["checks"] for m in claims._metrics_of(c)]
+    rows = pd.DataFrame([results.metric(m, 1.0, "s", machine="job") for m in names])
+    rows = rows.drop_duplicates("metric")
+    on_cpu = claims.evaluate_claim(claim, rows, {"job": record(gpus=0)})
+    assert on_cpu["verdict"] == claims.NOT_APPLICABLE
+    assert on_cpu["reason"] == "needs CUDA, the job that measured it (on node1) could use none"
+    on_gpu = claims.evaluate_claim(claim, rows, {"job": record(gpus=1)})
+    assert on_gpu["verdict"] != claims.NOT_APPLICABLE
+
+
+def test_no_verdict_reads_the_run_s_overview(repo):
+    """The evaluator is given the evidence and the records beside it, never the overview."""
+    smk = (repo / "workflow" / "rules" / "report.smk").read_text()
+    rule = smk[smk.index("rule evaluate_claims:") : smk.index("rule report:")]
+    assert "ENVIRONMENT" not in rule and "environment" not in rule
+    assert "machines=" in rule
+
+
+def test_distinct_machines_are_hosts_with_what_their_jobs_could_use():
+    found = machines.distinct(
+        [record("a", cores=1), record("a", cores=2, gpus=1), record("b", gpus=2)]
+    )
+    assert [(m["host"], m["cores"], m["cuda_devices"]) for m in found] == [
+        ("a", [1, 2], [0, 1]),
+        ("b", [2], [2]),
+    ]
+
+
+def test_a_footer_names_each_machine_once():
+    text = environment.footer([record("a"), record("a"), record("b", gpus=1)])
+    assert text.count("a: Test CPU") == 1 and "b: Test CPU (2 cores, 2 threads), A GPU" in text
+    assert "threads" not in environment.footer([record("b", gpus=1)], threads=1, if_no_gpu=True)

@@ -1,0 +1,139 @@
+"""Which machine measured which number: every job that measures records the machine it ran
+on (:func:`d2lrepro.core.environment.describe`, as the job saw it: its usable cores, its
+threads, the GPUs its claim left it), and every row it writes names that record by its id in
+a ``machine`` column. A data file's records sit beside it (``<name>.machines.json``, by id);
+a summary's file holds those of the files it read, so that a claim's ``requires`` is judged
+from the machines that measured its numbers, never from a job that saw another machine.
+Serves every section of the ledger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+COLUMN = "machine"
+# The ids a job's rows are attributed to unless a row names its own: set by the job's opening
+# (pipeline.job.start) and inherited by the worker processes it starts.
+ATTRIBUTION = "D2LREPRO_MACHINES"
+
+
+def sidecar(path) -> Path:
+    """Where the records of the machines that measured ``path`` lie: ``x.csv`` beside it as
+    ``x.machines.json``."""
+    path = Path(path)
+    return path.with_name(f"{path.name.rsplit('.', 1)[0]}.machines.json")
+
+
+def record_id(record: dict) -> str:
+    """A short name of ``record`` that changes with any of its facts."""
+    text = json.dumps(record, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def ids_of(value) -> list[str]:
+    """The ids one ``machine`` cell names (several, space-separated, for a number built from
+    the rows of several jobs)."""
+    return str(value).split() if isinstance(value, str) else []
+
+
+def join(*cells) -> str:
+    """One ``machine`` cell naming every id of ``cells``."""
+    return " ".join(sorted({i for cell in cells for i in ids_of(cell)}))
+
+
+def of_frame(frame) -> str:
+    """The ``machine`` cell of numbers built from all of ``frame``'s rows ("" without one)."""
+    return join(*frame[COLUMN]) if COLUMN in frame else ""
+
+
+def attribution() -> str:
+    """The ids this job's rows name when they name none ("" outside a job)."""
+    return os.environ.get(ATTRIBUTION, "")
+
+
+def attribute(frame):
+    """``frame`` with its rows that name no machine attributed to this job's (a copy; the
+    frame itself where there is nothing to add)."""
+    default = attribution()
+    if not default:
+        return frame
+    if COLUMN not in frame:
+        return frame.assign(**{COLUMN: default})
+    named = frame[COLUMN].fillna("").astype(str).str.strip() != ""
+    return frame.assign(**{COLUMN: frame[COLUMN].where(named, default)})
+
+
+def read(paths) -> dict[str, dict]:
+    """The records of the ``machines.json`` files ``paths``, by id."""
+    records = {}
+    for path in [paths] if isinstance(paths, str | Path) else paths:
+        try:
+            found = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{path}: no readable machine records ({error})") from error
+        if not isinstance(found, dict) or not all(isinstance(r, dict) for r in found.values()):
+            raise ValueError(f"{path}: machine records must map ids to records")
+        records |= found
+    return records
+
+
+def write(path, records: dict[str, dict]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(records, indent=2, sort_keys=True))
+
+
+def record_job(output, inputs, measures: bool, threads: int | None = None) -> dict[str, dict]:
+    """Record this job's machines in ``output`` (its ``machines`` output; None: it has none):
+    the records of the ``inputs`` it summarizes, and its own where it ``measures`` or reads
+    none, with the ``threads`` it was given. The job's rows (and its workers') are attributed
+    to its own record, else to every record it read. Returns what it recorded."""
+    from d2lrepro.core import environment  # imports torch: only in jobs that record
+
+    if output is None:
+        return {}
+    read_ = read(inputs) if inputs else {}
+    own = {}
+    if measures or not read_:
+        record = environment.describe(threads)
+        own = {record_id(record): record}
+    os.environ[ATTRIBUTION] = join(" ".join(own or read_))
+    records = read_ | own
+    write(output, records)
+    return records
+
+
+def records_of(frame, records: dict[str, dict], where: str) -> list[dict]:
+    """The records of the machines ``frame``'s rows name, each once; ``where`` names the file
+    in the error when a row names none, or one without a record."""
+    cells = frame[COLUMN] if COLUMN in frame else [None] * len(frame)
+    if any(not ids_of(cell) for cell in cells):
+        raise ValueError(f"{where}: a row names no machine that measured it")
+    ids = ids_of(join(*cells))
+    unknown = sorted(set(ids) - set(records))
+    if unknown:
+        raise KeyError(f"{where}: rows name machines {unknown} with no record beside them")
+    return [records[i] for i in ids]
+
+
+def distinct(records) -> list[dict]:
+    """The machines among ``records``, one per host and CPU model, with what their jobs could
+    use: the cores, the CUDA devices (counts, and the GPUs by name) and the torch versions."""
+    found: dict[tuple, dict] = {}
+    for r in records:
+        key = (r.get("host", ""), r["cpu_model"])
+        m = found.setdefault(
+            key,
+            {"host": key[0], "cpu_model": key[1], "logical_cpus": r["logical_cpus"]}
+            | {k: set() for k in ("cores", "cuda_devices", "gpus", "torch")},
+        )
+        m["cores"].add(r["usable_cores"])
+        m["cuda_devices"].add(r["cuda_devices"])
+        m["gpus"].update(r["gpus"])
+        m["torch"].add(r["torch_version"])
+    return [
+        m | {k: sorted(m[k]) for k in ("cores", "cuda_devices", "gpus", "torch")}
+        for m in found.values()
+    ]
