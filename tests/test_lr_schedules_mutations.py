@@ -13,6 +13,8 @@ from d2lrepro.pipeline import claims
 from test_training import synthetic
 
 EPOCHS = 5  # lr_schedules.EARLY_EPOCHS
+# The rules' runs pick their device (device_for): here the CPU's, deterministic everywhere.
+pytestmark = pytest.mark.usefixtures("cpu_only")
 
 
 @pytest.fixture(scope="module")

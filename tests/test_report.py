@@ -139,3 +139,34 @@ def test_a_claim_links_to_the_figure_named_after_it_or_its_prefix():
     assert report.claim_figure("hyb.warmup", "lrs", names) == ""  # another section's id
     assert report.figure_anchor("lrs", "warmup_train") == "fig-lrs-warmup_train"
     assert report.figure_anchor("momentum", "gd_eta0.4") == "fig-momentum-gd_eta0_4"
+
+
+def test_the_set_up_lists_the_machines_when_the_jobs_used_several(tmp_path, monkeypatch):
+    """One machine: the overview says it all. Two (a cluster's nodes): each is listed with
+    the cores and GPUs its jobs could use."""
+    monkeypatch.chdir(tmp_path)
+    fig, ax = plotting.figure()
+    plotting.save(fig, paths.figure("s", "c"))
+    run = settings.Settings("book", "book", {}, [])
+
+    def job(host, cores, gpus):
+        return ENV | {
+            "host": host,
+            "usable_cores": cores,
+            "cuda_devices": gpus,
+            "gpus": ["H"] * gpus,
+        }
+
+    one = report.render(LEDGER, TABLE, ENV, run, "abc", measured_on=[job("n1", 2, 0)] * 2)
+    assert "Machines this run" not in one
+    two = report.render(
+        LEDGER,
+        TABLE,
+        ENV,
+        run,
+        "abc",
+        measured_on=[job("n1", 1, 0), job("n1", 16, 2), job("n2", 16, 1)],
+    )
+    assert "Machines this run" in two
+    assert '<td class="mono">n1</td>' in two and "<td>1, 16</td><td>0, 2: H</td>" in two
+    assert '<td class="mono">n2</td>' in two

@@ -19,6 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from d2lrepro.core import machines
+from d2lrepro.pipeline import claims
 from test_workflow import OUTPUTS, TIMING_RULES
 
 DAEMONS = (
@@ -35,6 +37,7 @@ DAEMONS = (
 PACKAGES = "slurmctld slurmd slurmdbd slurm-client munge mariadb-server"
 # Outputs that depend on nothing but the code and the config.
 DETERMINISTIC = ["results/data/fashion_mnist.pt", "results/data/airfoil.pt"]
+AUTOPAR = "results/performance/autopar/metrics.csv"
 # The rules that run in Snakemake's own process (downloads, verdicts, report, archive); all
 # others go to SLURM.
 LOCAL_RULES = {"fetch_data", "evaluate_claims", "report", "archive", "all"}
@@ -224,10 +227,17 @@ def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, tmp_path):
     assert (cluster / "results" / "report.html").exists()
     local = tmp_path / "local"
     shutil.copytree(repo, local, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
-    command = [sys.executable, "-m", "snakemake", *DETERMINISTIC, "--cores", cpus]
+    command = [sys.executable, "-m", "snakemake", *DETERMINISTIC, AUTOPAR, "--cores", cpus]
     command += ["--config", "preset=smoke", f"data_mirror={mirror}"]
     done = subprocess.run(command, cwd=local, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-4000:]
+    # Each claim is judged on the machine of the job that measured it: the timing of two CPU
+    # chains, on 2 cores in its SLURM job as here, is judged alike (the run's overview, a
+    # 1-core job, plays no part); a job SLURM ran takes its allocation as its GPU claim.
+    on_cluster = _machine_can_judge(cluster, "autopar.both.cpu")
+    assert on_cluster == _machine_can_judge(local, "autopar.both.cpu") == (int(cpus) >= 2)
+    assert "allocation is its claim" in (cluster / "logs" / "autopar.log").read_text()
+    assert "allocation is its claim" not in (local / "logs" / "autopar.log").read_text()
     # The executor logs each job under its rule and SLURM job id; sacct has that job as
     # completed.
     states = sacct_states(slurm)
@@ -241,6 +251,15 @@ def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, tmp_path):
         assert job_ids and all(states[i] == "COMPLETED" for i in job_ids), (rule, states)
     for target in DETERMINISTIC:
         assert (cluster / target).read_bytes() == (local / target).read_bytes(), target
+
+
+def _machine_can_judge(tree, claim_id) -> bool:
+    """Whether the machines that measured ``claim_id``'s evidence in ``tree`` have what it
+    requires (the preset's scale aside: smoke scales every timing)."""
+    claim = next(c for s in claims.load()["sections"] for c in s["claims"] if c["id"] == claim_id)
+    evidence = tree / claim["evidence"]
+    rows, records = pd.read_csv(evidence), machines.read(machines.sidecar(evidence))
+    return claims.evaluate_claim(claim, rows, records)["verdict"] != claims.NOT_APPLICABLE
 
 
 def _slurm_command(mirror, targets, *options, preset="smoke"):

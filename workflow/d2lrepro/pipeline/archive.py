@@ -2,11 +2,11 @@
 
 The archive holds the run's claims (``results/claims.csv``), its environment
 (``results/environment.json``), the ledger it was judged by (``claims.yaml``), every evidence
-file the ledger names with the records of the machines that measured it beside it, and the
-tables its figures draw, each under its path in the results
-tree, and a ``manifest.json``: format and version, the run (host, date, preset, deviations,
-commit, torch) and every other member's size and SHA-256. Plain CSV, JSON and YAML: readable
-with any zip tool, without this repository. No checkpoints, data sets or images.
+file the ledger names with the records of the machines that measured it, and the tables its
+figures draw, each under its path in the results tree, and a ``manifest.json``: format and
+version, the run (host, date, preset, deviations, commit, torch) and every other member's size
+and SHA-256. Plain CSV, JSON and YAML: readable with any zip tool, without this repository. No
+checkpoints, data sets or images.
 
 An archive comes from someone else's machine. :func:`read` executes nothing, writes nothing,
 and refuses (with :class:`ArchiveError`, naming the file and what is wrong) anything but a zip
