@@ -140,3 +140,20 @@ def test_a_footer_names_each_machine_once():
     text = environment.footer([record("a"), record("a"), record("b", gpus=1)])
     assert text.count("a: Test CPU") == 1 and "b: Test CPU (2 cores, 2 threads), A GPU" in text
     assert "threads" not in environment.footer([record("b", gpus=1)], threads=1, if_no_gpu=True)
+
+
+def test_a_launcher_reads_its_gpus_from_a_child_and_never_starts_cuda(cuda_count, monkeypatch):
+    """Its workers use the GPUs: a context of its own on them would be one too many."""
+    cuda_count(1)
+
+    def started_cuda():
+        raise AssertionError("the launcher's own process started CUDA")
+
+    monkeypatch.setattr(environment, "gpu_facts", started_cuda)
+    monkeypatch.setattr(environment, "gpu_facts_in_a_child", lambda: [("A GPU", 81559)])
+    described = environment.describe(4, cuda_in_a_child=True)
+    assert (described["gpus"], described["gpu_memory_mib"]) == (["A GPU"], [81559])
+
+
+def test_the_child_that_reads_the_gpus_runs(cpu_only):
+    assert environment.gpu_facts_in_a_child() == []  # the child sees what this process sees

@@ -1,7 +1,7 @@
 from d2lrepro.multidevice import launcher
 from d2lrepro.pipeline import job
 
-job.start(snakemake, gpus=True)
+job.start(snakemake, gpus=True, workers=True)
 launcher.launch_training(
     snakemake.wildcards.run,
     snakemake.params.run,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 
 
@@ -18,10 +20,34 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def describe(threads: int | None = None) -> dict:
+def gpu_facts() -> list[tuple[str, int]]:
+    """Name and memory (MiB) of each CUDA device this process may use; starts CUDA."""
+    import torch
+
+    return [
+        (torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).total_memory >> 20)
+        for i in range(torch.cuda.device_count())
+    ]
+
+
+def gpu_facts_in_a_child() -> list[tuple[str, int]]:
+    """:func:`gpu_facts`, read by a child process, so that this one never starts CUDA (a
+    launcher whose workers use the GPUs must not hold a context on them: a GPU whose compute
+    mode admits one process would refuse its worker)."""
+    code = (
+        "import json; from d2lrepro.core import environment as e; print(json.dumps(e.gpu_facts()))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+    )
+    return [tuple(fact) for fact in json.loads(done.stdout)]
+
+
+def describe(threads: int | None = None, cuda_in_a_child: bool = False) -> dict:
     """The machine as this process sees it: its host, the cores it may use (affinity, as a
     cgroup or ``taskset`` narrows it), ``threads`` (a job's: those it was given), the CUDA
-    devices it may use (those CUDA_VISIBLE_DEVICES leaves it) and the versions."""
+    devices it may use (those CUDA_VISIBLE_DEVICES leaves it, read by a child process with
+    ``cuda_in_a_child``) and the versions."""
     # Here, not at the top: the report and the summaries read footers only, and importing
     # torch costs each of those jobs a second.
     import torch
@@ -30,6 +56,7 @@ def describe(threads: int | None = None) -> dict:
 
     count = cuda_count()
     cuda = count > 0
+    facts = (gpu_facts_in_a_child() if cuda_in_a_child else gpu_facts()) if cuda else []
     return {
         "host": platform.node(),
         "cpu_model": cpu_model(),
@@ -42,10 +69,8 @@ def describe(threads: int | None = None) -> dict:
         "cuda_available": cuda,
         "cuda_version": torch.version.cuda if cuda else None,
         "cuda_devices": count,
-        "gpus": [torch.cuda.get_device_name(i) for i in range(count)],
-        "gpu_memory_mib": [
-            torch.cuda.get_device_properties(i).total_memory >> 20 for i in range(count)
-        ],
+        "gpus": [name for name, _ in facts],
+        "gpu_memory_mib": [mib for _, mib in facts],
     }
 
 

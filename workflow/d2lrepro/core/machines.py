@@ -85,11 +85,14 @@ def write(path, records: dict[str, dict]) -> None:
     Path(path).write_text(json.dumps(records, indent=2, sort_keys=True))
 
 
-def record_job(output, inputs, measures: bool, threads: int | None = None) -> dict[str, dict]:
+def record_job(
+    output, inputs, measures: bool, threads: int | None = None, workers: bool = False
+) -> dict[str, dict]:
     """Record this job's machines in ``output`` (its ``machines`` output; None: it has none):
     the records of the ``inputs`` it summarizes, and its own where it ``measures`` or reads
-    none, with the ``threads`` it was given. The job's rows (and its workers') are attributed
-    to its own record, else to every record it read. Returns what it recorded."""
+    none, with the ``threads`` it was given (a job whose ``workers`` use the GPUs describes
+    them from a child process). The job's rows (and its workers') are attributed to its own
+    record, else to every record it read. Returns what it recorded."""
     from d2lrepro.core import environment  # imports torch: only in jobs that record
 
     if output is None:
@@ -97,7 +100,7 @@ def record_job(output, inputs, measures: bool, threads: int | None = None) -> di
     read_ = read(inputs) if inputs else {}
     own = {}
     if measures or not read_:
-        record = environment.describe(threads)
+        record = environment.describe(threads, cuda_in_a_child=workers)
         own = {record_id(record): record}
     os.environ[ATTRIBUTION] = join(" ".join(own or read_))
     records = read_ | own

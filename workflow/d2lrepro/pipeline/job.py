@@ -8,7 +8,9 @@ import logging
 from d2lrepro.core import logs, machines
 
 
-def start(snakemake, gpus: bool | str = False, threads: bool = False) -> logging.Logger:
+def start(
+    snakemake, gpus: bool | str = False, threads: bool = False, workers: bool = False
+) -> logging.Logger:
     """Start a script's job: its log records and an uncaught exception's traceback go to its
     log file (the logger is returned).
 
@@ -23,7 +25,8 @@ def start(snakemake, gpus: bool | str = False, threads: bool = False) -> logging
     A job that declares a ``machines`` output records there the machines its numbers come
     from (:func:`d2lrepro.core.machines.record_job`), after its claim, so that the record is
     the machine as the job saw it: its own where it measures (it claims GPUs, sets its threads
-    or summarizes nothing), and those of its ``machines`` inputs where it summarizes.
+    or summarizes nothing), and those of its ``machines`` inputs where it summarizes. A job
+    whose ``workers`` (processes it starts) do its work on the GPUs leaves CUDA to them.
     """
     log = logs.setup(snakemake.log[0])
     if gpus:
@@ -42,5 +45,6 @@ def start(snakemake, gpus: bool | str = False, threads: bool = False) -> logging
         snakemake.input.get("machines", []),
         measures=bool(gpus or threads),
         threads=snakemake.threads,
+        workers=workers,
     )
     return log
