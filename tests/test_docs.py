@@ -91,10 +91,23 @@ def test_a_snakemake_command_is_valid_as_written(page, arguments, workdir):
         text=True,
         timeout=300,
     )
-    assert done.returncode == 0, f"{page}: {done.stderr[-2000:]}"
+    assert done.returncode == 0, f"{page}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
 
 
 @pytest.mark.parametrize("page, text", blocks("yaml"), ids=lambda v: v[:40])
 def test_a_yaml_example_is_a_config_the_schema_accepts(page, text):
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     settings.resolve(settings.merge(config, yaml.safe_load(text)), cuda_available=False)
+
+
+def test_the_readme_is_a_page_a_newcomer_finishes():
+    assert len((REPO / "README.md").read_text().splitlines()) <= 200
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_link_and_image_of_a_page_is_there(page):
+    """Relative links and images name files of the repository (anchors and URLs aside)."""
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text())
+    local = [t for t in targets if not re.match(r"[a-z]+://", t)]
+    missing = [t for t in local if not (page.parent / t).exists()]
+    assert not missing, f"{page.name} links to {missing}"

@@ -576,7 +576,7 @@ def test_a_section_without_a_caption_file_takes_the_generic_caption():
     assert paths.SECTION_CAPTION.read_text().strip()
 
 
-# A new book section, as the README's "Adding a section" walks through it: the files it
+# A new book section, as docs/extend.md's "Adding a section" walks through it: the files it
 # touches, and what each gains.
 TOY_SECTION = {
     "config.yaml": "\ntoy:\n  n: 10\n",
@@ -619,6 +619,7 @@ rule toy:
         code=code("toy"),
     output:
         metrics="results/optimization/toy/metrics.csv",
+        machines=machines_of("results/optimization/toy/metrics.csv"),
         sums=figure("toy", "sums"),
     log:
         "logs/toy.log",
@@ -637,13 +638,15 @@ rule toy:
     "workflow/claims.yaml": """
   - id: toy
     title: A toy section
-    sources: [{id: book, at: "none: the README's walkthrough"}]
+    chapter: optimization
+    sources: [{id: book, at: "none: the walkthrough of docs/extend.md"}]
     summary: The sum of the first n integers.
     figures:
       - {name: sums, caption: "1 + ... + k for k up to n."}
     claims:
       - id: toy.sum
         kind: output
+        headline: The first ten integers sum to 55
         statement: 1 + 2 + ... + 10 is 55.
         printed: "55"
         evidence: results/optimization/toy/metrics.csv

@@ -217,7 +217,9 @@ rule warmup_sweep:
         code=code("warmup_sweep"),
     output:
         runs="results/optimization/warmup_sweep/runs/lr{lr}.{warmup}.csv",
-        machines=machines_of("results/optimization/warmup_sweep/runs/lr{lr}.{warmup}.csv"),
+        machines=machines_of(
+            "results/optimization/warmup_sweep/runs/lr{lr}.{warmup}.csv"
+        ),
     log:
         "logs/warmup_sweep/lr{lr}.{warmup}.log",
     benchmark:

@@ -26,6 +26,7 @@ COLUMNS = [
     "id",
     "section",
     "kind",
+    "headline",
     "statement",
     "printed",
     "printed_en",
@@ -49,6 +50,9 @@ def load(path: Path = LEDGER) -> dict:
     )
     if unknown:
         raise ValueError(f"{path}: sections cite sources {unknown}, not in its sources")
+    chapters = sorted({s["chapter"] for s in ledger["sections"]} - set(ledger["chapters"]))
+    if chapters:
+        raise ValueError(f"{path}: sections name chapters {chapters}, not in its chapters")
     return ledger
 
 
@@ -62,7 +66,10 @@ def section_categories(ledger: dict) -> dict[str, str]:
 
 
 def evidence_files(ledger: dict) -> list[str]:
-    return sorted({c["evidence"] for s in ledger["sections"] for c in s["claims"]})
+    """The result files the claims are judged on, and those their explanations read."""
+    claims = [c for s in ledger["sections"] for c in s["claims"]]
+    explained = [c["explained_by"].get("evidence") for c in claims if "explained_by" in c]
+    return sorted({c["evidence"] for c in claims} | set(filter(None, explained)))
 
 
 def figure_files(ledger: dict) -> list[str]:
@@ -229,7 +236,7 @@ def evaluate_claim(
     """
     row = {
         k: claim.get(k, "")
-        for k in ("id", "kind", "statement", "printed", "printed_en", "evidence")
+        for k in ("id", "kind", "headline", "statement", "printed", "printed_en", "evidence")
     }
     names = [n for check in claim["checks"] for n in _metrics_of(check)]
     missing = sorted(set(names) - set(metrics["metric"]))

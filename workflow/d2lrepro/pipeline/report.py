@@ -18,13 +18,11 @@ from d2lrepro.pipeline.claims import (
     REPRODUCED,
     section_categories,
 )
+from d2lrepro.pipeline.findings import KINDS, findings, folded, not_judged
 from d2lrepro.pipeline.scaling import SCALED_REASON
 from d2lrepro.pipeline.settings import Settings
 
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE)
-# What a claim checks: a measurement of this run, or a deterministic printed output of the
-# book's code; the report counts the two apart, since only the first depends on the machine.
-KINDS = {"measurement": "measurement", "output": "printed output"}
 TEMPLATE = paths.REPORT_TEMPLATE
 SECTION_TEMPLATE = paths.SECTION_TEMPLATE
 VERDICT_CLASS = {REPRODUCED: "ok", NOT_REPRODUCED: "bad", NOT_APPLICABLE: "na"}
@@ -73,6 +71,12 @@ def _environment(template: Path) -> jinja2.Environment:
     )
 
 
+def with_explanations(claims: pd.DataFrame) -> pd.DataFrame:
+    """claims.csv's rows with empty cells as "", and an empty explanation where it has none."""
+    claims = claims.fillna("")
+    return claims if "explanation" in claims else claims.assign(explanation="")
+
+
 def tally(rows: list[dict]) -> dict:
     """Verdict -> kind -> how many of ``rows`` have them."""
     return {
@@ -95,7 +99,7 @@ def render(
     and its claims, each linked to its figure and its evidence file. ``environment`` is the
     run's overview; ``measured_on``, the records of the machines its jobs measured on, are
     listed in its set-up where there are several machines."""
-    claims = claims.fillna("")
+    claims = with_explanations(claims)
     sections = []
     for section in ledger["sections"]:
         names = [f["name"] for f in section.get("figures", [])]
@@ -117,23 +121,20 @@ def render(
                     }
                     for f in section.get("figures", [])
                 ],
-                "rows": rows,
+                "rows": [r for r in rows if r["verdict"] != NOT_APPLICABLE],
+                "folded": folded(rows, settings.preset),
                 "counts": tally(rows),
                 "scaled": [r["id"] for r in rows if r["reason"].startswith(SCALED_REASON)],
             }
         )
-    counts = tally(claims.to_dict("records"))
+    records = claims.to_dict("records")
     env = _environment(template)
     return env.get_template(Path(template).name).render(
         sections=sections,
         sources=ledger["sources"],
-        counts=counts,
-        failures=[
-            r | {"section": s["title"]}
-            for s in sections
-            for r in s["rows"]
-            if r["verdict"] == NOT_REPRODUCED
-        ],
+        counts=tally(records),
+        not_judged=not_judged(records, settings.preset),
+        findings=findings(ledger, records, settings.preset),
         environment=environment,
         machines=machines.distinct(measured_on),
         settings=settings,
@@ -150,7 +151,7 @@ def section_pages(
     """Section id -> a page of its claims (sources, summary, and each claim with the book's
     value, its gloss, the measured value and the verdict): `snakemake --report` shows every
     section through its files, and a section without figures has only this one."""
-    claims = claims.fillna("")
+    claims = with_explanations(claims)
     page = _environment(template).get_template(Path(template).name)
     titles = section_categories(ledger)
     return {

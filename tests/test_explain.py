@@ -1,0 +1,63 @@
+"""Why a claim differs from the book, where this run measured it (d2lrepro.pipeline.explain)."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from d2lrepro.core.results import metric, not_applicable
+from d2lrepro.pipeline import claims, explain
+
+CLAIM = {
+    "id": "s.speed",
+    "evidence": "m.csv",
+    "explained_by": {
+        "checks": [{"kind": "above", "metric": "t1_over_t2", "bound": 1}],
+        "because": "computation took {t1_over_t2:.2f}x its communication",
+    },
+}
+
+
+def rows(ratio):
+    return pd.DataFrame([metric("t1_over_t2", ratio), metric("speedup", 1.6)])
+
+
+def test_the_sentence_is_filled_where_its_conditions_hold():
+    assert explain.explanation(CLAIM, rows(238.4)) == "computation took 238.40x its communication"
+
+
+@pytest.mark.parametrize("ratio", [0.5, math.nan])
+def test_where_the_conditions_fail_or_nothing_was_measured_the_run_does_not_explain(ratio):
+    assert explain.explanation(CLAIM, rows(ratio)) == explain.NOT_EXPLAINED
+    unmeasured = pd.DataFrame([not_applicable("t1_over_t2", "needs 2 devices")])
+    assert explain.explanation(CLAIM, unmeasured) == explain.NOT_EXPLAINED
+
+
+def test_a_claim_without_an_explanation_says_so():
+    assert explain.explanation({"id": "s.x", "evidence": "m.csv"}, rows(2)) == (
+        "not explained by this run"
+    )
+
+
+def test_a_sentence_naming_a_metric_the_file_lacks_is_an_error():
+    spec = CLAIM["explained_by"] | {"because": "{nope} and {t1_over_t2}"}
+    with pytest.raises(KeyError, match="nope"):
+        explain.explanation(CLAIM | {"explained_by": spec}, rows(2))
+
+
+def test_only_claims_not_reproduced_are_explained_each_from_its_evidence():
+    ledger = {
+        "sections": [
+            {"claims": [CLAIM, {"id": "s.ok", "evidence": "m.csv"}]},
+        ]
+    }
+    table = pd.DataFrame(
+        [
+            {"id": "s.speed", "verdict": claims.NOT_REPRODUCED},
+            {"id": "s.ok", "verdict": claims.REPRODUCED},
+        ]
+    )
+    read = []
+    out = explain.explain(ledger, table, lambda path: read.append(path) or rows(3))
+    assert list(out["explanation"]) == ["computation took 3.00x its communication", ""]
+    assert read == ["m.csv"]  # read once, for the claim that needs it

@@ -1,0 +1,64 @@
+"""Why a claim that this run did not reproduce differs from the book, where this run measured
+the reason: a claim's ``explained_by`` in the ledger names the metrics that bear on it, the
+conditions they must meet (checks, judged as a claim's are) and a sentence filled with their
+values. The sentence is shown only where every condition holds on this run's numbers; else
+the claim says that this run does not explain the difference. Serves every section.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+from d2lrepro.pipeline import claims
+
+NOT_EXPLAINED = "not explained by this run"
+# {metric} or {metric:format}, as in str.format, where a metric's name may hold dots.
+PLACEHOLDER = re.compile(r"\{([^{}:]+)(?::([^{}]*))?\}")
+
+
+def placeholders(template: str) -> list[str]:
+    return [m.group(1) for m in PLACEHOLDER.finditer(template)]
+
+
+def fill(template: str, values: dict[str, float]) -> str:
+    """``template`` with each placeholder replaced by its metric's value, formatted."""
+    return PLACEHOLDER.sub(lambda m: format(values[m.group(1)], m.group(2) or ".3g"), template)
+
+
+def explanation(claim: dict, rows: pd.DataFrame) -> str:
+    """The sentence of ``claim``'s ``explained_by`` filled from ``rows`` (the metrics of its
+    evidence), where its conditions hold on them; :data:`NOT_EXPLAINED` elsewhere."""
+    spec = claim.get("explained_by")
+    if not spec:
+        return NOT_EXPLAINED
+    evidence = spec.get("evidence", claim["evidence"])
+    missing = sorted(set(placeholders(spec["because"])) - set(rows["metric"]))
+    if missing:
+        raise KeyError(f"claim {claim['id']}: {evidence} has no metric {missing} to explain it")
+    values = dict(zip(rows["metric"], rows["value"].astype(float)))
+    conditions = {"id": f"{claim['id']}.why", "evidence": evidence, "checks": spec["checks"]}
+    held = claims.evaluate_claim(conditions, rows, {})["verdict"] == claims.REPRODUCED
+    if not held or not all(math.isfinite(values[m]) for m in placeholders(spec["because"])):
+        return NOT_EXPLAINED
+    return fill(spec["because"], values)
+
+
+def explain(ledger: dict, table: pd.DataFrame, read_metrics) -> pd.DataFrame:
+    """``table`` (claims.csv) with an ``explanation`` of each claim it does not reproduce;
+    ``read_metrics(path)`` returns an evidence file's rows."""
+    by_id = {c["id"]: c for s in ledger["sections"] for c in s["claims"]}
+    cache: dict[str, pd.DataFrame] = {}
+
+    def why(row) -> str:
+        if row["verdict"] != claims.NOT_REPRODUCED:
+            return ""
+        claim = by_id[row["id"]]
+        path = claim.get("explained_by", {}).get("evidence", claim["evidence"])
+        if path not in cache:
+            cache[path] = read_metrics(path)
+        return explanation(claim, cache[path])
+
+    return table.assign(explanation=[why(row) for _, row in table.iterrows()])

@@ -1,0 +1,109 @@
+"""What a run found, in sentences made from its verdicts and numbers, chapter by chapter: how
+many of the book's claims held here, which did not and by how much, and what this run could
+not judge and why. Claims that cannot be judged for one reason (no GPU, 2 GPUs, the preset's
+scale) are grouped under it. Nothing here is typed for a run: change a verdict and the
+sentences change. Serves every section of the ledger.
+"""
+
+from __future__ import annotations
+
+import re
+
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.scaling import SCALED_REASON
+
+# What a claim checks: a measurement of this run, or a deterministic printed output of the
+# book's code; they are counted apart, since only the first depends on the machine.
+KINDS = {"measurement": "measurement", "output": "printed output"}
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def reason_group(reason: str, preset: str) -> str:
+    """The reason a claim cannot be judged here, in the words it shares with others of that
+    reason: "need a GPU", "need 2 GPUs", "need 2 devices", "need 2 CPU cores", "scaled by
+    the cpu preset"; any other reason stands for itself."""
+    if reason.startswith(SCALED_REASON):
+        return f"scaled by the {preset} preset"
+    if re.match(r"needs CUDA\b", reason):
+        return "need a GPU"
+    for pattern, what in (
+        (r"needs (\d+) CUDA devices", "GPUs"),
+        (r"needs (\d+) devices", "devices"),
+        (r"needs (\d+) CPU cores", "CPU cores"),
+    ):
+        if found := re.search(pattern, reason):
+            return f"need {found.group(1)} {what}"
+    return reason
+
+
+def folded(rows: list[dict], preset: str) -> list[dict]:
+    """The claims of ``rows`` that are not applicable here, one group per reason
+    (:func:`reason_group`), the largest first: ``{"why", "rows"}``."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["verdict"] == NOT_APPLICABLE:
+            groups.setdefault(reason_group(row["reason"], preset), []).append(row)
+    return [
+        {"why": why, "rows": members}
+        for why, members in sorted(groups.items(), key=lambda g: -len(g[1]))
+    ]
+
+
+def counted(n: int, why: str) -> str:
+    """``n`` claims and their reason as a phrase: "2 need a GPU", "1 needs 2 GPUs"."""
+    return f"{n} {'needs' + why[4:] if n == 1 and why.startswith('need ') else why}"
+
+
+def not_judged(rows: list[dict], preset: str) -> str:
+    """ "12 need a GPU, 10 scaled by the cpu preset": how many claims of ``rows`` cannot be
+    judged here, by reason."""
+    return ", ".join(counted(len(g["rows"]), g["why"]) for g in folded(rows, preset))
+
+
+def failed_check(reason: str) -> str:
+    """What a not-reproduced claim measured against the book's bound: its reason without the
+    prefix and the notes of the measurement (the claim's row shows them)."""
+    return reason.removeprefix("failed: ").split("; note: ")[0]
+
+
+def chapter(title: str, rows: list[dict], preset: str) -> dict:
+    """What this run found in one chapter: a summary sentence, and each claim that did not
+    reproduce with its headline, what it measured and why it differs where the run says."""
+    held = [r for r in rows if r["verdict"] == REPRODUCED]
+    failed = [r for r in rows if r["verdict"] == NOT_REPRODUCED]
+    judged = len(held) + len(failed)
+    kinds = ", ".join(
+        plural(n, label) for k, label in KINDS.items() if (n := sum(r["kind"] == k for r in held))
+    )
+    sentence = f"This run judged {judged} of the chapter's {plural(len(rows), 'claim')}"
+    if judged:
+        sentence += f": {len(held)} held ({kinds or 'none'}) and {len(failed)} did not"
+    sentence += "."
+    if judged < len(rows):
+        sentence += f" Not judged here: {not_judged(rows, preset)}."
+    return {
+        "title": title,
+        "sentence": sentence,
+        "failures": [
+            {
+                "id": r["id"],
+                "headline": r["headline"],
+                "measured": failed_check(r["reason"]),
+                "explanation": r.get("explanation", ""),
+            }
+            for r in failed
+        ],
+    }
+
+
+def findings(ledger: dict, rows: list[dict], preset: str) -> list[dict]:
+    """:func:`chapter` of each chapter of the ledger, in its order, from the claims' ``rows``
+    (claims.csv as records)."""
+    section_chapter = {s["id"]: s["chapter"] for s in ledger["sections"]}
+    return [
+        chapter(title, [r for r in rows if section_chapter[r["section"]] == cid], preset)
+        for cid, title in ledger["chapters"].items()
+    ]
