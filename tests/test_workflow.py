@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 
+import markupsafe
 import pandas as pd
 import pytest
 import yaml
@@ -73,7 +74,7 @@ def smoke_run(repo, mirror, tmp_path_factory):
 @pytest.mark.e2e
 def test_smoke_run_writes_report_and_ledger(smoke_run):
     table = pd.read_csv(smoke_run / "results" / "claims.csv", keep_default_na=False)
-    assert list(table.columns) == claims.COLUMNS
+    assert list(table.columns) == [*claims.COLUMNS, "explanation"]
     ledger = claims.load(smoke_run / "workflow" / "claims.yaml")
     assert set(table["id"]) == {c["id"] for s in ledger["sections"] for c in s["claims"]}
     assert set(table["verdict"]) <= {
@@ -127,6 +128,36 @@ def test_two_real_runs_are_bundled_and_compared(comparison):
     html = (out / "compare.html").read_text()
     assert all(name in html for name in compare.labels(runs))
     assert html.count("data:image/png;base64,") >= 3  # curves beside the book's, and ratios
+
+
+@pytest.mark.e2e
+def test_the_report_opens_with_what_the_run_found(smoke_run, tmp_path):
+    """What a reader sees, in a headless browser where one is installed: the findings of
+    each chapter first, every claim under its headline, the claims this machine cannot judge
+    folded away by reason, and the count of each reason at the top."""
+    report = smoke_run / "results" / "report.html"
+    table = pd.read_csv(smoke_run / "results" / "claims.csv", keep_default_na=False)
+    browser = next(filter(None, map(shutil.which, BROWSERS)), None)
+    if browser is None:
+        html = report.read_text()
+    else:
+        headless = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"]
+        html = subprocess.run(
+            [*headless, report.as_uri()], capture_output=True, text=True, timeout=120
+        ).stdout
+    found = html.index("What this run found")
+    assert found < html.index('id="contents"') < html.index('id="setup"')
+    for title in claims.load(smoke_run / "workflow" / "claims.yaml")["chapters"].values():
+        assert html.index(title, found) < html.index('id="contents"')
+    assert "This run judged" in html
+    unjudged = table[table["verdict"] == claims.NOT_APPLICABLE]
+    assert html.count('<details class="folded">') >= 1 and len(unjudged)
+    assert f"{len(unjudged)} not applicable here: " in html
+    raw = report.read_text()
+    for row in table.itertuples():
+        assert f"<summary>{markupsafe.escape(row.headline)}</summary>" in raw, row.id
+    for row in table[table["verdict"] == claims.NOT_REPRODUCED].itertuples():
+        assert row.explanation and "Why it differs" in html
 
 
 @pytest.mark.e2e

@@ -177,9 +177,15 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         values |= {f"{name}_spread": seed_spread(per_seed[name], one_run[name]) for name in one_run}
         values["seeds"] = len(seeds)
         if semantics == "as_written":
-            curve = g.groupby("epoch")["test_acc"].median()
+            by_epoch = g.groupby("epoch")["test_acc"]
+            curve, book_id = by_epoch.median(), BOOK_CURVE_IDS[run]
             values["curve_excess"] = reference.band_excess(
-                book, BOOK_CURVE_IDS[run], "test_acc", curve.index, curve.values
+                book, book_id, "test_acc", curve.index, curve.values
+            )
+            # How far the range of the seeds strays: where the median strays and the range does
+            # not, the seeds differ from each other by as much as from the book's runs.
+            values["curve_excess_nearest_seed"] = reference.band_excess(
+                book, book_id, "test_acc", curve.index, by_epoch.min().values, by_epoch.max().values
             )
         if g["diverged"].any():
             at = g[g["diverged"]].iloc[0]
