@@ -93,17 +93,17 @@ def record_job(
     none, with the ``threads`` it was given (a job whose ``workers`` use the GPUs describes
     them from a child process). The job's rows (and its workers') are attributed to its own
     record, else to every record it read. Returns what it recorded."""
-    from d2lrepro.core import environment  # imports torch: only in jobs that record
-
     if output is None:
         return {}
-    read_ = read(inputs) if inputs else {}
+    from d2lrepro.core import environment  # imports torch: only in jobs that record
+
+    summarized = read(inputs) if inputs else {}
     own = {}
-    if measures or not read_:
+    if measures or not summarized:
         record = environment.describe(threads, cuda_in_a_child=workers)
         own = {record_id(record): record}
-    os.environ[ATTRIBUTION] = join(" ".join(own or read_))
-    records = read_ | own
+    os.environ[ATTRIBUTION] = " ".join(sorted(own or summarized))
+    records = summarized | own
     write(output, records)
     return records
 
