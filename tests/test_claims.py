@@ -118,8 +118,13 @@ def test_shipped_ledger_is_valid_and_points_at_results():
 
 
 # A ledger's sources table and the start of a section citing it: a ledger test adds the rest.
-SOURCES = "sources:\n  notes: {label: the notes, title: t, kind: notes, about: a, path: p}\n"
-SECTION = SOURCES + "sections:\n- id: s\n  title: t\n  sources: [{id: notes, at: '§1'}]\n"
+SOURCES = (
+    "chapters: {c: A chapter}\n"
+    "sources:\n  notes: {label: the notes, title: t, kind: notes, about: a, path: p}\n"
+)
+SECTION = (
+    SOURCES + "sections:\n- id: s\n  title: t\n  chapter: c\n  sources: [{id: notes, at: '§1'}]\n"
+)
 FIGURE_SECTION = SECTION + "  claims: []\n  figures:\n"
 
 

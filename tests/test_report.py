@@ -34,11 +34,13 @@ SOURCES = {
     },
 }
 LEDGER = {
+    "chapters": {"c": "A chapter"},
     "sources": SOURCES,
     "sections": [
         {
             "id": "s",
             "title": "Section <one>",
+            "chapter": "c",
             "sources": [
                 {"id": "notes", "at": "§6.2.2 AdaGrad算法"},
                 {"id": "book", "at": "§12.7 Adagrad", "page": "chapter_optimization/adagrad"},
@@ -46,13 +48,20 @@ LEDGER = {
             "figures": [{"name": "c", "caption": "A line"}],
             "claims": [],
         },
-        {"id": "t", "title": "No figure", "sources": [{"id": "book", "at": "§13.2"}], "claims": []},
+        {
+            "id": "t",
+            "title": "No figure",
+            "chapter": "c",
+            "sources": [{"id": "book", "at": "§13.2"}],
+            "claims": [],
+        },
     ],
 }
 ROW = {
     "id": "s.c",
     "kind": "measurement",
     "section": "s",
+    "headline": "Holds well",
     "statement": "It holds",
     "printed": "the study notes: 比线性慢一些",
     "printed_en": "somewhat slower than linearly",
@@ -104,7 +113,9 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path, monke
         "1 reproduced: 1 measurement, 0 printed outputs",
         '<span class="kind">measurements</span>',  # the contents count the kinds apart
         '<div class="reason">measurement</div>',
-        "Not reproduced (1)",
+        "What this run found",
+        "This run judged 2 of the chapter&#39;s 2 claims: 1 held (1 measurement) and 1 did not.",
+        "<summary>Holds well</summary>",  # the headline, the statement a click away
         'href="#claim-s.c"',
         '<figure id="fig-s-c">',
         'href="#fig-s-c"',  # the claim s.c links to the figure named after it

@@ -24,9 +24,11 @@ def gpu_facts() -> list[tuple[str, int]]:
     """Name and memory (MiB) of each CUDA device this process may use; starts CUDA."""
     import torch
 
+    from d2lrepro.core.devices import cuda_count
+
     return [
         (torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).total_memory >> 20)
-        for i in range(torch.cuda.device_count())
+        for i in range(cuda_count())
     ]
 
 
