@@ -104,14 +104,13 @@ SHARED_TRAINING = """
 import sys
 from pathlib import Path
 import torch
-from d2lrepro.core import data, devices, models
-from d2lrepro.optimization import lr_schedules
+from d2lrepro.core import data, gpu_claims, models, training
 
 gpu_claims.claim_gpus(1, lock_dir=Path(sys.argv[1]), share=2)
 fashion = data.load_data(sys.argv[2], device="cuda:0")
 print(torch.cuda.device_count(), flush=True)  # its CUDA context is up
 sys.stdin.readline()  # both processes hold the GPU: train beside each other
-history = lr_schedules.train(models.lenet(seed=0), fashion, 2, [0.3, 0.3], device="cuda:0")
+history = training.train(models.lenet(seed=0), fashion, 2, [0.3, 0.3], device="cuda:0")
 print(history["test_acc"].iloc[-1], flush=True)
 """
 
