@@ -174,14 +174,22 @@ def test_probes_and_parameter_servers_on_gpus(tmp_path):
     launcher.launch_param_server(spec, servers, 120, tmp_path / "ps.log")
     ps = pd.read_csv(servers).set_index("metric")
     two = ps[~ps.index.str.startswith("ps.all.")]
-    assert two["status"].isna().all(), two[two["status"].notna()]
+    assert all_measured(two), two[two["status"].notna()]
     assert ps.loc["ps.host.median_s", "value"] > 0  # through host memory: CUDA only
     # on all the GPUs where there are more than 2
     on_all = ps[ps.index.str.startswith("ps.all.")]
     if torch.cuda.device_count() > 2:
-        assert on_all["status"].isna().all() and ps.loc["ps.all.workers", "value"] > 2
+        assert all_measured(on_all) and ps.loc["ps.all.workers", "value"] > 2
     else:
         assert (on_all["status"] == "not applicable").all()
+
+
+def all_measured(rows: pd.DataFrame) -> bool:
+    """Whether every row of a parameter-server run holds a number, but for the NVLink
+    bandwidth where NVML finds no NVLink between the GPUs (GPUs joined by PCIe alone)."""
+    nvlink = rows.index.str.contains(".ring_nvlink.", regex=False)
+    unlinked = nvlink & rows["note"].fillna("").str.startswith("no NVLink between")
+    return bool((rows["status"].isna() | unlinked).all())
 
 
 def test_the_books_code_on_one_gpu():
