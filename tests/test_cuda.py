@@ -1,6 +1,7 @@
 """Every CUDA path of the package at tiny sizes: streams, copy overlap, bandwidth, transfers,
-launches, queue memory, hybridization, the GPU claim, DDP over NCCL on 1 and 2 GPUs, the
-parameter-server strategies, and the book's one-process code (scatter, DataParallel).
+launches, the pinned memory a queue's copies hold, hybridization, the GPU claim, DDP over NCCL
+on 1 and 2 GPUs, the parameter-server strategies, and the book's one-process code (scatter,
+DataParallel).
 
 Collected everywhere and skipped without CUDA, with the reason; `pytest -m cuda` runs only
 these. Numbers are not judged here (the workflow does that): each path must run and measure.
@@ -45,13 +46,17 @@ def fashion(tmp_path_factory):
     return fake_fashion_mnist(tmp_path_factory.mktemp("data") / "fashion_mnist.pt")
 
 
-def test_the_gpu_queue_and_its_memory():
+def test_the_gpu_queue_and_the_copies_it_holds():
     rows = asynchrony.asynchrony(size=64, steps=2, repeats=1)
     assert measured(rows, "async.cuda.")["async.cuda.sync_s"] > 0
     assert measured(rows, "async.z") == {"async.z0": 3.0, "async.z1": 3.0}
     assert {row["device"] for row in rows if row["metric"].startswith("async.z")} == {"cuda:0"}
-    peaks = measured(asynchrony.queue_memory(size=256, steps=3), "async.memory.")
-    assert all(peak >= 256 * 256 * 4 for peak in peaks.values())
+    # Pinned buffers that earlier copies used (the bandwidth test's, say) do not count.
+    hardware.bandwidth(sizes_mib=(1,), **FAST)
+    held = measured(asynchrony.queue_memory(size=256, steps=3), "async.memory.")
+    copy = 256 * 256 * 4  # one product's copy, a power of two: its pinned block exactly
+    assert held["async.memory.sync_pinned_bytes"] == copy
+    assert held["async.memory.nosync_pinned_bytes"] in (copy, 2 * copy, 3 * copy)
 
 
 def test_two_streams_and_overlapped_copies():
@@ -104,14 +109,13 @@ SHARED_TRAINING = """
 import sys
 from pathlib import Path
 import torch
-from d2lrepro.core import data, devices, models
-from d2lrepro.optimization import lr_schedules
+from d2lrepro.core import data, gpu_claims, models, training
 
 gpu_claims.claim_gpus(1, lock_dir=Path(sys.argv[1]), share=2)
 fashion = data.load_data(sys.argv[2], device="cuda:0")
 print(torch.cuda.device_count(), flush=True)  # its CUDA context is up
 sys.stdin.readline()  # both processes hold the GPU: train beside each other
-history = lr_schedules.train(models.lenet(seed=0), fashion, 2, [0.3, 0.3], device="cuda:0")
+history = training.train(models.lenet(seed=0), fashion, 2, [0.3, 0.3], device="cuda:0")
 print(history["test_acc"].iloc[-1], flush=True)
 """
 
@@ -175,14 +179,22 @@ def test_probes_and_parameter_servers_on_gpus(tmp_path):
     launcher.launch_param_server(spec, servers, 120, tmp_path / "ps.log")
     ps = pd.read_csv(servers).set_index("metric")
     two = ps[~ps.index.str.startswith("ps.all.")]
-    assert two["status"].isna().all(), two[two["status"].notna()]
+    assert all_measured(two), two[two["status"].notna()]
     assert ps.loc["ps.host.median_s", "value"] > 0  # through host memory: CUDA only
     # on all the GPUs where there are more than 2
     on_all = ps[ps.index.str.startswith("ps.all.")]
     if torch.cuda.device_count() > 2:
-        assert on_all["status"].isna().all() and ps.loc["ps.all.workers", "value"] > 2
+        assert all_measured(on_all) and ps.loc["ps.all.workers", "value"] > 2
     else:
         assert (on_all["status"] == "not applicable").all()
+
+
+def all_measured(rows: pd.DataFrame) -> bool:
+    """Whether every row of a parameter-server run holds a number, but for the NVLink
+    bandwidth where NVML finds no NVLink between the GPUs (GPUs joined by PCIe alone)."""
+    nvlink = rows.index.str.contains(".ring_nvlink.", regex=False)
+    unlinked = nvlink & rows["note"].fillna("").str.startswith("no NVLink between")
+    return bool((rows["status"].isna() | unlinked).all())
 
 
 def test_the_books_code_on_one_gpu():

@@ -55,6 +55,27 @@ def test_products_that_wait_for_the_gpu_leave_nothing_to_synchronize(book_asynch
     assert_not_reproduced("async.sync", asynchrony.asynchrony(**BOOK_ASYNC), HERE)
 
 
+def test_copies_that_wait_for_the_gpu_hold_one_buffer_at_a_time(monkeypatch):
+    """async.memory at the book's size. Mutation: each copy to the host waits for the GPU
+    before it returns, so Python never queues a copy while another is in flight: the loop
+    that is never synchronized holds one pinned buffer at a time, as the synchronized one
+    does (a ratio of 1)."""
+
+    def measure():
+        return asynchrony.queue_memory(BOOK_ASYNC["size"], BOOK_ASYNC["steps"])
+
+    skip_unless_reproduced("async.memory", measure(), HERE)
+    real = torch.Tensor.to
+
+    def waiting(self, *args, **kw):
+        copy = real(self, *args, **kw)
+        devices.synchronize(self.device)
+        return copy
+
+    monkeypatch.setattr(torch.Tensor, "to", waiting)
+    assert_not_reproduced("async.memory", measure(), HERE)
+
+
 @two_gpus
 def test_a_chain_left_on_the_host_is_no_match_for_the_other_gpu(monkeypatch):
     """autopar.single at 1000² rather than the book's 4000² (the mutated chain runs on the CPU,
