@@ -113,3 +113,12 @@ def skip_unless_reproduced(claim_id: str, rows, environment: dict | None = None)
     unbroken = judged(claim_id, rows, environment)
     if unbroken["verdict"] != claims.REPRODUCED:
         pytest.skip(f"{claim_id} unbroken reads {unbroken['verdict']}: {unbroken['reason']}")
+
+
+@pytest.fixture(autouse=True)
+def started_by_hand(monkeypatch):
+    """Tests run as a run started by hand, which claims its GPUs, even inside a cluster job
+    that Snakemake's executor submitted (whose allocation would be the claim)."""
+    from d2lrepro.core import gpu_claims
+
+    monkeypatch.delenv(gpu_claims.SUBMITTED, raising=False)
