@@ -173,7 +173,7 @@ def claim_printing(printed: str, gloss: str = "") -> str:
     glossed = f", printed_en: '{gloss}'" if gloss else ""
     return (
         SECTION + "  claims:\n"
-        f"  - {{id: s.c, kind: output, statement: s, printed: '{printed}'{glossed},\n"
+        f"  - {{id: s.c, kind: output, headline: h, statement: s, printed: '{printed}'{glossed},\n"
         "     evidence: e.csv, checks: [{kind: above, metric: a, bound: 0}]}\n"
     )
 

@@ -115,3 +115,21 @@ def test_every_setting_a_claim_depends_on_exists():
     for claim in CLAIMS:
         for key in claim.get("depends_on", []):
             assert any(k == key or k.startswith(key + ".") for k in known), (claim["id"], key)
+
+
+def test_every_claim_has_a_headline_of_at_most_20_words():
+    for claim in CLAIMS:
+        assert 1 <= len(claim["headline"].split()) <= 20, claim["id"]
+
+
+def test_a_headline_of_21_words_is_rejected(tmp_path):
+    import jsonschema
+    import yaml
+
+    from d2lrepro.core import paths
+
+    ledger = claims.load()
+    ledger["sections"][0]["claims"][0]["headline"] = " ".join(["word"] * 21)
+    schema = yaml.safe_load(paths.CLAIMS_SCHEMA.read_text())
+    with pytest.raises(jsonschema.ValidationError, match="headline|does not match"):
+        jsonschema.Draft202012Validator(schema).validate(ledger)
