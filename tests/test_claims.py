@@ -328,7 +328,86 @@ def test_a_number_that_is_not_finite_is_never_reproduced(broken, check):
     rows = [metric("acc", broken), metric("b", 1.0)]
     row = evaluate_with(rows, check)
     assert row["verdict"] == claims.NOT_REPRODUCED
-    assert row["reason"] == f"no number was measured: acc ({broken})"
+    assert row["reason"] == f"no number was measured: acc = {broken}"
+
+
+# Every check kind, with its metric "v" in the place a broken number would pass through.
+EVERY_KIND = [
+    {"kind": "above", "metric": "v", "bound": -1},
+    {"kind": "below", "metric": "v", "bound": 1.2},
+    {"kind": "within", "metric": "v", "target": 0, "tol": 1},
+    {"kind": "exact", "metric": "v", "expected": 0, "decimals": 0},
+    {"kind": "ratio_above", "numerator": "b", "denominator": "v", "bound": 0.5},
+    {"kind": "ratio_below", "numerator": "v", "denominator": "b", "bound": 1},
+    {"kind": "sum_of_parts", "whole": "b", "parts": ["v", "b"], "bound": 0.5},
+    {"kind": "ordering", "metrics": ["v", "b"], "order": "increasing"},
+]
+
+
+@pytest.mark.parametrize("check", EVERY_KIND, ids=lambda c: c["kind"])
+@pytest.mark.parametrize("unit", ["s", "µs", "B", "GB/s", "samples/s", "x"])
+@pytest.mark.parametrize("value", [0.0, -5.0])
+def test_a_time_size_bandwidth_throughput_or_speedup_of_zero_or_below_is_no_number(
+    check, unit, value
+):
+    """A latency of 0 or -5 µs, a speed-up of 0 or -1: each check kind would let one through
+    (0 < 1.2, 0 within 1 of 0, b / 0 unbounded ...); none is a measurement."""
+    rows = [metric("v", value, unit), metric("b", 1.0, unit)]
+    row = evaluate_with(rows, check)
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert row["reason"].startswith(f"no number was measured: v = {value:g} {unit} (a ")
+    assert "is positive)" in row["reason"]
+
+
+@pytest.mark.parametrize("check", EVERY_KIND, ids=lambda c: c["kind"])
+def test_a_pure_number_of_zero_or_below_is_judged(check):
+    """An accuracy, a loss difference or a slope has no domain to leave: 0 is a number."""
+    rows = [metric("v", 0.0), metric("b", 1.0)]
+    assert "no number" not in evaluate_with(rows, check)["reason"]
+
+
+def test_a_spread_of_zero_is_a_spread_not_a_broken_time():
+    rows = [metric("a", 2.0, "s"), metric("a_iqr", 0.0, "s")]
+    check = {"kind": "above", "metric": "a", "bound": 1, "spread": {"a": "a_iqr"}}
+    assert evaluate_with(rows, check)["verdict"] == claims.REPRODUCED
+
+
+@pytest.mark.parametrize("broken", [math.nan, math.inf, 0.0])
+def test_no_number_under_a_scaled_preset_is_not_reproduced_with_the_scale_named(broken):
+    """A scaled run that times nothing is a finding, as a scaled run that crashes is."""
+    row = evaluate_with(
+        [metric("t", broken, "s")],
+        {"kind": "below", "metric": "t", "bound": 1},
+        claim={"depends_on": ["lr_schedules"]},
+        deviations=SCALED,
+        preset="cpu",
+    )
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert row["reason"].startswith("no number was measured: t = ")
+    assert "(this run was scaled: " in row["reason"]
+    assert "preset cpu scaled lr_schedules.train_subset" in row["reason"]
+
+
+def test_a_negative_iqr_stops_the_rule_naming_the_file_and_the_metric():
+    rows = [metric("a", 2.0, "s"), metric("a_iqr", -0.1, "s")]
+    check = {"kind": "above", "metric": "a", "bound": 1, "spread": {"a": "a_iqr"}}
+    with pytest.raises(ValueError, match=r"m\.csv: metric a_iqr, an IQR, is negative"):
+        evaluate_with(rows, check)
+
+
+def test_an_unknown_status_or_unit_stops_the_rule_naming_the_file_and_the_metric():
+    check = {"kind": "above", "metric": "a", "bound": 1}
+    with pytest.raises(ValueError, match=r"m\.csv: metric a has an unknown status 'skipped'"):
+        evaluate_with([metric("a", 2.0) | {"status": "skipped"}], check)
+    with pytest.raises(ValueError, match=r"m\.csv: metric a has an unknown unit 'sec'"):
+        evaluate_with([metric("a", 2.0) | {"unit": "sec"}], check)
+
+
+def test_a_metric_is_written_with_a_known_unit_and_status_only():
+    with pytest.raises(ValueError, match="unknown unit 'sec'"):
+        metric("a", 1.0, "sec")
+    with pytest.raises(ValueError, match="unknown status 'skipped'"):
+        metric("a", 1.0, status="skipped")
 
 
 @pytest.mark.parametrize("denominator", [0.0, -0.5])

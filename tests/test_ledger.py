@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO, measured_on
 from d2lrepro.core.results import metric
-from d2lrepro.pipeline import claims
+from d2lrepro.pipeline import checks, claims
 
 LEDGER = claims.load()
 CLAIMS = [c for s in LEDGER["sections"] for c in s["claims"]]
@@ -42,7 +42,7 @@ def contradicting(check: dict) -> dict[str, float]:
 
 
 def evidence(claim: dict, values: dict[str, float]) -> pd.DataFrame:
-    names = {n for check in claim["checks"] for n in claims._metrics_of(check)}
+    names = {n for check in claim["checks"] for n in checks.metrics_of(check)}
     spreads = {n for check in claim["checks"] for n in check.get("spread", {}).values()}
     return pd.DataFrame(
         [metric(n, values.get(n, 0.0 if n in spreads else 1.0)) for n in sorted(names)]

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import shipped_claims
 from d2lrepro.core import environment, machines, results
-from d2lrepro.pipeline import claims
+from d2lrepro.pipeline import checks, claims
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ def test_a_claim_s_requirements_are_judged_from_the_job_that_measured_it(cores, 
         [
             results.metric(m, 1.0, "s", machine="job")
             for c in claim["checks"]
-            for m in claims._metrics_of(c)
+            for m in checks.metrics_of(c)
         ]
     ).drop_duplicates("metric")
     judged = claims.evaluate_claim(claim, rows, {"job": record("node7", cores=cores)})
@@ -108,7 +108,7 @@ def test_a_claim_s_requirements_are_judged_from_the_job_that_measured_it(cores, 
 
 def test_a_gpu_claim_is_judged_on_the_gpus_its_job_could_use():
     claim = shipped_claims()["hw.gpu"]
-    names = [m for c in claim["checks"] for m in claims._metrics_of(c)]
+    names = [m for c in claim["checks"] for m in checks.metrics_of(c)]
     rows = pd.DataFrame([results.metric(m, 1.0, "s", machine="job") for m in names])
     rows = rows.drop_duplicates("metric")
     on_cpu = claims.evaluate_claim(claim, rows, {"job": record(gpus=0)})

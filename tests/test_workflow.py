@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import shipped_claims
-from d2lrepro.core import paths
+from d2lrepro.core import paths, results
 from d2lrepro.pipeline import archive, claims, code_inputs, compare
 
 # They take every core, so the scheduler runs nothing beside them.
@@ -90,6 +90,32 @@ def test_smoke_run_writes_report_and_ledger(smoke_run):
         assert (smoke_run / paths.claims_table(section["id"])).exists()
     assert html.count("data:image/png;base64,") == len(claims.figure_files(ledger))
     assert not re.search(r"\bseeds? 0\d\d", html, re.I)  # sources by title, not file number
+
+
+# Metric names that say they hold a time, a size, a rate or a speed-up.
+POSITIVE_BY_NAME = re.compile(
+    r"(_s|_us|_ns|seconds|sec_per_epoch|bytes|speedup|gbps|samples_per_s|over_sync)(_iqr)?$"
+)
+
+
+@pytest.mark.e2e
+def test_every_time_size_rate_or_speedup_is_written_with_a_unit_whose_domain_is_positive(
+    smoke_run,
+):
+    """A time written without its unit would escape the evaluator's domain: a 0 s would pass."""
+    written = [
+        (path.relative_to(smoke_run), row.metric, row.unit)
+        for path in (smoke_run / "results").rglob("*.csv")
+        if {"metric", "unit"} <= set((frame := pd.read_csv(path, keep_default_na=False)).columns)
+        for row in frame.itertuples()
+    ]
+    assert written
+    wrong = [
+        (path, metric, unit)
+        for path, metric, unit in written
+        if POSITIVE_BY_NAME.search(metric) and results.UNITS.get(unit) not in results.POSITIVE
+    ]
+    assert not wrong
 
 
 @pytest.fixture(scope="module")

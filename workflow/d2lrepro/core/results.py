@@ -15,6 +15,25 @@ METRIC_COLUMNS = ["metric", "value", "unit", "device", "note", "status", machine
 # should have measured it diverged or failed. The two lead to different verdicts.
 NOT_APPLICABLE = "not applicable"
 FAILED = "failed"
+STATUSES = ("", NOT_APPLICABLE, FAILED)
+# Every unit a metric may carry, and what it measures. A time, size, bandwidth, throughput or
+# speed-up is positive: a zero or a negative one is a broken measurement, never a fast one.
+# "" is a pure number (an accuracy, a loss, a slope, a p-value): any finite value.
+UNITS = {
+    "": "number",
+    "s": "time",
+    "ms": "time",
+    "µs": "time",
+    "ns": "time",
+    "B": "size",
+    "MB": "size",
+    "GFLOP": "work",
+    "FLOP/B": "intensity",
+    "GB/s": "bandwidth",
+    "samples/s": "throughput",
+    "x": "speed-up",
+}
+POSITIVE = {"time", "size", "work", "intensity", "bandwidth", "throughput", "speed-up"}
 # One row per epoch of a multi-device training run, whichever code path ran it.
 HISTORY_COLUMNS = [
     "epoch",
@@ -82,6 +101,10 @@ def metric(
     """One measured value (``status`` empty), or none, with a ``status`` and a ``note`` why;
     ``machine``: the ids of the machines that measured it where they are not this job's
     (:mod:`d2lrepro.core.machines`)."""
+    if unit not in UNITS:
+        raise ValueError(f"metric {name}: unknown unit {unit!r} (known: {sorted(UNITS)})")
+    if status not in STATUSES:
+        raise ValueError(f"metric {name}: unknown status {status!r} (known: {STATUSES})")
     return {
         "metric": name,
         "value": float(value),
@@ -91,6 +114,12 @@ def metric(
         "status": status,
         machines.COLUMN: machine,
     }
+
+
+def outside_domain(value: float, unit: str) -> bool:
+    """Whether a finite ``value`` in ``unit`` cannot be a measurement: a time, size, bandwidth,
+    throughput or speed-up of zero or below."""
+    return UNITS[unit] in POSITIVE and value <= 0
 
 
 def not_applicable(

@@ -50,6 +50,10 @@ EXAMPLE_METRICS = [
 # (see cost_metrics).
 BALANCED = ("batch", "t1_over_t2", "step_over_max", "max_error", "sum_error")
 BALANCE = 2
+# The units of a run's and a comparison's numbers that are not pure numbers.
+UNITS = {"sec_per_epoch": "s", "speedup": "x"} | dict.fromkeys(
+    ("samples_per_s", "steady_samples_per_s"), "samples/s"
+)
 
 
 # Runs of the book's one-process code (single_process) are named apart from the
@@ -104,12 +108,12 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
     names += ("curve_excess",) if name in BOOK_CURVE_IDS else ()
     note = history["note"].dropna().astype(str) if "note" in history else pd.Series(dtype=str)
     if len(note) and note.iloc[0]:
-        return [not_applicable(f"{name}.{n}", note.iloc[0]) for n in names]
+        return [not_applicable(f"{name}.{n}", note.iloc[0], UNITS.get(n, "")) for n in names]
     device = str(history["devices"].iloc[0])
     if history["diverged"].astype(bool).any():
         at = history[history["diverged"].astype(bool)].iloc[0]
         why = f"{name} seed {at.seed} diverged at epoch {at.epoch} (train loss {at.train_loss:.3g})"
-        return [failed(f"{name}.{n}", why, device=device) for n in names]
+        return [failed(f"{name}.{n}", why, UNITS.get(n, ""), device) for n in names]
     seeds = [h for _, h in history.groupby("seed")]
     final = pd.Series([h["test_acc"].iloc[-1] for h in seeds])
     timed, note = timed_epochs(history)
@@ -166,7 +170,7 @@ def comparison_metrics(
     for status, make in (("failed", failed), ("not applicable", not_applicable)):
         notes = sorted({r["note"] for r in needed if r["status"] == status})
         if notes:
-            return [make(f"{model}.{n}", "; ".join(notes)) for n in names]
+            return [make(f"{model}.{n}", "; ".join(notes), UNITS.get(n, "")) for n in names]
     value = {r["metric"]: r["value"] for r in needed}
     speedup = value[f"{two}.{rate}"] / value[f"{one}.{rate}"]
     note = "; ".join(sorted({rows[f"{run}.{rate}"]["note"] for run in (one, two)} - {""}))
@@ -175,7 +179,9 @@ def comparison_metrics(
         metric(f"{model}.efficiency", speedup / 2, note=note),
     ]
     if "examples" in histories[one] and (why := unequal_work(histories[one], histories[two])):
-        speed = [not_applicable(f"{model}.{n}", why) for n in ("speedup", "efficiency")]
+        speed = [
+            not_applicable(f"{model}.{n}", why, UNITS.get(n, "")) for n in ("speedup", "efficiency")
+        ]
     return speed + [
         metric(f"{model}.acc_diff", abs(value[f"{two}.test_acc"] - value[f"{one}.test_acc"])),
         metric(f"{model}.acc_change", value[f"{two}.test_acc"] - value[f"{one}.test_acc"]),

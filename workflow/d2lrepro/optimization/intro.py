@@ -57,9 +57,9 @@ def measure(step: float) -> list[dict]:
     argmin_risk = x[risk(x).argmin()].item()
     argmin_empirical = x[empirical_risk(x).argmin()].item()
     rows += [
-        metric("risk.argmin_risk", argmin_risk, "x"),
-        metric("risk.argmin_empirical", argmin_empirical, "x"),
-        metric("risk.argmin_gap", abs(argmin_risk - argmin_empirical), "x"),
+        metric("risk.argmin_risk", argmin_risk),
+        metric("risk.argmin_empirical", argmin_empirical),
+        metric("risk.argmin_gap", abs(argmin_risk - argmin_empirical)),
     ]
 
     x = grid(-1.0, 2.0, step)
@@ -68,8 +68,8 @@ def measure(step: float) -> list[dict]:
     other = minima[risk(minima).argmax()]
     rows += [
         metric("local_min.count", len(minima)),
-        metric("local_min.x_local", other.item(), "x"),
-        metric("local_min.x_global", best.item(), "x"),
+        metric("local_min.x_local", other.item()),
+        metric("local_min.x_global", best.item()),
         metric("local_min.f_local", risk(other).item()),
         metric("local_min.f_global", risk(best).item()),
     ]

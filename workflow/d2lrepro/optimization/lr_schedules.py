@@ -120,6 +120,10 @@ def train_run(
     )
 
 
+# The units of the numbers of a run that are not pure numbers.
+UNITS = {"samples_per_s": "samples/s"}
+
+
 def _run_values(h: pd.DataFrame) -> dict:
     """One seed's numbers: final accuracies, the train-test gap, early test accuracy, the gains
     of the second half, and the quirks of the book's code."""
@@ -193,10 +197,11 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
                 f"{run} ({semantics}) seed {at.seed} diverged at epoch {at.epoch}: train loss"
                 f" {at.train_loss:.3g} at lr {at.lr:.3g}"
             )
-            rows += [failed(f"{key}.{name}", note, device=device) for name in values]
+            rows += [failed(f"{key}.{name}", note, UNITS.get(name, ""), device) for name in values]
         else:
             rows += [
-                metric(f"{key}.{name}", value, device=device) for name, value in values.items()
+                metric(f"{key}.{name}", value, UNITS.get(name, ""), device)
+                for name, value in values.items()
             ]
     return rows
 

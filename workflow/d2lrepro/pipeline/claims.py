@@ -6,7 +6,6 @@ A verdict is always computed here from measured numbers; book values are only di
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema
@@ -14,6 +13,9 @@ import pandas as pd
 import yaml
 
 from d2lrepro.core import machines, paths
+from d2lrepro.core.results import FAILED, outside_domain
+from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
+from d2lrepro.pipeline import checks
 from d2lrepro.pipeline.scaling import scaled_reason
 
 SCHEMA = paths.CLAIMS_SCHEMA
@@ -81,111 +83,6 @@ def figure_files(ledger: dict) -> list[str]:
     ]
 
 
-@dataclass
-class Outcome:
-    measured: str
-    passed: bool
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.6g}"
-
-
-def _check(check: dict, value, name=lambda m: m) -> Outcome:
-    """Apply one check; ``value(metric)`` returns a measured metric, ``name(metric)`` its label.
-
-    With ``spread`` (metric -> the metric of its IQR), a comparison holds only if it also holds
-    between the pessimistic ends of the measured spreads (median -+ IQR / 2); a difference
-    smaller than the noise does not reproduce a claim.
-    """
-    kind, spread = check["kind"], check.get("spread", {})
-
-    def half(metric):
-        return value(spread[metric]) / 2 if metric in spread else 0.0
-
-    def noisy(text, point, margin):
-        if point and not margin:
-            return Outcome(f"{text}, within the measured spread (median ± IQR/2)", False)
-        return Outcome(text, point and margin)
-
-    if kind in ("above", "below"):
-        m = check["metric"]
-        v, bound, h = value(m), check["bound"], half(m)
-        sign = ">" if kind == "above" else "<"
-        point = v > bound if kind == "above" else v < bound
-        margin = v - h > bound if kind == "above" else v + h < bound
-        return noisy(f"{name(m)} = {_fmt(v)} (needs {sign} {_fmt(bound)})", point, margin)
-    if kind == "within":
-        v, target, tol = value(check["metric"]), check["target"], check["tol"]
-        scale = abs(target) if check.get("relative") else 1.0
-        what = f"{tol:.0%} of" if check.get("relative") else f"± {_fmt(tol)} of"
-        return Outcome(
-            f"{name(check['metric'])} = {_fmt(v)} (needs {what} {_fmt(target)})",
-            abs(v - target) <= tol * scale,
-        )
-    if kind in ("ratio_above", "ratio_below"):
-        num, den = check["numerator"], check["denominator"]
-        n, d, bound = value(num), value(den), check["bound"]
-        sign = ">" if kind == "ratio_above" else "<"
-        text = f"{name(num)} / {name(den)} = {_fmt(n)} / {_fmt(d)}"
-        if d <= 0:  # a time or size of zero is a broken measurement, not an infinite ratio
-            return Outcome(
-                f"{text}: the denominator is not positive (needs {sign} {_fmt(bound)})", False
-            )
-        if kind == "ratio_above":
-            point, margin = n / d > bound, (n - half(num)) / (d + half(den)) > bound
-        else:
-            low = d - half(den)  # the noise may reach zero: then the ratio is not bounded
-            point, margin = n / d < bound, low > 0 and (n + half(num)) / low < bound
-        return noisy(f"{text} = {n / d:.3g} (needs {sign} {_fmt(bound)})", point, margin)
-    if kind == "sum_of_parts":
-        whole, parts = value(check["whole"]), [value(p) for p in check["parts"]]
-        bound, total = check.get("bound", 1), sum(parts)
-        text = (
-            f"{name(check['whole'])} = {_fmt(whole)}, sum of parts "
-            f"{' + '.join(_fmt(p) for p in parts)} = {_fmt(total)}"
-        )
-        if whole <= 0:
-            return Outcome(f"{text}: the whole is not positive", False)
-        needs = "needs whole < sum" if bound == 1 else f"needs sum / whole > {_fmt(bound)}"
-        low = sum(value(p) - half(p) for p in check["parts"])
-        return noisy(
-            f"{text}, sum / whole = {total / whole:.3g} ({needs})",
-            total / whole > bound,
-            low / (whole + half(check["whole"])) > bound,
-        )
-    if kind == "exact":
-        v, decimals = value(check["metric"]), check.get("decimals", 6)
-        shown, expected = f"{v:.{decimals}f}", f"{check['expected']:.{decimals}f}"
-        rounded = "" if float(shown) == v else f" → {shown}"
-        return Outcome(
-            f"{name(check['metric'])} = {_fmt(v)}{rounded}"
-            f" (needs {expected} to {decimals} decimals)",
-            shown == expected,
-        )
-    if kind == "ordering":
-        ms = check["metrics"]
-        vs = [value(m) for m in ms]
-        increasing = check["order"] == "increasing"
-        pairs = list(zip(ms, ms[1:]))
-        if increasing:
-            point = all(value(a) < value(b) for a, b in pairs)
-            margin = all(value(a) + half(a) < value(b) - half(b) for a, b in pairs)
-        else:
-            point = all(value(a) > value(b) for a, b in pairs)
-            margin = all(value(a) - half(a) > value(b) + half(b) for a, b in pairs)
-        sign = " < " if increasing else " > "
-        text = sign.join(f"{name(m)} = {_fmt(v)}" for m, v in zip(ms, vs))
-        return noisy(text + " (needs this order)", point, margin)
-    raise ValueError(f"unknown check kind {kind!r}")
-
-
-def _metrics_of(check: dict) -> list[str]:
-    names = [check.get(k) for k in ("metric", "numerator", "denominator", "whole")]
-    names = [n for n in names if n] + check.get("parts", []) + check.get("metrics", [])
-    return names + list(check.get("spread", {}).values())
-
-
 def _unmet(requires: dict, records: list[dict]) -> str:
     """Why the machines that measured a claim's numbers (``records``, as each job saw its
     machine) lack what the claim ``requires``; "" when each has it."""
@@ -238,7 +135,7 @@ def evaluate_claim(
         k: claim.get(k, "")
         for k in ("id", "kind", "headline", "statement", "printed", "printed_en", "evidence")
     }
-    names = [n for check in claim["checks"] for n in _metrics_of(check)]
+    names = [n for check in claim["checks"] for n in checks.metrics_of(check)]
     missing = sorted(set(names) - set(metrics["metric"]))
     if missing:
         raise KeyError(f"claim {claim['id']}: {claim['evidence']} has no metric {missing}")
@@ -246,20 +143,36 @@ def evaluate_claim(
     if used["metric"].duplicated().any():
         raise ValueError(f"claim {claim['id']}: {claim['evidence']} holds a metric more than once")
     row["device"] = ", ".join(sorted(set(used["device"].fillna("").astype(str)) - {""}))
-    status = used["status"].fillna("") if "status" in used else pd.Series("", index=used.index)
+    status = checks.statuses(used, claim["evidence"])
+    units = checks.units(used, claim["evidence"])
     values = dict(zip(used["metric"], used["value"].astype(float)))
+    measured_here = set(used["metric"][status == ""])
     prefix = claim["id"] + "."  # metric names often repeat the claim's id
 
     def name(metric):
         return metric.removeprefix(prefix)
 
-    # A metric without a finite number (NaN, or ±inf from a broken measurement) is never judged.
-    broken = sorted(m for m, v in values.items() if not math.isfinite(v))
+    def shown(metric):
+        return f"{name(metric)} = {checks.fmt(values[metric])} {units[metric]}".rstrip()
+
+    checks.check_spreads(claim, values, measured_here)
+    compared = set(names) - {
+        n for check in claim["checks"] for n in check.get("spread", {}).values()
+    }
+    # No number is judged that is not one: NaN or ±inf, or a finite number outside its unit's
+    # domain (a time of 0 s, a speed-up of -1 x). Metrics that were not measured, with a
+    # status saying why, are judged by their status instead.
+    broken = sorted(m for m in measured_here if not math.isfinite(values[m]))
+    broken += sorted(
+        m
+        for m in measured_here & compared
+        if math.isfinite(values[m]) and outside_domain(values[m], units[m])
+    )
     outcomes = []
     if not broken:
-        outcomes = [_check(check, values.__getitem__, name) for check in claim["checks"]]
+        outcomes = [checks.apply(check, values.__getitem__, name) for check in claim["checks"]]
     measured = "; ".join(o.measured for o in outcomes) or "; ".join(
-        f"{name(m)} = {_fmt(v)}" for m, v in values.items() if math.isfinite(v)
+        shown(m) for m in values if math.isfinite(values[m])
     )
 
     def verdict(kind, reason):
@@ -269,21 +182,22 @@ def evaluate_claim(
     unmet = requires and _unmet(requires, machines.records_of(used, records, claim["evidence"]))
     if unmet:
         return verdict(NOT_APPLICABLE, unmet)
-    failed_rows = used[status == "failed"]
+    failed_rows = used[status == FAILED]
     scaled = scaled_reason(claim.get("depends_on", []), list(deviations), preset, seconds or {})
+    # A run that failed or measured no number is a finding even when the preset scaled it: a
+    # smaller run that crashes, diverges or times nothing says something is wrong, and the
+    # scale is named beside it.
+    also = f" (this run was scaled: {scaled})" if scaled else ""
     if len(failed_rows):
-        # A run that failed is a finding even when the preset scaled it: a smaller run that
-        # crashes or diverges says something is wrong, and the scale is named beside it.
-        also = f" (this run was scaled: {scaled})" if scaled else ""
         return verdict(NOT_REPRODUCED, f"the run failed: {_notes(failed_rows)}{also}")
+    if broken:
+        what = ", ".join(checks.no_number(m, values[m], units[m], name) for m in broken)
+        return verdict(NOT_REPRODUCED, f"no number was measured: {what}{also}")
     if scaled:
         return verdict(NOT_APPLICABLE, scaled)
-    not_here = used[status == "not applicable"]
+    not_here = used[status == NOT_APPLICABLE_STATUS]
     if len(not_here):
         return verdict(NOT_APPLICABLE, _notes(not_here))
-    if broken:
-        shown = ", ".join(f"{m} ({values[m]})" for m in broken)
-        return verdict(NOT_REPRODUCED, "no number was measured: " + shown)
     failed = [o.measured for o in outcomes if not o.passed]
     if not failed:
         return verdict(REPRODUCED, "")

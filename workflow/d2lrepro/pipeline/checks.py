@@ -1,0 +1,158 @@
+"""The checks a claim may make (the ledger's small vocabulary), and what a metric must be to
+be judged at all: a known status, a known unit, a number inside its unit's domain."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from d2lrepro.core.results import STATUSES, UNITS
+
+
+@dataclass
+class Outcome:
+    measured: str
+    passed: bool
+
+
+def fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def apply(check: dict, value, name=lambda m: m) -> Outcome:
+    """Apply one check; ``value(metric)`` returns a measured metric, ``name(metric)`` its label.
+
+    With ``spread`` (metric -> the metric of its IQR), a comparison holds only if it also holds
+    between the pessimistic ends of the measured spreads (median -+ IQR / 2); a difference
+    smaller than the noise does not reproduce a claim.
+    """
+    kind, spread = check["kind"], check.get("spread", {})
+
+    def half(metric):
+        return value(spread[metric]) / 2 if metric in spread else 0.0
+
+    def noisy(text, point, margin):
+        if point and not margin:
+            return Outcome(f"{text}, within the measured spread (median ± IQR/2)", False)
+        return Outcome(text, point and margin)
+
+    if kind in ("above", "below"):
+        m = check["metric"]
+        v, bound, h = value(m), check["bound"], half(m)
+        sign = ">" if kind == "above" else "<"
+        point = v > bound if kind == "above" else v < bound
+        margin = v - h > bound if kind == "above" else v + h < bound
+        return noisy(f"{name(m)} = {fmt(v)} (needs {sign} {fmt(bound)})", point, margin)
+    if kind == "within":
+        v, target, tol = value(check["metric"]), check["target"], check["tol"]
+        scale = abs(target) if check.get("relative") else 1.0
+        what = f"{tol:.0%} of" if check.get("relative") else f"± {fmt(tol)} of"
+        return Outcome(
+            f"{name(check['metric'])} = {fmt(v)} (needs {what} {fmt(target)})",
+            abs(v - target) <= tol * scale,
+        )
+    if kind in ("ratio_above", "ratio_below"):
+        num, den = check["numerator"], check["denominator"]
+        n, d, bound = value(num), value(den), check["bound"]
+        sign = ">" if kind == "ratio_above" else "<"
+        text = f"{name(num)} / {name(den)} = {fmt(n)} / {fmt(d)}"
+        if d <= 0:  # a time or size of zero is a broken measurement, not an infinite ratio
+            return Outcome(
+                f"{text}: the denominator is not positive (needs {sign} {fmt(bound)})", False
+            )
+        if kind == "ratio_above":
+            point, margin = n / d > bound, (n - half(num)) / (d + half(den)) > bound
+        else:
+            low = d - half(den)  # the noise may reach zero: then the ratio is not bounded
+            point, margin = n / d < bound, low > 0 and (n + half(num)) / low < bound
+        return noisy(f"{text} = {n / d:.3g} (needs {sign} {fmt(bound)})", point, margin)
+    if kind == "sum_of_parts":
+        whole, parts = value(check["whole"]), [value(p) for p in check["parts"]]
+        bound, total = check.get("bound", 1), sum(parts)
+        text = (
+            f"{name(check['whole'])} = {fmt(whole)}, sum of parts "
+            f"{' + '.join(fmt(p) for p in parts)} = {fmt(total)}"
+        )
+        if whole <= 0:
+            return Outcome(f"{text}: the whole is not positive", False)
+        needs = "needs whole < sum" if bound == 1 else f"needs sum / whole > {fmt(bound)}"
+        low = sum(value(p) - half(p) for p in check["parts"])
+        return noisy(
+            f"{text}, sum / whole = {total / whole:.3g} ({needs})",
+            total / whole > bound,
+            low / (whole + half(check["whole"])) > bound,
+        )
+    if kind == "exact":
+        v, decimals = value(check["metric"]), check.get("decimals", 6)
+        shown, expected = f"{v:.{decimals}f}", f"{check['expected']:.{decimals}f}"
+        rounded = "" if float(shown) == v else f" → {shown}"
+        return Outcome(
+            f"{name(check['metric'])} = {fmt(v)}{rounded}"
+            f" (needs {expected} to {decimals} decimals)",
+            shown == expected,
+        )
+    if kind == "ordering":
+        ms = check["metrics"]
+        vs = [value(m) for m in ms]
+        increasing = check["order"] == "increasing"
+        pairs = list(zip(ms, ms[1:]))
+        if increasing:
+            point = all(value(a) < value(b) for a, b in pairs)
+            margin = all(value(a) + half(a) < value(b) - half(b) for a, b in pairs)
+        else:
+            point = all(value(a) > value(b) for a, b in pairs)
+            margin = all(value(a) - half(a) > value(b) + half(b) for a, b in pairs)
+        sign = " < " if increasing else " > "
+        text = sign.join(f"{name(m)} = {fmt(v)}" for m, v in zip(ms, vs))
+        return noisy(text + " (needs this order)", point, margin)
+    raise ValueError(f"unknown check kind {kind!r}")
+
+
+def metrics_of(check: dict) -> list[str]:
+    names = [check.get(k) for k in ("metric", "numerator", "denominator", "whole")]
+    names = [n for n in names if n] + check.get("parts", []) + check.get("metrics", [])
+    return names + list(check.get("spread", {}).values())
+
+
+def statuses(used: pd.DataFrame, evidence: str) -> pd.Series:
+    """Each metric's status; one the evaluator does not know stops the rule."""
+    if "status" not in used:
+        return pd.Series("", index=used.index)
+    status = used["status"].fillna("").astype(str)
+    for metric, value in zip(used["metric"], status):
+        if value not in STATUSES:
+            raise ValueError(f"{evidence}: metric {metric} has an unknown status {value!r}")
+    return status
+
+
+def units(used: pd.DataFrame, evidence: str) -> dict[str, str]:
+    """Each metric's unit; one the evaluator does not know stops the rule, since its domain
+    (:data:`d2lrepro.core.results.UNITS`) would be unknown."""
+    if "unit" not in used:
+        return dict.fromkeys(used["metric"], "")
+    units = dict(zip(used["metric"], used["unit"].fillna("").astype(str)))
+    for metric, unit in units.items():
+        if unit not in UNITS:
+            raise ValueError(f"{evidence}: metric {metric} has an unknown unit {unit!r}")
+    return units
+
+
+def check_spreads(claim: dict, values: dict, measured: set) -> None:
+    """A spread is an IQR: a negative one would widen the margin it should narrow."""
+    for check in claim["checks"]:
+        for spread in check.get("spread", {}).values():
+            if spread in measured and values[spread] < 0:
+                raise ValueError(
+                    f"{claim['evidence']}: metric {spread}, an IQR, is negative "
+                    f"({fmt(values[spread])})"
+                )
+
+
+def no_number(metric: str, value: float, unit: str, name) -> str:
+    """Why ``value`` is no measurement: not finite, or outside the domain of its unit."""
+    shown = f"{name(metric)} = {fmt(value)} {unit}".rstrip()
+    if not math.isfinite(value):
+        return shown
+    return f"{shown} (a {UNITS[unit]} is positive)"
