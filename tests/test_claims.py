@@ -448,6 +448,7 @@ def test_what_this_machine_cannot_measure_is_not_applicable():
     rows = [not_applicable("gpu", "needs CUDA, this machine has none")]
     row = evaluate_with(rows, {"kind": "above", "metric": "gpu", "bound": 0.5})
     assert row["verdict"] == claims.NOT_APPLICABLE and row["reason"].startswith("needs CUDA")
+    assert row["measured"] == ""  # no "gpu = nan (needs > 0.5)": nothing was measured
 
 
 SCALED = [("lr_schedules.train_subset", None, 10000), ("lr_schedules.epochs", 30, 10)]

@@ -29,3 +29,16 @@ def test_clock_times_its_block():
     with timing.Clock("cpu") as clock:
         time.sleep(0.01)
     assert 0.01 <= clock.seconds < 1
+
+
+def test_alternated_turns_the_order_of_the_parts_every_round():
+    calls = []
+    parts = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    seconds = timing.alternated(parts, "cpu", min_rounds=3, max_rounds=3, max_run_time=0)
+    # one warm-up call each, then a b c, b c a, c a b
+    assert "".join(calls) == "abc" + "abc" + "bca" + "cab"
+    assert {name: len(s) for name, s in seconds.items()} == dict.fromkeys("abc", 3)
+
+
+def test_spread_is_the_median_and_iqr_of_the_values():
+    assert timing.spread([1.0, 2.0, 3.0, 4.0, 5.0]) == {"median": 3.0, "iqr": 2.0, "runs": 5}

@@ -86,8 +86,45 @@ def paired_ratio(
                     fn()
             seconds[which] = clock.seconds
         ratios.append(seconds["a"] / seconds["b"])
-    quartiles = torch.tensor(ratios).quantile(torch.tensor([0.25, 0.5, 0.75])).tolist()
-    return {"median": quartiles[1], "iqr": quartiles[2] - quartiles[0], "runs": len(ratios)}
+    return spread(ratios)
+
+
+def spread(values: list[float]) -> dict:
+    """Median, IQR and count of ``values``, as :func:`time_fn` reports a timing."""
+    quartiles = torch.tensor(values, dtype=torch.float64).quantile(
+        torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)
+    )
+    low, median, high = quartiles.tolist()
+    return {"median": median, "iqr": high - low, "runs": len(values)}
+
+
+def alternated(
+    parts: dict[str, Callable],
+    device,
+    min_rounds: int = 7,
+    max_rounds: int = 25,
+    max_run_time: float = 10.0,
+) -> dict[str, list[float]]:
+    """Seconds of one call of each of ``parts``, round by round, after one warm-up call each.
+    Every round calls each part once, the order turned by one each round (a b c, b c a, ...),
+    so that a drift of the machine (another job starting, a clock slowing) weighs on all the
+    parts alike and on the per-round ratios hardly at all: what a comparison of the parts
+    must beat is the spread of those ratios, which separate timings would hide. At least
+    ``min_rounds``, then more while ``max_run_time`` lasts, at most ``max_rounds``."""
+    names = list(parts)
+    for fn in parts.values():
+        fn()
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    start = time.perf_counter()
+    while (done := len(seconds[names[0]])) < min_rounds or (
+        done < max_rounds and time.perf_counter() - start < max_run_time
+    ):
+        turn = done % len(names)
+        for name in names[turn:] + names[:turn]:
+            with Clock(device) as clock:
+                parts[name]()
+            seconds[name].append(clock.seconds)
+    return seconds
 
 
 def naive_time(fn: Callable, device, sync: bool) -> float:

@@ -9,6 +9,7 @@ Metrics: ``autopar.{cpu,streams,gpus}.{a,b,both}.{median_s,iqr_s,runs}``,
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
@@ -17,7 +18,7 @@ import torch
 from d2lrepro.core import plotting
 from d2lrepro.core.devices import synchronize, unavailable
 from d2lrepro.core.results import metric, not_applicable, unmeasured
-from d2lrepro.core.timing import NAN_TIMING, intra_op_threads, naive_time, time_fn, timing_rows
+from d2lrepro.core.timing import alternated, intra_op_threads, naive_time, spread, timing_rows
 
 
 def run(x: torch.Tensor, n: int = 50) -> list[torch.Tensor]:
@@ -25,29 +26,30 @@ def run(x: torch.Tensor, n: int = 50) -> list[torch.Tensor]:
     return [x.mm(x) for _ in range(n)]
 
 
-def _parallel_rows(prefix: str, times: dict[str, dict], device: str, note: str) -> list[dict]:
+def _parallel_rows(
+    prefix: str, seconds: dict[str, list[float]], device: str, note: str
+) -> list[dict]:
+    """Each part's timing, and the speed-up (a + b) / both: its median and IQR over the rounds
+    of :func:`~d2lrepro.core.timing.alternated`, each round's parts timed side by side."""
+    times = {part: spread(seconds[part]) for part in ("a", "b", "both")}
     rows = [
-        r
-        for part in ("a", "b", "both")
-        for r in timing_rows(f"{prefix}.{part}", times[part], device, note)
+        r for part, t in times.items() for r in timing_rows(f"{prefix}.{part}", t, device, note)
     ]
     total, both = times["a"]["median"] + times["b"]["median"], times["both"]["median"]
+    speedup = spread(
+        [(a + b) / ab for a, b, ab in zip(seconds["a"], seconds["b"], seconds["both"])]
+    )
     return rows + [
         metric(f"{prefix}.sum_s", total, "s", device, note),
         metric(f"{prefix}.both_below_sum", float(both < total), "", device, note),
-        metric(f"{prefix}.speedup", total / both, "x", device, note),
+        metric(f"{prefix}.speedup", speedup["median"], "x", device, note),
+        metric(f"{prefix}.speedup_iqr", speedup["iqr"], "x", device, note),
     ]
 
 
-def _time_parts(parts: dict, device, min_run_time: float, max_run_time: float) -> dict:
-    """:func:`~d2lrepro.core.timing.time_fn` of each named part."""
-    return {name: time_fn(fn, device, min_run_time, max_run_time) for name, fn in parts.items()}
-
-
 def _parallel_unmeasured(prefix: str, reason: str) -> list[dict]:
-    return unmeasured(
-        _parallel_rows(prefix, dict.fromkeys(("a", "b", "both"), NAN_TIMING), "", ""), reason
-    )
+    nothing = dict.fromkeys(("a", "b", "both"), [math.nan])
+    return unmeasured(_parallel_rows(prefix, nothing, "", ""), reason)
 
 
 def concurrently(pool: ThreadPoolExecutor, jobs: list[tuple]) -> None:
@@ -60,7 +62,6 @@ def autopar_cpu(
     size: int = 4000,
     n: int = 50,
     seed: int = 0,
-    min_run_time: float = 0.2,
     max_run_time: float = 10.0,
 ) -> list[dict]:
     """The CPU analogue of the book's two-GPU experiment: chains a and b of run() alone, each on
@@ -76,7 +77,7 @@ def autopar_cpu(
             "b": lambda: run(xb, n),
             "both": lambda: concurrently(pool, [(run, xa, n), (run, xb, n)]),
         }
-        times = _time_parts(parts, "cpu", min_run_time, max_run_time)
+        times = alternated(parts, "cpu", max_run_time=max_run_time)
     return _parallel_rows("autopar.cpu", times, "cpu", "two chains, one thread each")
 
 
@@ -84,7 +85,6 @@ def autopar_streams(
     size: int = 4000,
     n: int = 50,
     seed: int = 0,
-    min_run_time: float = 0.2,
     max_run_time: float = 10.0,
 ) -> list[dict]:
     """On one GPU: chains a and b of run() each on its own CUDA stream, alone and both at once."""
@@ -105,7 +105,7 @@ def autopar_streams(
         synchronize(device)
 
     parts = {"a": lambda: chains(0), "b": lambda: chains(1), "both": lambda: chains(0, 1)}
-    times = _time_parts(parts, device, min_run_time, max_run_time)
+    times = alternated(parts, device, max_run_time=max_run_time)
     return _parallel_rows("autopar.streams", times, str(device), "two CUDA streams on one GPU")
 
 
@@ -113,7 +113,6 @@ def autopar_gpus(
     size: int = 4000,
     n: int = 50,
     seed: int = 0,
-    min_run_time: float = 0.2,
     max_run_time: float = 10.0,
 ) -> list[dict]:
     """The book's experiment: run() on GPU 0 alone, on GPU 1 alone, and on both, waiting for both
@@ -135,7 +134,7 @@ def autopar_gpus(
 
     # each clock waits for every GPU a part uses (on() synchronizes them), so one device will do
     parts = {"a": lambda: on(0), "b": lambda: on(1), "both": lambda: on(0, 1)}
-    times = _time_parts(parts, devices[0], min_run_time, max_run_time)
+    times = alternated(parts, devices[0], max_run_time=max_run_time)
     current = torch.device("cuda", torch.cuda.current_device())
     book = naive_time(lambda: (run(xs[0], n), run(xs[1], n)), current, sync=True)
     return _parallel_rows("autopar.gpus", times, "cuda:0+cuda:1", "two GPUs") + [
@@ -152,7 +151,8 @@ def autopar_gpus(
 COPY_PARTS = ("compute", "copy", "pinned", "overlap", "book")
 
 
-def _copy_rows(times: dict[str, dict], device: str) -> list[dict]:
+def _copy_rows(seconds: dict[str, list[float]], device: str) -> list[dict]:
+    times = {part: spread(seconds[part]) for part in COPY_PARTS}
     rows = [r for part in COPY_PARTS for r in timing_rows(f"copy.{part}", times[part], device)]
     total = times["compute"]["median"] + times["copy"]["median"]
     return rows + [
@@ -166,7 +166,6 @@ def copy_overlap(
     size: int = 4000,
     n: int = 50,
     seed: int = 0,
-    min_run_time: float = 0.2,
     max_run_time: float = 10.0,
 ) -> list[dict]:
     """The book's 'Run on GPU1 and copy to CPU': compute alone, blocking copy of the results
@@ -177,7 +176,7 @@ def copy_overlap(
     reason = unavailable(cuda=1)
     if reason:
         return unmeasured(
-            _copy_rows(dict.fromkeys(COPY_PARTS, NAN_TIMING), ""),
+            _copy_rows(dict.fromkeys(COPY_PARTS, [math.nan]), ""),
             reason,
         )
     device = torch.device("cuda", 0)
@@ -188,7 +187,7 @@ def copy_overlap(
     synchronize(device)
 
     def timed(**parts):
-        return _time_parts(parts, device, min_run_time, max_run_time)
+        return alternated(parts, device, max_run_time=max_run_time)
 
     def book():
         copies = [y.to("cpu", non_blocking=True) for y in run(x, n)]

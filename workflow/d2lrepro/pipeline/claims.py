@@ -169,7 +169,7 @@ def evaluate_claim(
         if math.isfinite(values[m]) and outside_domain(values[m], units[m])
     )
     outcomes = []
-    if not broken:
+    if all(math.isfinite(v) for v in values.values()) and not broken:
         outcomes = [checks.apply(check, values.__getitem__, name) for check in claim["checks"]]
     measured = "; ".join(o.measured for o in outcomes) or "; ".join(
         shown(m) for m in values if math.isfinite(values[m])

@@ -1,0 +1,73 @@
+"""Benchmark: the timing rules of one preset run twice from this commit on this machine, and
+the verdicts of the claims they measure set side by side ("same machine, same verdict").
+
+    .venv/bin/python tests/same_verdict.py [--preset cpu] [--rules autopar hardware ...]
+
+Prints each timing claim's two verdicts and what each run measured, and the claims whose
+verdict flipped; it asserts nothing. Run it on a quiet machine: a job that shares the cores
+with something else measures that load too.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from d2lrepro.core import machines
+from d2lrepro.pipeline import claims
+
+REPO = Path(__file__).resolve().parents[1]
+SKIP = {".git", ".venv", ".snakemake", "results", "resources", "logs", "benchmarks", "__pycache__"}
+TIMING_RULES = ("hybridize", "asynchrony", "autopar", "hardware")
+
+
+def run_once(workdir: Path, preset: str, rules: list[str], cores: int) -> dict[str, dict]:
+    """Run ``rules`` in a fresh copy of the repository; each timing claim's row of claims.csv,
+    judged on what they measured (deviations of the preset as in the pipeline)."""
+    shutil.copytree(REPO, workdir, ignore=lambda d, names: [n for n in names if n in SKIP])
+    evidence = [f"results/performance/{rule}/metrics.csv" for rule in rules]
+    command = [sys.executable, "-m", "snakemake", *evidence, "--cores", str(cores)]
+    command += ["--config", f"preset={preset}"]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"the run failed:\n{done.stderr[-5000:]}")
+    print(f"  {', '.join(rules)}: {time.perf_counter() - start:.0f} s")
+    rows = {}
+    for section in claims.load(workdir / "workflow" / "claims.yaml")["sections"]:
+        for claim in section["claims"]:
+            if claim["evidence"] in evidence:
+                path = workdir / claim["evidence"]
+                records = machines.read(machines.sidecar(path))
+                rows[claim["id"]] = claims.evaluate_claim(claim, pd.read_csv(path), records)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="cpu")
+    parser.add_argument("--rules", nargs="+", default=list(TIMING_RULES), choices=TIMING_RULES)
+    parser.add_argument("--cores", type=int, default=os.cpu_count())
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = []
+        for n in (1, 2):
+            print(f"run {n}:")
+            runs.append(run_once(Path(tmp) / f"run{n}", args.preset, args.rules, args.cores))
+    first, second = runs
+    flipped = [i for i in first if first[i]["verdict"] != second[i]["verdict"]]
+    for claim_id in first:
+        print(f"{claim_id}: {first[claim_id]['verdict']} | {second[claim_id]['verdict']}")
+        for row in (first[claim_id], second[claim_id]):
+            print(f"    {row['measured']}")
+    print(f"{len(flipped)} of {len(first)} timing claims flipped: {', '.join(flipped) or 'none'}")
+
+
+if __name__ == "__main__":
+    main()
