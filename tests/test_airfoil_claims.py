@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, verdict_of
+from conftest import REPO, shipped_claims, verdict_of
 from d2lrepro.core import data, reference
 from d2lrepro.core.results import metric
 from d2lrepro.optimization import airfoil, optimizers
@@ -190,12 +190,19 @@ def timing_rows(slowest, fastest, spread=0.0):
     ]
 
 
-def test_sec_per_epoch_is_judged_against_the_books_widest_ratio(airfoil_data, monkeypatch):
+def test_sec_per_epoch_is_judged_against_the_editions_that_time_alike(airfoil_data, monkeypatch):
+    """The bound is ZH's printed extremes (1.42; CL's are 1.31): both those editions pass,
+    EN's scattered run (2.29) does not, nor does a gap that holds only at the medians."""
     claim = "data.train_ch11.sec_per_epoch"
-    assert verdict_of(claim, timing_rows(0.245, 0.107)) == claims.REPRODUCED  # the book's EN
-    assert verdict_of(claim, timing_rows(0.25, 0.1)) == claims.NOT_REPRODUCED
-    assert verdict_of(claim, timing_rows(0.2, 0.1, spread=0.04)) == claims.NOT_REPRODUCED
-    names = ["momentum.lr0.02_m0.5", "momentum.concise"]
+    check = shipped_claims()[claim]["checks"][0]
+    assert check["bound"] == pytest.approx(0.017 / 0.012, abs=0.005)
+    assert verdict_of(claim, timing_rows(0.017, 0.012)) == claims.REPRODUCED  # the book's ZH
+    assert verdict_of(claim, timing_rows(0.017, 0.013)) == claims.REPRODUCED  # the book's CL
+    assert verdict_of(claim, timing_rows(0.245, 0.107)) == claims.NOT_REPRODUCED  # the book's EN
+    assert verdict_of(claim, timing_rows(0.0175, 0.0115)) == claims.NOT_REPRODUCED
+    assert verdict_of(claim, timing_rows(0.14, 0.1, spread=0.01)) == claims.NOT_REPRODUCED
+    # Two settings that run the same code at the same cost: about the same time.
+    names = ["momentum.lr0.02_m0.5", "momentum.lr0.005_m0.9"]
     assert verdict_of(claim, summary(airfoil_data, names)) == claims.REPRODUCED
     # Settings timed on two hosts are not compared.
     hosts = iter(["node1"] * 5 + ["node2"] * 5)
@@ -203,6 +210,7 @@ def test_sec_per_epoch_is_judged_against_the_books_widest_ratio(airfoil_data, mo
         m.setattr(airfoil.socket, "gethostname", lambda: next(hosts))
         assert verdict_of(claim, summary(airfoil_data, names)) == claims.NOT_APPLICABLE
     # The from-scratch update run 30 times per minibatch: the scratch settings slow down.
+    names = ["momentum.lr0.02_m0.5", "momentum.concise"]
     step = optimizers.step
     monkeypatch.setattr(optimizers, "step", lambda *a: [step(*a) for _ in range(30)][0])
     assert verdict_of(claim, summary(airfoil_data, names)) == claims.NOT_REPRODUCED
