@@ -138,12 +138,13 @@ def test_eps_outside_is_judged_by_one_vote_per_seed(airfoil_data, monkeypatch):
     assert verdict_of("adam.eps_outside", rows) == claims.NOT_REPRODUCED
 
 
-def adagrad_forgetting(monkeypatch, accumulate):
-    """The from-scratch Adagrad with ``accumulate(s, g)`` in place of s += g²."""
+def adagrad_mutant(monkeypatch, accumulate, root=torch.sqrt):
+    """The from-scratch Adagrad with ``accumulate(s, g)`` in place of s += g² and ``root`` in
+    place of the square root of its step."""
 
     def rule(p, g, state, hyper, eps=optimizers.ADAGRAD_EPS):
         s = accumulate(state["s"], g)
-        p.sub_(hyper["lr"] * g / torch.sqrt(s + eps))
+        p.sub_(hyper["lr"] * g / root(s + eps))
 
     adagrad = optimizers.OPTIMIZERS["adagrad"]
     monkeypatch.setitem(
@@ -152,19 +153,45 @@ def adagrad_forgetting(monkeypatch, accumulate):
 
 
 @pytest.mark.parametrize(
-    "accumulate",
+    "accumulate, root",
     [
-        pytest.param(lambda s, g: s + g**2, id="s-rebound-not-accumulated"),
-        pytest.param(lambda s, g: s.mul_(0.9).add_(g**2), id="s-leaks-like-rmsprop"),
+        pytest.param(lambda s, g: s.copy_(g**2), torch.sqrt, id="s-keeps-only-the-last-g2"),
+        pytest.param(lambda s, g: s.add_(g.abs()), torch.sqrt, id="s-sums-abs-g"),
+        pytest.param(lambda s, g: s.add_(g**2), lambda x: x, id="step-without-sqrt"),
+        pytest.param(lambda s, g: s + g**2, torch.sqrt, id="s-rebound-not-accumulated"),
+        pytest.param(lambda s, g: s.mul_(0.9).add_(g**2), torch.sqrt, id="s-leaks-like-rmsprop"),
     ],
 )
-def test_adagrad_effective_lr_follows_the_accumulation(airfoil_data, monkeypatch, accumulate):
-    """The effective lr read from Adagrad's state decays as t^-1/2 because s sums the squared
-    gradients: an s that is not kept, or that forgets, gives a flat effective lr."""
+def test_adagrad_effective_lr_follows_the_accumulation(airfoil_data, monkeypatch, accumulate, root):
+    """Adagrad's state and steps match the gradients it was fed, recorded apart from it: an
+    accumulator that keeps only the last g² (whose effective lr still decays about as t^-1/2
+    on this run), sums |g|, forgets, is not kept, or a step without the square root does not."""
     claim, setting = "adagrad.effective_lr", ["adagrad.scratch_lr0.1"]
     assert verdict_of(claim, summary(airfoil_data, setting)) == claims.REPRODUCED
-    adagrad_forgetting(monkeypatch, accumulate)
+    adagrad_mutant(monkeypatch, accumulate, root)
     assert verdict_of(claim, summary(airfoil_data, setting)) == claims.NOT_REPRODUCED
+
+
+def effective_lr_rows(state_gap=1e-6, step_gap=1e-5, slope=-0.45):
+    run = "adagrad.scratch_lr0.1"
+    return [
+        metric(f"{run}.state_gap", state_gap),
+        metric(f"{run}.step_gap", step_gap),
+        metric(f"{run}.eff_lr_slope", slope),
+    ]
+
+
+def test_adagrad_effective_lr_reads_each_of_its_bounds():
+    claim = "adagrad.effective_lr"
+    assert verdict_of(claim, effective_lr_rows()) == claims.REPRODUCED
+    assert verdict_of(claim, effective_lr_rows(state_gap=9e-4, step_gap=9e-4)) == claims.REPRODUCED
+    for rows in (
+        effective_lr_rows(state_gap=2e-3),  # sₜ is not the sum of the squared gradients
+        effective_lr_rows(step_gap=2e-3),  # the step is not η g / √(Σ g² + ε)
+        effective_lr_rows(slope=-0.35),  # the effective lr decays slower than t^-1/2
+        effective_lr_rows(slope=-0.65),
+    ):
+        assert verdict_of(claim, rows) == claims.NOT_REPRODUCED
 
 
 def test_adadelta_concise_eps_follows_the_eps(airfoil_data, monkeypatch):
