@@ -98,10 +98,15 @@ def test_two_gpus_must_overlap_as_the_book_shows():
 
 def test_two_streams_on_one_gpu_are_not_two_devices():
     gpu = {"cuda_devices": 1, "usable_cores": 2}
-    serial = chains("streams", 0.466, 0.451, 0.9, iqr=0.01)
-    assert verdict_of("autopar.both.streams", serial, gpu) == REPRODUCED
-    overlapped = chains("streams", 0.466, 0.451, 0.4659, iqr=0.01)
+    some = chains("streams", 0.466, 0.451, 0.7, iqr=0.01)  # both below a + b, above (a + b)/1.8
+    assert verdict_of("autopar.both.streams", some, gpu) == REPRODUCED
+    serial = chains("streams", 0.466, 0.451, 0.917, iqr=0.01)  # one after the other: no gain
+    assert verdict_of("autopar.both.streams", serial, gpu) == NOT_REPRODUCED
+    noise = chains("streams", 0.466, 0.451, 0.9, iqr=0.02)  # a gain within the spreads
+    assert verdict_of("autopar.both.streams", noise, gpu) == NOT_REPRODUCED
+    overlapped = chains("streams", 0.466, 0.451, 0.4659, iqr=0.01)  # as two devices
     assert verdict_of("autopar.both.streams", overlapped, gpu) == NOT_REPRODUCED
+    assert verdict_of("autopar.both.streams", some) == NOT_APPLICABLE  # no GPU measured it
 
 
 def test_a_serialized_start_fails_and_two_free_cores_overlap(monkeypatch):

@@ -158,3 +158,16 @@ def test_many_small_copies_that_copy_the_whole_at_once_fail_the_transfer_claim(m
     verdict = verdict_of("hw.transfers", rows)
     skip_if_shared(verdict, REPRODUCED, others, f"unbroken: {verdict}")
     assert verdict == REPRODUCED
+
+
+def test_a_kernel_launch_is_judged_within_half_a_decade_of_the_books_10_us():
+    gpu = {"cuda_devices": 1, "usable_cores": 2}
+
+    def launch(us):
+        return [metric("launch.cuda.us", us, "µs", "cuda:0")]
+
+    for us in (10, 3.5, 30):  # the book's 10 µs, and within a factor √10 of it
+        assert verdict_of("hw.launch", launch(us), gpu) == REPRODUCED
+    for us in (3.0, 2.0, 35, 50):  # a decade off, as the old bounds 2 to 50 µs allowed
+        assert verdict_of("hw.launch", launch(us), gpu) == NOT_REPRODUCED
+    assert verdict_of("hw.launch", launch(10)) == NOT_APPLICABLE  # no GPU measured it

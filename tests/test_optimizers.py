@@ -282,8 +282,10 @@ def test_adagrad_airfoil_runs_record_the_effective_lr_from_the_state():
     X, y = torch.randn(100, 5, generator=g), torch.randn(100, 1, generator=g)
     run = opt.train_airfoil("adagrad", {"lr": 0.1}, X, y, 2, 10, eval_every=20)
     assert run["eff_lr"].notna().all() and run["eff_lr"].is_monotonic_decreasing
+    # Its state and steps match the gradients it was fed, to float32 rounding.
+    assert (run["state_gap"] < 1e-4).all() and (run["step_gap"] < 1e-4).all()
     other = opt.train_airfoil("rmsprop", {"lr": 0.01, "gamma": 0.9}, X, y, 1, 10, eval_every=20)
-    assert other["eff_lr"].isna().all()
+    assert other[["eff_lr", "state_gap", "step_gap"]].isna().all().all()
     s = torch.tensor([4.0, 16.0, 1.0])
     assert opt.adagrad_effective_lr(1.0, s) == pytest.approx(0.5, rel=1e-6)
 

@@ -27,7 +27,14 @@ def curve(curves: pd.DataFrame, claim_id: str, metric: str) -> pd.DataFrame:
 
 
 def band_excess(
-    curves: pd.DataFrame, claim_id: str, metric: str, x, y, y_high=None, clip=None
+    curves: pd.DataFrame,
+    claim_id: str,
+    metric: str,
+    x,
+    y,
+    y_high=None,
+    clip=None,
+    agree_within=None,
 ) -> float:
     """How far our curve strays outside the band the book's editions span: over the book's
     points within our x range, the largest gap between our values there (interpolated; with
@@ -36,8 +43,16 @@ def band_excess(
     where they overlap everywhere, NaN where the curves share no x.
 
     With ``clip``, the top of the book's y-axis: at each of our x before an edition's first
-    point, that edition's curve ran above the plot, so the band there is [clip, inf)."""
+    point, that edition's curve ran above the plot, so the band there is [clip, inf).
+
+    With ``agree_within``, only the book's points where the editions lie at most that far
+    apart are judged (NaN where there are none): where they part further, the book gives no
+    one curve to follow."""
     book = curve(curves, claim_id, metric)
+    if agree_within is not None:
+        table = book.pivot_table(index="epoch", columns="edition", values="value")
+        gap = table.max(axis=1) - table.min(axis=1)
+        book = book[book["epoch"].isin(gap.index[gap <= agree_within + 1e-9])]
     x, low = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     high = low if y_high is None else np.asarray(y_high, dtype=float)
     if not len(book) or not len(x):

@@ -33,6 +33,9 @@ BOOK_CURVE_IDS = {
     "resnet18.1": "mgpuc.1gpu",
     "resnet18.2": "mgpuc.2gpu",
 }
+# Runs whose book curves are judged only where the editions agree (``curve_excess_agreed``):
+# where they lie no further apart than the editions' curves of this run on one device ever do.
+AGREEMENT = {"resnet18.2": "mgpuc.1gpu"}
 
 # The printed examples' metrics, as the 2 workers of d2lrepro.multidevice.scratch make them.
 EXAMPLE_METRICS = [
@@ -95,7 +98,8 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
     (:func:`timed_epochs`), the median seconds per epoch (the book's timer.avg is a mean over
     all of them), samples/s over whole epochs and on each epoch's whole batches after its
     first; and for a run the book drew, how far the median test-accuracy curve strays
-    outside the band of the book's editions; not applicable where the machine lacks its
+    outside the band of the book's editions (for a run of :data:`AGREEMENT`, also only where
+    the editions agree: ``curve_excess_agreed``); not applicable where the machine lacks its
     devices, failed where a seed diverged. The book's code records no first batch: its
     steady rate is the epoch's."""
     names = (
@@ -106,6 +110,7 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
         "steady_samples_per_s",
     )
     names += ("curve_excess",) if name in BOOK_CURVE_IDS else ()
+    names += ("curve_excess_agreed",) if name in AGREEMENT else ()
     note = history["note"].dropna().astype(str) if "note" in history else pd.Series(dtype=str)
     if len(note) and note.iloc[0]:
         return [not_applicable(f"{name}.{n}", note.iloc[0], UNITS.get(n, "")) for n in names]
@@ -140,6 +145,15 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
             book, BOOK_CURVE_IDS[name], "test_acc", curve.index, curve.values
         )
         rows.append(metric(f"{name}.curve_excess", excess, device=device))
+    if name in AGREEMENT:
+        within = reference.edition_gap(book, AGREEMENT[name], "test_acc")
+        excess = reference.band_excess(
+            book, BOOK_CURVE_IDS[name], "test_acc", curve.index, curve.values, agree_within=within
+        )
+        note = (
+            f"judged where the editions lie within {within:.3f} ({AGREEMENT[name]}'s largest gap)"
+        )
+        rows.append(metric(f"{name}.curve_excess_agreed", excess, device=device, note=note))
     return rows
 
 

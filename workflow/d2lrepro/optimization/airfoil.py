@@ -79,7 +79,10 @@ def run_setting(
 def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     """Per setting: median final loss over seeds, its spread, sec/epoch (median and IQR over
     seeds), divergence, and how far the median curve over seeds strays from the band of the
-    book's editions, its clipped top included (``curve_excess``); the losses of a setting
+    book's editions, its clipped top included (``curve_excess``); for from-scratch Adagrad the
+    slope of its effective lr and the largest gaps of its state and steps from the gradients it
+    was fed (``state_gap``, ``step_gap``: :class:`~d2lrepro.optimization.optimizers.AdagradAudit`,
+    the worst over seeds and steps); the losses of a setting
     where a seed diverged are failed, not numbers to compare. Over the settings the book ran
     (those with a book curve): the slowest and fastest sec/epoch, not applicable where they
     ran on different hosts."""
@@ -97,6 +100,8 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         if bad.any():
             why = f"{name}: seeds {list(bad[bad].index)} of {len(bad)} diverged"
             names = ("final_loss", "final_loss_range", "curve_excess")
+            if "eff_lr" in group and group["eff_lr"].notna().any():  # from-scratch Adagrad
+                names += ("eff_lr_slope", "state_gap", "step_gap")
             rows += [failed(f"{name}.{n}", why) for n in names]
         else:
             median = group.groupby("epoch")["loss"].median()
@@ -113,6 +118,9 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
                     decay_exponent(r["examples"], r["eff_lr"]) for _, r in group.groupby("seed")
                 ]
                 rows.append(metric(f"{name}.eff_lr_slope", float(np.median(slopes))))
+            for gap in ("state_gap", "step_gap"):  # the worst over every seed and step
+                if gap in group and group[gap].notna().all():
+                    rows.append(metric(f"{name}.{gap}", float(group[gap].max())))
     in_book = {n: v for n, v in per_epoch.items() if n in set(book["id"])} or per_epoch
     hosts = sorted(runs.loc[runs["setting"].isin(in_book), "host"].unique())
     if len(hosts) > 1:

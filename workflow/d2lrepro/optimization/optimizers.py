@@ -21,7 +21,7 @@ import torch
 
 from d2lrepro.core.results import exploded
 
-COLUMNS = ["epoch", "examples", "loss", "elapsed", "eff_lr", "diverged"]
+COLUMNS = ["epoch", "examples", "loss", "elapsed", "eff_lr", "state_gap", "step_gap", "diverged"]
 # Where the book's airfoil loops start: train_ch11 from b = 0, train_concise_ch11 from
 # nn.Linear's default bias.
 BOOK_START = {"scratch": "ch11", "torch": "concise"}
@@ -46,6 +46,40 @@ def adagrad_effective_lr(lr: float, s: torch.Tensor) -> float:
     """Adagrad's step size per unit gradient, η / √(s + ε), from its state ``s`` (the running
     sum of squared gradients): the median over the coordinates."""
     return (lr / torch.sqrt(s + ADAGRAD_EPS)).median().item()
+
+
+class AdagradAudit:
+    """Adagrad's state and steps set against the gradients it was fed, recorded apart from it
+    (float64): ``state_gap``, the largest relative gap between the state s and the running sum
+    of the squared gradients, and ``step_gap``, between the step a parameter took and
+    η g / √(Σ g² + ε) computed from those gradients (relative to that step's norm); each the
+    largest since the last :meth:`take`. A right Adagrad gives float rounding; an accumulator
+    that keeps only the last g², sums |g| or a step without the square root give far more."""
+
+    def __init__(self, lr: float, param: torch.Tensor):
+        self.lr, self.param = lr, param
+        self.total = torch.zeros(param.shape, dtype=torch.float64)
+        self.state_gap = self.step_gap = 0.0
+
+    def before(self) -> None:
+        self.grad = self.param.grad.detach().to(torch.float64).clone()
+        self.start = self.param.detach().to(torch.float64).clone()
+
+    def after(self, s: torch.Tensor) -> None:
+        g, total = self.grad, self.total
+        total += g**2
+        state = (s.to(torch.float64) - total).abs() / total.clamp_min(1e-300)
+        self.state_gap = max(self.state_gap, state.max().item())
+        expected = self.lr * g / torch.sqrt(total + ADAGRAD_EPS)
+        taken = self.start - self.param.detach().to(torch.float64)
+        norm = torch.linalg.vector_norm(expected).item()
+        if norm > 0:
+            step = torch.linalg.vector_norm(taken - expected).item() / norm
+            self.step_gap = max(self.step_gap, step)
+
+    def take(self) -> tuple[float, float]:
+        gaps, self.state_gap, self.step_gap = (self.state_gap, self.step_gap), 0.0, 0.0
+        return gaps
 
 
 def _rmsprop(p, g, state, hyper, eps=1e-6):
@@ -218,9 +252,23 @@ def train_airfoil(
     start = start or BOOK_START.get(implementation, "ch11")
     params = airfoil_start(features.shape[1], generator, start)
     w, b = params
+    audit = None
     if implementation == "scratch":
         states = init_states(optimizer, params)
         update = partial(step, optimizer, params, states, hyper)
+        if optimizer == "adagrad":  # its weights' state and steps, checked outside the timer
+            audit, adagrad_update = AdagradAudit(hyper["lr"], w), update
+
+            def update():
+                nonlocal untimed
+                t0 = time.perf_counter()
+                audit.before()
+                t1 = time.perf_counter()
+                adagrad_update()
+                t2 = time.perf_counter()
+                audit.after(states[0]["s"])
+                untimed += (t1 - t0) + (time.perf_counter() - t2)
+
     elif implementation == "torch":
         trainer = torch_optimizer(optimizer, params, hyper)
 
@@ -245,14 +293,15 @@ def train_airfoil(
         for _ in range(epochs)
         for batch in torch.randperm(num_examples, generator=generator).split(batch_size)
     )
-    rows, n, elapsed, diverged = [], 0, 0.0, False
+    rows, n, elapsed, diverged, untimed = [], 0, 0.0, False, 0.0
     start = time.perf_counter()
     for batch in batches:
         (scale * loss(features[batch], labels[batch])).backward()
         update()
         n += len(batch)
         if n % eval_every == 0:
-            elapsed += time.perf_counter() - start
+            elapsed += time.perf_counter() - start - untimed
+            untimed = 0.0
             with torch.no_grad():
                 value = loss(features, labels).item()
             # From-scratch Adagrad's state: the weights' effective lr (NaN for the others).
@@ -261,6 +310,7 @@ def train_airfoil(
                 if implementation == "scratch" and optimizer == "adagrad"
                 else math.nan
             )
+            state_gap, step_gap = audit.take() if audit else (math.nan, math.nan)
             rows.append(
                 {
                     "epoch": n / num_examples,
@@ -268,6 +318,8 @@ def train_airfoil(
                     "loss": value,
                     "elapsed": elapsed,
                     "eff_lr": eff_lr,
+                    "state_gap": state_gap,
+                    "step_gap": step_gap,
                 }
             )
             if exploded(value, rows[0]["loss"]):

@@ -49,24 +49,47 @@ def trace_metrics(trace: pd.DataFrame) -> list[dict]:
 
 
 def adagrad_metrics(runs: dict, steps: int, start) -> list[dict]:
-    """For every Adagrad run on the 2-D problem, the exponent a of the decay t^-a of each
+    """For every Adagrad run on the 2-D problem: the exponent a of the decay t^-a of each
     coordinate's effective lr η / √(s_t + ε), with s_t read from the optimizer's state after
-    each step t = 1..steps and a fitted on log-log axes. Beside it ('_steady'), the same
-    optimizer fed the run's first gradient at every step: gradients that do not decay, so s_t
-    grows linearly and a is about 1/2."""
+    each step t = 1..steps and a fitted on log-log axes; and how far the optimizer strays
+    from the book's rule, with the gradient of f at each point of the run recorded apart from
+    it (by autograd on f): ``state_gap``, the largest relative gap between s_t and the sum of
+    the recorded squared gradients, and ``step_gap``, between the step taken and
+    η g_t / √(Σ g² + ε) from them (relative to that step's norm)."""
     rows, t = [], np.arange(1, steps + 1)
     for name, run in runs.items():
         if run["optimizer"] != "adagrad":
             continue
-        first = optimizers.grad_2d(torch.tensor(start, dtype=torch.float64))
-        for suffix, gradient in (("", optimizers.grad_2d), ("_steady", lambda x, t: first.clone())):
-            x = torch.tensor(start, dtype=torch.float64)
-            walk = optimizers.walk("adagrad", x, gradient, steps, _hyper(run))
-            s = np.array([state["s"].tolist() for state in walk])
-            eff = run["lr"] / np.sqrt(s + optimizers.ADAGRAD_EPS)
-            for coordinate, column in zip(("x1", "x2"), eff.T):
-                a = -np.polyfit(np.log(t), np.log(column), 1)[0]
-                rows.append(metric(f"{name}.eff_lr_decay{suffix}.{coordinate}", a))
+        x = torch.tensor(start, dtype=torch.float64)
+        before, s, after = [], [], []
+
+        def gradient(x, t):
+            before.append(x.clone())
+            return optimizers.grad_2d(x, t)
+
+        for state in optimizers.walk("adagrad", x, gradient, steps, _hyper(run)):
+            s.append(state["s"].clone())
+            after.append(x.clone())
+        points = torch.stack(before).requires_grad_()
+        f_2d(points[:, 0], points[:, 1]).sum().backward()
+        total = torch.cumsum(points.grad**2, dim=0)
+        expected = run["lr"] * points.grad / torch.sqrt(total + optimizers.ADAGRAD_EPS)
+        taken = points.detach() - torch.stack(after)
+        state = torch.stack(s)
+        state_gap = ((state - total).abs() / total).max().item()
+        step_gap = (
+            (
+                torch.linalg.vector_norm(taken - expected, dim=1)
+                / torch.linalg.vector_norm(expected, dim=1)
+            )
+            .max()
+            .item()
+        )
+        rows += [metric(f"{name}.state_gap", state_gap), metric(f"{name}.step_gap", step_gap)]
+        eff = run["lr"] / np.sqrt(state.numpy() + optimizers.ADAGRAD_EPS)
+        for coordinate, column in zip(("x1", "x2"), eff.T):
+            a = -np.polyfit(np.log(t), np.log(column), 1)[0]
+            rows.append(metric(f"{name}.eff_lr_decay.{coordinate}", a))
     return rows
 
 

@@ -1,10 +1,9 @@
-"""Asynchronous computation (``async.*``): numpy vs torch with and without synchronization, how
-long a CPU operator takes to return against how long until its result is read, z = x * y + 2 on
-the GPU, and the pinned host memory that the copies of an unsynchronized CUDA queue hold.
+"""Asynchronous computation (``async.*``): numpy vs torch with and without synchronization,
+z = x * y + 2 on the GPU, and the pinned host memory that the copies of an unsynchronized CUDA
+queue hold.
 
 Metrics: ``async.numpy_s``; ``async.cuda.{nosync,sync}_s`` (medians), their ``_iqr_s`` and
-``nosync_over_sync``; ``async.cpu.{return,read}_s`` (medians) and their ``_iqr_s``;
-``async.z0``, ``async.z1`` (on the GPU, as in the book);
+``nosync_over_sync``; ``async.z0``, ``async.z1`` (on the GPU, as in the book);
 ``async.memory.{nosync,sync}_pinned_bytes``.
 """
 
@@ -26,7 +25,6 @@ ASYNC_UNITS = {
     "sync_iqr_s": "s",
     "nosync_over_sync": "x",
 }
-RETURN_UNITS = {"return_s": "s", "read_s": "s", "return_iqr_s": "s", "read_iqr_s": "s"}
 
 
 def _alternated(names, loops, device, sync, repeats: int) -> dict[str, float]:
@@ -55,29 +53,6 @@ def _torch_async(device: torch.device, size: int, steps: int, repeats: int) -> d
     return timings | {"nosync_over_sync": timings["nosync_s"] / timings["sync_s"]}
 
 
-def operator_return(device: torch.device, size: int, steps: int, repeats: int) -> dict[str, float]:
-    """The book's operator, ``steps`` products of a ``size``² normal matrix made beforehand,
-    timed until the calls return to Python and until the last product's last entry has been
-    read: a synchronous backend has done the work when a call returns, so the two are close;
-    an asynchronous one returns first and makes the read wait. (On the CPU synchronizing does
-    nothing, so the book's pair, without and with a sync, would time the same code twice.)"""
-    a = torch.randn(size, size, device=device)
-
-    def products():
-        for _ in range(steps):
-            b = torch.mm(a, a)
-        return b
-
-    def returned():
-        products()
-
-    def read():
-        products()[-1, -1].item()
-
-    read()  # the book's warm-up
-    return _alternated(("return", "read"), (returned, read), device, (False, False), repeats)
-
-
 def dependency_example(device: torch.device) -> list[dict]:
     """The book's z = x * y + 2 on ones, computed on ``device``."""
     x = torch.ones((1, 2), device=device)
@@ -88,9 +63,8 @@ def dependency_example(device: torch.device) -> list[dict]:
 
 def asynchrony(size: int = 1000, steps: int = 10, repeats: int = 3, seed: int = 0) -> list[dict]:
     """The book's numpy vs torch benchmark: ``steps`` times a ``size``² normal matrix and its
-    square, with numpy on the CPU, then with torch: on the CPU timed until it returns and
-    until its result is read, on CUDA without and with synchronization (each the median of
-    ``repeats`` book-style single runs), and z = x * y + 2 on the GPU."""
+    square, with numpy on the CPU, then with torch on CUDA without and with synchronization
+    (each the median of ``repeats`` book-style single runs), and z = x * y + 2 on the GPU."""
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
 
@@ -101,10 +75,6 @@ def asynchrony(size: int = 1000, steps: int = 10, repeats: int = 3, seed: int = 
 
     numpy_s = statistics.median(naive_time(numpy_loop, "cpu", False) for _ in range(repeats))
     rows = [metric("async.numpy_s", numpy_s, "s", "cpu")]
-    rows += [
-        metric(f"async.cpu.{k}", v, RETURN_UNITS[k], "cpu")
-        for k, v in operator_return(torch.device("cpu"), size, steps, repeats).items()
-    ]
     reason = unavailable(cuda=1)
     if reason:
         return (
