@@ -1,6 +1,7 @@
-"""The timing figures of the multi-device sections: the cost model of a data-parallel step
-(``mgpu.cost_model``), the parameter servers' strategies (``ps.*``), the runs' throughput and
-the top-k logs (``mgpuc.*``)."""
+"""The figures of the multi-device sections: the training runs' curves beside the book's
+(``mgpu.*``, ``mgpuc.*``), the cost model of a data-parallel step (``mgpu.cost_model``), the
+parameter servers' strategies (``ps.*``), the runs' throughput and the top-k logs
+(``mgpuc.*``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from d2lrepro.core import plotting
+from d2lrepro.core import plotting, reference
 
 
 def draw_cost(costs: dict[str, pd.DataFrame], path, footer: str) -> None:
@@ -126,4 +127,55 @@ def draw_topk(topk: dict[str, pd.DataFrame], path, footer: str) -> None:
         ax.grid(True)
         if ax.lines:
             ax.legend(fontsize=6)
+    plotting.save(fig, path, footer=footer)
+
+
+def _trained(histories: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The runs that trained on this machine (not the ones it could not make)."""
+    return {
+        name: h for name, h in histories.items() if "test_acc" in h and h["test_acc"].notna().any()
+    }
+
+
+def draw_test_acc(
+    histories: dict[str, pd.DataFrame],
+    labels: dict[str, str],
+    path,
+    footer: str,
+    book: pd.DataFrame,
+    curve_ids: dict[str, str],
+) -> None:
+    """Test accuracy per epoch (median over seeds), one line per run that could be made on
+    this machine (``labels``: each run in words), and the book's curves of the same runs
+    (``curve_ids``: run -> its id in ``book``) in grey; the legend beside the axes, where it
+    hides no curve."""
+    fig, ax = plotting.figure(figsize=(6.5, 2.8))
+    for name in histories:
+        if name in curve_ids:
+            what = f"{name.split('.')[-1]} device(s)"
+            reference.draw(ax, book, curve_ids[name], "test_acc", what)
+    for name, h in _trained(histories).items():
+        curve = h.groupby("epoch")["test_acc"].median()
+        ax.plot(curve.index, curve.values, "-o", markersize=3, label=labels[name])
+    ax.set(xlabel="epoch", ylabel="test acc")
+    ax.legend(fontsize=5, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.grid(True)
+    plotting.save(fig, path, footer=footer)
+
+
+def draw_epochs(
+    histories: dict[str, pd.DataFrame], labels: dict[str, str], path, footer: str
+) -> None:
+    """Train loss, train accuracy and test accuracy per epoch (medians over seeds) of every
+    run that could be made on this machine, one panel each."""
+    columns = ("train_loss", "train_acc", "test_acc")
+    fig, axes = plotting.figure(figsize=(9, 2.8), ncols=len(columns))
+    for name, h in _trained(histories).items():
+        curves = h.groupby("epoch")[list(columns)].median()
+        for ax, column in zip(axes, columns):
+            ax.plot(curves.index, curves[column], "-o", markersize=2, label=labels[name])
+    for ax, column in zip(axes, columns):
+        ax.set(xlabel="epoch", ylabel=column.replace("_", " "))
+        ax.grid(True)
+    axes[0].legend(fontsize=5)
     plotting.save(fig, path, footer=footer)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from d2lrepro.core import environment, machines, plotting, reference
+from d2lrepro.core import environment, machines, reference
 from d2lrepro.core.results import (
     failed,
     late_iqr,
@@ -264,49 +264,6 @@ def _label(name: str, h: pd.DataFrame) -> str:
     return f"{first.world_size} dev, batch {first.batch_size}, lr {first.lr:g} ({how})"
 
 
-def _trained(histories: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """The runs that trained on this machine (not the ones it could not make)."""
-    return {
-        name: h for name, h in histories.items() if "test_acc" in h and h["test_acc"].notna().any()
-    }
-
-
-def draw_test_acc(
-    histories: dict[str, pd.DataFrame], path, footer: str, book: pd.DataFrame
-) -> None:
-    """Test accuracy per epoch (median over seeds), one line per run that could be made on
-    this machine, and the book's curves of the same runs in grey; the legend beside the axes,
-    where it hides no curve."""
-    fig, ax = plotting.figure(figsize=(6.5, 2.8))
-    for name in histories:
-        if name in BOOK_CURVE_IDS:
-            what = f"{name.split('.')[-1]} device(s)"
-            reference.draw(ax, book, BOOK_CURVE_IDS[name], "test_acc", what)
-    for name, h in _trained(histories).items():
-        curve = h.groupby("epoch")["test_acc"].median()
-        ax.plot(curve.index, curve.values, "-o", markersize=3, label=_label(name, h))
-    ax.set(xlabel="epoch", ylabel="test acc")
-    ax.legend(fontsize=5, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.grid(True)
-    plotting.save(fig, path, footer=footer)
-
-
-def draw_epochs(histories: dict[str, pd.DataFrame], path, footer: str) -> None:
-    """Train loss, train accuracy and test accuracy per epoch (medians over seeds) of every
-    run that could be made on this machine, one panel each."""
-    columns = ("train_loss", "train_acc", "test_acc")
-    fig, axes = plotting.figure(figsize=(9, 2.8), ncols=len(columns))
-    for name, h in _trained(histories).items():
-        curves = h.groupby("epoch")[list(columns)].median()
-        for ax, column in zip(axes, columns):
-            ax.plot(curves.index, curves[column], "-o", markersize=2, label=_label(name, h))
-    for ax, column in zip(axes, columns):
-        ax.set(xlabel="epoch", ylabel=column.replace("_", " "))
-        ax.grid(True)
-    axes[0].legend(fontsize=5)
-    plotting.save(fig, path, footer=footer)
-
-
 def summarize(
     runs: list,
     single_process: list,
@@ -349,9 +306,11 @@ def summarize(
     write_metrics(rows, metrics_out)
     for model, section in (("lenet", "mgpu"), ("resnet18", "mgpuc")):
         of_model = {k: v for k, v in histories.items() if model_of(k) == model}
-        drawn = footer(*of_model.values())
-        draw_test_acc(of_model, figure_paths[f"{section}_test_acc"], drawn, book)
-        draw_epochs(of_model, figure_paths[f"{section}_epochs"], drawn)
+        drawn, labels = footer(*of_model.values()), {k: _label(k, h) for k, h in of_model.items()}
+        figures.draw_test_acc(
+            of_model, labels, figure_paths[f"{section}_test_acc"], drawn, book, BOOK_CURVE_IDS
+        )
+        figures.draw_epochs(of_model, labels, figure_paths[f"{section}_epochs"], drawn)
     every_run = footer(*histories.values())
     figures.draw_throughput(values, list(histories), figure_paths["throughput"], every_run)
     logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk}
