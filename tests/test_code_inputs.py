@@ -22,7 +22,9 @@ def test_closure_follows_dotted_nested_and_late_imports(tmp_path, repo):
         "core/environment.py",
         "core/machines.py",
         "core/paths.py",
+        "core/results.py",
         "pipeline/__init__.py",
+        "pipeline/checks.py",
         "pipeline/claims.py",
         "pipeline/scaling.py",
     }
