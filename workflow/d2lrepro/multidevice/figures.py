@@ -6,6 +6,7 @@ parameter servers' strategies (``ps.*``), the runs' throughput and the top-k log
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -139,14 +140,15 @@ def _trained(histories: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
 
 def draw_test_acc(
     histories: dict[str, pd.DataFrame],
-    labels: dict[str, str],
+    label: Callable[[str, pd.DataFrame], str],
     path,
     footer: str,
     book: pd.DataFrame,
     curve_ids: dict[str, str],
 ) -> None:
     """Test accuracy per epoch (median over seeds), one line per run that could be made on
-    this machine (``labels``: each run in words), and the book's curves of the same runs
+    this machine (``label(name, history)``: a run in words), and the book's curves of the same
+    runs
     (``curve_ids``: run -> its id in ``book``) in grey; the legend beside the axes, where it
     hides no curve."""
     fig, ax = plotting.figure(figsize=(6.5, 2.8))
@@ -156,7 +158,7 @@ def draw_test_acc(
             reference.draw(ax, book, curve_ids[name], "test_acc", what)
     for name, h in _trained(histories).items():
         curve = h.groupby("epoch")["test_acc"].median()
-        ax.plot(curve.index, curve.values, "-o", markersize=3, label=labels[name])
+        ax.plot(curve.index, curve.values, "-o", markersize=3, label=label(name, h))
     ax.set(xlabel="epoch", ylabel="test acc")
     ax.legend(fontsize=5, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(True)
@@ -164,7 +166,7 @@ def draw_test_acc(
 
 
 def draw_epochs(
-    histories: dict[str, pd.DataFrame], labels: dict[str, str], path, footer: str
+    histories: dict[str, pd.DataFrame], label: Callable[[str, pd.DataFrame], str], path, footer: str
 ) -> None:
     """Train loss, train accuracy and test accuracy per epoch (medians over seeds) of every
     run that could be made on this machine, one panel each."""
@@ -173,7 +175,7 @@ def draw_epochs(
     for name, h in _trained(histories).items():
         curves = h.groupby("epoch")[list(columns)].median()
         for ax, column in zip(axes, columns):
-            ax.plot(curves.index, curves[column], "-o", markersize=2, label=labels[name])
+            ax.plot(curves.index, curves[column], "-o", markersize=2, label=label(name, h))
     for ax, column in zip(axes, columns):
         ax.set(xlabel="epoch", ylabel=column.replace("_", " "))
         ax.grid(True)

@@ -306,11 +306,11 @@ def summarize(
     write_metrics(rows, metrics_out)
     for model, section in (("lenet", "mgpu"), ("resnet18", "mgpuc")):
         of_model = {k: v for k, v in histories.items() if model_of(k) == model}
-        drawn, labels = footer(*of_model.values()), {k: _label(k, h) for k, h in of_model.items()}
+        drawn = footer(*of_model.values())
         figures.draw_test_acc(
-            of_model, labels, figure_paths[f"{section}_test_acc"], drawn, book, BOOK_CURVE_IDS
+            of_model, _label, figure_paths[f"{section}_test_acc"], drawn, book, BOOK_CURVE_IDS
         )
-        figures.draw_epochs(of_model, labels, figure_paths[f"{section}_epochs"], drawn)
+        figures.draw_epochs(of_model, _label, figure_paths[f"{section}_epochs"], drawn)
     every_run = footer(*histories.values())
     figures.draw_throughput(values, list(histories), figure_paths["throughput"], every_run)
     logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk}
