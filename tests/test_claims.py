@@ -294,7 +294,10 @@ def test_evaluate_writes_every_column(tmp_path):
     assert list(table.columns) == claims.COLUMNS
     assert table.loc[0, "verdict"] == claims.REPRODUCED and table.loc[0, "device"] == "cpu"
     assert table.loc[0, "kind"] == "measurement"
-    assert not math.isnan(METRICS.loc[0, "value"])
+    # The measured column shows the number the check read from the evidence and its bound.
+    assert table.loc[0, "measured"] == "a = 2 (needs > 1)"
+    row = table.loc[0, ["id", "section", "statement", "printed", "reason", "evidence"]]
+    assert list(row) == ["s.c", "s", "s", "b", "", "m.csv"]
 
 
 def evaluate_with(rows, *checks, **kwargs):

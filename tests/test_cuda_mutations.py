@@ -2,12 +2,16 @@
 small plausible way, must turn the claim "not reproduced" where the same call unbroken reads
 "reproduced". Runs only with CUDA (skipped elsewhere, with the reason)."""
 
+import statistics
+import time
+
 import pytest
 import torch
 import yaml
 
 from conftest import REPO, assert_not_reproduced, skip_unless_reproduced, this_machine
 from d2lrepro.core import devices
+from d2lrepro.core.results import metric
 from d2lrepro.performance import asynchrony, autopar, hardware
 
 GPUS = devices.cuda_count()
@@ -145,3 +149,31 @@ def test_pieces_read_in_mib_copy_as_fast_as_the_whole(monkeypatch):
     skip_unless_reproduced("hw.transfers.gpu", measure(), HERE)
     monkeypatch.setattr(hardware, "KIB", hardware.MIB)
     assert_not_reproduced("hw.transfers.gpu", measure(), HERE)
+
+
+def launch_rows() -> list[dict]:
+    """launch.cuda.us as hardware.overheads writes it: hardware.launch_us on the first GPU."""
+    device = torch.device("cuda", 0)
+    return [metric("launch.cuda.us", hardware.launch_us(device), "µs", str(device))]
+
+
+def test_a_queue_timed_whole_is_no_launch(monkeypatch):
+    """hw.launch (2 to 50 µs per launch). Mutation: launch_us with the division by the
+    launches left out, so it reports a whole queue of 1000 in-place adds (milliseconds), not
+    the time of one launch."""
+    skip_unless_reproduced("hw.launch", launch_rows(), HERE)
+
+    def queue_us(device, launches=1000):
+        x = torch.zeros(1, device=device)
+        times = []
+        for _ in range(6):
+            hardware.synchronize(device)
+            start = time.perf_counter()
+            for _ in range(launches):
+                x.add_(1)
+            hardware.synchronize(device)
+            times.append(time.perf_counter() - start)  # / launches left out
+        return statistics.median(times[1:]) * 1e6
+
+    monkeypatch.setattr(hardware, "launch_us", queue_us)
+    assert_not_reproduced("hw.launch", launch_rows(), HERE)

@@ -1,5 +1,5 @@
-"""Every claim of the shipped ledger can fail: evidence that contradicts the book, one check at
-a time, must read "not reproduced"."""
+"""The shipped ledger's claims as data: every check reads the metrics it names, every book id has
+a claim, every setting a claim depends on exists."""
 
 import re
 
@@ -54,7 +54,11 @@ def evidence(claim: dict, values: dict[str, float]) -> pd.DataFrame:
     [(c, i) for c in CLAIMS for i in range(len(c["checks"]))],
     ids=lambda v: v["id"] if isinstance(v, dict) else str(v),
 )
-def test_evidence_against_the_book_is_not_reproduced(claim, index):
+def test_every_check_is_wired_to_its_metrics(claim, index):
+    """Values that break one check's own bound (the rest of the evidence 1, spreads 0) read "not
+    reproduced": the check reads the metrics it names and is judged. It does not show that the
+    bound is as strong as the book's: values are built from the bound, however lenient it is
+    (the mutation tests show the claims failing on broken code)."""
     values = contradicting(claim["checks"][index])
     row = claims.evaluate_claim(claim, *measured_on(evidence(claim, values), EVERYTHING))
     assert row["verdict"] == claims.NOT_REPRODUCED, row
