@@ -53,11 +53,22 @@ def test_only_claims_not_reproduced_are_explained_each_from_its_evidence():
     }
     table = pd.DataFrame(
         [
-            {"id": "s.speed", "verdict": claims.NOT_REPRODUCED},
-            {"id": "s.ok", "verdict": claims.REPRODUCED},
+            {"id": "s.speed", "verdict": claims.NOT_REPRODUCED, "reason": "failed: speedup"},
+            {"id": "s.ok", "verdict": claims.REPRODUCED, "reason": ""},
         ]
     )
     read = []
     out = explain.explain(ledger, table, lambda path: read.append(path) or rows(3))
     assert list(out["explanation"]) == ["computation took 3.00x its communication", ""]
     assert read == ["m.csv"]  # read once, for the claim that needs it
+
+
+@pytest.mark.parametrize(
+    "reason", ["the run failed: lenet.2 seed 0 diverged", "no number was measured: speedup = nan"]
+)
+def test_a_run_that_failed_or_measured_nothing_is_not_explained_by_a_difference(reason):
+    """The conditions may hold on other metrics, but nothing was compared with the book."""
+    ledger = {"sections": [{"claims": [CLAIM]}]}
+    table = pd.DataFrame([{"id": "s.speed", "verdict": claims.NOT_REPRODUCED, "reason": reason}])
+    out = explain.explain(ledger, table, lambda path: rows(3))
+    assert list(out["explanation"]) == [explain.NOT_EXPLAINED]

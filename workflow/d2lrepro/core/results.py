@@ -105,6 +105,8 @@ def metric(
         raise ValueError(f"metric {name}: unknown unit {unit!r} (known: {sorted(UNITS)})")
     if status not in STATUSES:
         raise ValueError(f"metric {name}: unknown status {status!r} (known: {STATUSES})")
+    if status and not note:
+        raise ValueError(f"metric {name}: {status!r} without a note saying why")
     return {
         "metric": name,
         "value": float(value),

@@ -10,6 +10,7 @@ of one epoch has only that epoch, and its metrics say so.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -153,7 +154,12 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
         note = (
             f"judged where the editions lie within {within:.3f} ({AGREEMENT[name]}'s largest gap)"
         )
-        rows.append(metric(f"{name}.curve_excess_agreed", excess, device=device, note=note))
+        agreed = f"{name}.curve_excess_agreed"
+        if math.isnan(excess):  # a short run reaches none of those epochs: nothing to judge
+            why = f"{note}: this run's {len(curve)} epoch(s) reach none of them"
+            rows.append(not_applicable(agreed, why, device=device))
+        else:
+            rows.append(metric(agreed, excess, device=device, note=note))
     return rows
 
 

@@ -117,21 +117,26 @@ def metrics_of(check: dict) -> list[str]:
 
 
 def statuses(used: pd.DataFrame, evidence: str) -> pd.Series:
-    """Each metric's status; one the evaluator does not know stops the rule."""
+    """Each metric's status; one the evaluator does not know, or one without a note saying why
+    the metric has no number, stops the rule."""
     if "status" not in used:
         return pd.Series("", index=used.index)
     status = used["status"].fillna("").astype(str)
-    for metric, value in zip(used["metric"], status):
+    notes = used["note"].fillna("").astype(str) if "note" in used else status.map(lambda _: "")
+    for metric, value, note in zip(used["metric"], status, notes):
         if value not in STATUSES:
             raise ValueError(f"{evidence}: metric {metric} has an unknown status {value!r}")
+        if value and not note:
+            raise ValueError(f"{evidence}: metric {metric} is {value!r} without a note saying why")
     return status
 
 
 def units(used: pd.DataFrame, evidence: str) -> dict[str, str]:
-    """Each metric's unit; one the evaluator does not know stops the rule, since its domain
-    (:data:`d2lrepro.core.results.UNITS`) would be unknown."""
+    """Each metric's unit; a file without units, or a unit the evaluator does not know, stops
+    the rule, since the domain of its numbers (:data:`d2lrepro.core.results.UNITS`) would be
+    unknown."""
     if "unit" not in used:
-        return dict.fromkeys(used["metric"], "")
+        raise ValueError(f"{evidence} has no unit column: its numbers' domains are unknown")
     units = dict(zip(used["metric"], used["unit"].fillna("").astype(str)))
     for metric, unit in units.items():
         if unit not in UNITS:

@@ -55,6 +55,10 @@ def explain(ledger: dict, table: pd.DataFrame, read_metrics) -> pd.DataFrame:
     def why(row) -> str:
         if row["verdict"] != claims.NOT_REPRODUCED:
             return ""
+        if not str(row["reason"]).startswith("failed: "):
+            # The run failed or measured no number: nothing was compared with the book, so
+            # nothing the run measured explains a difference.
+            return NOT_EXPLAINED
         claim = by_id[row["id"]]
         path = claim.get("explained_by", {}).get("evidence", claim["evidence"])
         if path not in cache:
