@@ -98,14 +98,17 @@ def test_two_gpus_must_overlap_as_the_book_shows():
 
 def test_two_streams_on_one_gpu_are_not_two_devices():
     gpu = {"cuda_devices": 1, "usable_cores": 2}
-    some = chains("streams", 0.466, 0.451, 0.7, iqr=0.01)  # both below a + b, above (a + b)/1.8
+    # The per-round speed-up (a + b) / both and its IQR over the rounds are judged.
+    some = chains("streams", 0.466, 0.451, 0.7, speedup_iqr=0.05)  # 1.31: a gain, not 1.8
     assert verdict_of("autopar.both.streams", some, gpu) == REPRODUCED
-    serial = chains("streams", 0.466, 0.451, 0.917, iqr=0.01)  # one after the other: no gain
+    serial = chains("streams", 0.466, 0.451, 0.917, speedup_iqr=0.05)  # one after the other
     assert verdict_of("autopar.both.streams", serial, gpu) == NOT_REPRODUCED
-    noise = chains("streams", 0.466, 0.451, 0.9, iqr=0.02)  # a gain within the spreads
+    noise = chains("streams", 0.466, 0.451, 0.9, speedup_iqr=0.1)  # 1.02: within the spread
     assert verdict_of("autopar.both.streams", noise, gpu) == NOT_REPRODUCED
-    overlapped = chains("streams", 0.466, 0.451, 0.4659, iqr=0.01)  # as two devices
+    overlapped = chains("streams", 0.466, 0.451, 0.4659, speedup_iqr=0.05)  # as two devices
     assert verdict_of("autopar.both.streams", overlapped, gpu) == NOT_REPRODUCED
+    near = chains("streams", 0.466, 0.451, 0.917 / 1.75, speedup_iqr=0.2)  # 1.75 + 0.1 > 1.8
+    assert verdict_of("autopar.both.streams", near, gpu) == NOT_REPRODUCED
     assert verdict_of("autopar.both.streams", some) == NOT_APPLICABLE  # no GPU measured it
 
 

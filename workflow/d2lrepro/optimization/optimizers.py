@@ -60,6 +60,7 @@ class AdagradAudit:
         self.lr, self.param = lr, param
         self.total = torch.zeros(param.shape, dtype=torch.float64)
         self.state_gap = self.step_gap = 0.0
+        self.audited = 0  # steps audited since the last take(): none reads NaN, not 0
 
     def before(self) -> None:
         self.grad = self.param.grad.detach().to(torch.float64).clone()
@@ -67,6 +68,7 @@ class AdagradAudit:
 
     def after(self, s: torch.Tensor) -> None:
         g, total = self.grad, self.total
+        self.audited += 1
         total += g**2
         state = (s.to(torch.float64) - total).abs() / total.clamp_min(1e-300)
         self.state_gap = max(self.state_gap, state.max().item())
@@ -78,7 +80,9 @@ class AdagradAudit:
             self.step_gap = max(self.step_gap, step)
 
     def take(self) -> tuple[float, float]:
-        gaps, self.state_gap, self.step_gap = (self.state_gap, self.step_gap), 0.0, 0.0
+        gaps = (self.state_gap, self.step_gap) if self.audited else (math.nan, math.nan)
+        self.state_gap = self.step_gap = 0.0
+        self.audited = 0
         return gaps
 
 
