@@ -119,6 +119,6 @@ def skip_unless_reproduced(claim_id: str, rows, environment: dict | None = None)
 def started_by_hand(monkeypatch):
     """Tests run as a run started by hand, which claims its GPUs, even inside a cluster job
     that Snakemake's executor submitted (whose allocation would be the claim)."""
-    from d2lrepro.core import gpu_claims
+    from d2lrepro.core import gpu_locks
 
-    monkeypatch.delenv(gpu_claims.SUBMITTED, raising=False)
+    monkeypatch.delenv(gpu_locks.SUBMITTED, raising=False)

@@ -1,5 +1,5 @@
 """Every CUDA path of the package at tiny sizes: streams, copy overlap, bandwidth, transfers,
-launches, the pinned memory a queue's copies hold, hybridization, the GPU claim, DDP over NCCL
+launches, the pinned memory a queue's copies hold, hybridization, the GPU locks, DDP over NCCL
 on 1 and 2 GPUs, the parameter-server strategies, and the book's one-process code (scatter,
 DataParallel).
 
@@ -92,10 +92,10 @@ def test_hybridization_on_the_gpu():
     assert measured(rows, "hyb.cuda.batch1.script.")["hyb.cuda.batch1.script.max_abs_diff"] <= 1e-4
 
 
-def test_a_claimed_gpu_is_all_that_torch_sees(tmp_path):
+def test_a_locked_gpu_is_all_that_torch_sees(tmp_path):
     code = (
-        "from pathlib import Path; import torch; from d2lrepro.core import gpu_claims; "
-        f"gpu_claims.claim_gpus(1, lock_dir=Path({str(tmp_path)!r})); "
+        "from pathlib import Path; import torch; from d2lrepro.core import gpu_locks; "
+        f"gpu_locks.lock_gpus(1, lock_dir=Path({str(tmp_path)!r})); "
         "print(torch.cuda.device_count(), torch.cuda.get_device_name(0))"
     )
     env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
@@ -109,9 +109,9 @@ SHARED_TRAINING = """
 import sys
 from pathlib import Path
 import torch
-from d2lrepro.core import data, gpu_claims, models, training
+from d2lrepro.core import data, gpu_locks, models, training
 
-gpu_claims.claim_gpus(1, lock_dir=Path(sys.argv[1]), share=2)
+gpu_locks.lock_gpus(1, lock_dir=Path(sys.argv[1]), share=2)
 fashion = data.load_data(sys.argv[2], device="cuda:0")
 print(torch.cuda.device_count(), flush=True)  # its CUDA context is up
 sys.stdin.readline()  # both processes hold the GPU: train beside each other
@@ -121,7 +121,7 @@ print(history["test_acc"].iloc[-1], flush=True)
 
 
 def test_two_jobs_that_only_train_share_one_gpu(fashion, tmp_path):
-    """Two lr-schedule jobs claim one GPU (jobs_per_gpu 2), both start CUDA on it and train
+    """Two lr-schedule jobs lock one GPU (jobs_per_gpu 2), both start CUDA on it and train
     beside each other: a GPU whose compute mode lets one process only would fail here."""
     env = {k: v for k, v in os.environ.items() if k not in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES")}
     env["CUDA_VISIBLE_DEVICES"] = "0"

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from d2lrepro.core import gpu_claims, logs
+from d2lrepro.core import gpu_locks, logs
 from d2lrepro.pipeline import job
 
 
@@ -22,7 +22,7 @@ def recorded(monkeypatch):
     """What start() did, in order; nothing is claimed, configured or set for real."""
     calls = []
     monkeypatch.setattr(logs, "setup", lambda path: calls.append(("log", path)) or "logger")
-    monkeypatch.setattr(gpu_claims, "claim_gpus", lambda n, log: calls.append(("gpus", n, log)))
+    monkeypatch.setattr(gpu_locks, "lock_gpus", lambda n, log: calls.append(("gpus", n, log)))
     monkeypatch.setattr("torch.set_num_threads", lambda n: calls.append(("threads", n)))
     return calls
 

@@ -233,11 +233,11 @@ def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     # Each claim is judged on the machine of the job that measured it: the timing of two CPU
     # chains, on 2 cores in its SLURM job as here, is judged alike (the run's overview, a
-    # 1-core job, plays no part); a job SLURM ran takes its allocation as its GPU claim.
+    # 1-core job, plays no part); a job SLURM ran takes its allocation as its GPU lock.
     on_cluster = _machine_can_judge(cluster, "autopar.both.cpu")
     assert on_cluster == _machine_can_judge(local, "autopar.both.cpu") == (int(cpus) >= 2)
-    assert "allocation is its claim" in (cluster / "logs" / "autopar.log").read_text()
-    assert "allocation is its claim" not in (local / "logs" / "autopar.log").read_text()
+    assert "allocation is its lock" in (cluster / "logs" / "autopar.log").read_text()
+    assert "allocation is its lock" not in (local / "logs" / "autopar.log").read_text()
     # The executor logs each job under its rule and SLURM job id; sacct has that job as
     # completed.
     states = sacct_states(slurm)

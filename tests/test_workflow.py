@@ -433,7 +433,7 @@ def test_module_style_each_experiment_module_names_the_ledger_ids_it_serves(repo
 
 def test_script_style_every_script_opens_with_the_shared_preamble(repo):
     """Scripts open with job.start(snakemake, ...) right after their imports, and leave the
-    log, the GPU claim and the threads to it."""
+    log, the GPU lock and the threads to it."""
     for path in sorted((repo / "workflow" / "scripts").glob("*.py")):
         source = path.read_text()
         body = [
@@ -445,7 +445,7 @@ def test_script_style_every_script_opens_with_the_shared_preamble(repo):
         assert isinstance(opening, ast.Call), path
         assert ast.unparse(opening.func) == "job.start", path
         assert ast.unparse(opening.args[0]) == "snakemake", path
-        for preamble in ("logs.setup", "claim_gpus", "set_num_threads"):
+        for preamble in ("logs.setup", "lock_gpus", "set_num_threads"):
             assert preamble not in source, (path, preamble)
 
 

@@ -18,7 +18,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import Paramspace
 
 from d2lrepro.pipeline import archive, claims, code_inputs, settings
-from d2lrepro.core import fetch, gpu_claims, machines, paths
+from d2lrepro.core import fetch, gpu_locks, machines, paths
 from d2lrepro.optimization import schedulers
 
 ENV = "../../envs/d2lrepro.yaml"
@@ -59,23 +59,23 @@ def all_cores(wildcards):
 
 
 # Snakemake runs at most one timing job per GPU of this machine: its GPU count is the `gpu`
-# resource unless `--resources gpu=N` says otherwise, and each job claims GPUs of its own
-# (gpu_claims.claim_gpus). Jobs that only train share a GPU, jobs_per_gpu at a time: they ask for
+# resource unless `--resources gpu=N` says otherwise, and each job locks GPUs of its own
+# (gpu_locks.lock_gpus). Jobs that only train share a GPU, jobs_per_gpu at a time: they ask for
 # a `gpu_share` instead, of which the run has N GPUs x jobs_per_gpu, and never run beside a
 # timing job, which takes every core (its claim would wait for theirs to end besides). The
 # Snakefile is parsed before the executor is known, so a cluster's login node counts as "this
 # machine" too; without GPUs it limits nothing.
 MACHINE_GPUS = settings.local_gpus()
 # A job that a cluster executor submitted runs in Snakemake's remote mode, where its
-# allocation is its claim; a run started by hand inside an allocation still claims.
+# allocation is its lock; a run started by hand inside an allocation still locks.
 if workflow.remote_exec:
-    os.environ[gpu_claims.SUBMITTED] = "1"
+    os.environ[gpu_locks.SUBMITTED] = "1"
 if MACHINE_GPUS and "gpu" not in workflow.global_resources:
     workflow.register_resource("gpu", MACHINE_GPUS)
 # What the run may use at once: --resources gpu=N, else the machine's GPUs (None: no limit).
 GPU_LIMIT = workflow.global_resources.get("gpu").value
 if MACHINE_GPUS and "gpu_share" not in workflow.global_resources:
-    # on no more GPUs than there are: each holds jobs_per_gpu (gpu_claims.claim_gpus)
+    # on no more GPUs than there are: each holds jobs_per_gpu (gpu_locks.lock_gpus)
     workflow.register_resource(
         "gpu_share", min(GPU_LIMIT, MACHINE_GPUS) * S["jobs_per_gpu"]
     )

@@ -65,7 +65,7 @@ rule cost_model:
 
 
 # Synchronizing a gradient by each parameter-server strategy, on 2 workers and on all the
-# machine's devices (at most max_devices): every GPU the job may claim.
+# machine's devices (at most max_devices): every GPU the job may lock.
 rule parameter_server:
     input:
         code=code("parameter_server"),

@@ -49,7 +49,7 @@ def unavailable(
 
     A machine with GPUs runs its devices on GPUs, one without on pinned cores, so that 1 and
     2 devices are always of one kind: with one GPU, 2 devices are not applicable. This
-    process's GPUs are those CUDA_VISIBLE_DEVICES leaves it where that is set (a job's claim,
+    process's GPUs are those CUDA_VISIBLE_DEVICES leaves it where that is set (a job's GPU lock,
     at most what ``--resources gpu=N`` gave it; SLURM's allocation): the reason then counts
     what this job may use, not what the machine has."""
     given, has = has, has or "this machine has"

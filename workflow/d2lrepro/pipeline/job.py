@@ -14,28 +14,28 @@ def start(
     """Start a script's job: its log records and an uncaught exception's traceback go to its
     log file (the logger is returned).
 
-    ``gpus``: the job's ``gpu`` resource is claimed (:func:`d2lrepro.core.gpu_claims.claim_gpus`)
+    ``gpus``: the job's ``gpu`` resource is locked (:func:`d2lrepro.core.gpu_locks.lock_gpus`)
     before anything starts CUDA, so that the GPUs this job gets become its cuda:0, cuda:1, ...
     and no other job's (given none, CUDA finds none); ``gpus="shared"``: a job that trains and
     times nothing a verdict depends on shares a GPU with at most ``jobs_per_gpu`` - 1 such jobs
-    (:func:`d2lrepro.core.gpu_claims.claim_shared_gpu`). ``threads``: torch runs with the job's
+    (:func:`d2lrepro.core.gpu_locks.lock_shared_gpu`). ``threads``: torch runs with the job's
     threads. Without either, this imports no torch, which would cost a job that needs none
     (the report) seconds.
 
     A job that declares a ``machines`` output records there the machines its numbers come
-    from (:func:`d2lrepro.core.machines.record_job`), after its claim, so that the record is
-    the machine as the job saw it: its own where it measures (it claims GPUs, sets its threads
+    from (:func:`d2lrepro.core.machines.record_job`), after its GPU lock, so that the record is
+    the machine as the job saw it: its own where it measures (it locks GPUs, sets its threads
     or summarizes nothing), and those of its ``machines`` inputs where it summarizes. A job
     whose ``workers`` (processes it starts) do its work on the GPUs leaves CUDA to them.
     """
     log = logs.setup(snakemake.log[0])
     if gpus:
-        from d2lrepro.core import gpu_claims
+        from d2lrepro.core import gpu_locks
 
         if gpus == "shared":
-            gpu_claims.claim_shared_gpu(snakemake.resources, snakemake.config["jobs_per_gpu"], log)
+            gpu_locks.lock_shared_gpu(snakemake.resources, snakemake.config["jobs_per_gpu"], log)
         else:
-            gpu_claims.claim_gpus(snakemake.resources.gpu, log)
+            gpu_locks.lock_gpus(snakemake.resources.gpu, log)
     if threads:
         import torch
 

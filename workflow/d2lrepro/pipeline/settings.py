@@ -137,8 +137,8 @@ def gpu_request(wanted: int, *, machine_gpus: int, book: bool, limit: int | None
     A machine with GPUs runs its jobs itself: at most its own GPUs. One without, such as a
     cluster's login node, asks for the GPUs wanted under the book preset, the one made for
     GPUs. Never more than the limit (Snakemake 9.27 also caps a job's resources at the run's,
-    but the rule states what its jobs get): a job claims the GPUs it asked for
-    (gpu_claims.claim_gpus), so one given fewer than it wants finds its larger parts "not
+    but the rule states what its jobs get): a job locks the GPUs it asked for
+    (gpu_locks.lock_gpus), so one given fewer than it wants finds its larger parts "not
     applicable here", with the reason."""
     request = min(wanted, machine_gpus) if machine_gpus else (wanted if book else 0)
     return request if limit is None else min(request, limit)
@@ -148,7 +148,7 @@ def shared_gpu_request(
     *, machine_gpus: int, book: bool, limit: int | None, share_limit: int | None, local: bool
 ) -> dict[str, int]:
     """The GPU resources of a job that trains on one GPU and times nothing a verdict depends
-    on, so that it may share the GPU with other such jobs (gpu_claims.claim_shared_gpu). Run on
+    on, so that it may share the GPU with other such jobs (gpu_locks.lock_shared_gpu). Run on
     this machine (``local``) and with GPUs: no `gpu`, which the jobs that time keep to
     themselves, but one `gpu_share` of the run's ``share_limit`` (N GPUs x jobs_per_gpu),
     none where the run may use no GPU. Submitted to a cluster, or planned on a host without

@@ -1,9 +1,9 @@
 """Claiming GPUs for a job: Snakemake counts a job's GPUs but does not say which ones it gets,
-so each GPU has a lock file on this host, held for the life of the process that claimed it and
+so each GPU has a lock file on this host, held for the life of the process that locked it and
 naming its holder. Timing jobs hold their GPUs alone; jobs that only train may share one.
-A run started by hand inside a cluster allocation (``salloc``, ``srun``) claims the same way
+A run started by hand inside a cluster allocation (``salloc``, ``srun``) locks the same way
 among the allocation's GPUs; a job that a cluster executor submitted does not, since its own
-allocation is its claim. Serves every section that runs on GPUs.
+allocation is its lock. Serves every section that runs on GPUs.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 
 GPU_LOCKS = Path(tempfile.gettempdir()) / f"d2lrepro-gpus-{os.getuid()}"
 # Set by the workflow where Snakemake runs a job that a cluster executor submitted (it parses
-# the workflow in its remote mode): the job's allocation already is its claim.
+# the workflow in its remote mode): the job's allocation already is its lock.
 SUBMITTED = "D2LREPRO_SUBMITTED_JOB"
-_held = []  # the lock files of this process's GPUs: a claim lasts as long as the process
+_held = []  # the lock files of this process's GPUs: a lock lasts as long as the process
 # How long a job waits for GPUs that processes outside its Snakemake run hold (within one run,
 # the `gpu` and `gpu_share` resources and the timing jobs' cores keep jobs from waiting on
 # each other).
@@ -45,7 +45,7 @@ def parse_visible_devices(value: str) -> list[str]:
 
 def visible_gpus() -> list[str]:
     """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them, found without
-    starting CUDA, so that a claim can still narrow them. torch counts GPUs through NVML, but
+    starting CUDA, so that a lock can still narrow them. torch counts GPUs through NVML, but
     MIG instances only by starting CUDA: those are taken as listed."""
     import torch  # here: the workflow reads SUBMITTED when it is parsed
 
@@ -59,7 +59,7 @@ def visible_gpus() -> list[str]:
 
 
 class GpuClaimTimeout(TimeoutError):
-    """No free GPUs within a claim's timeout; the message names who holds them."""
+    """No free GPUs within a lock's timeout; the message names who holds them."""
 
 
 def default_lock_dir() -> Path:
@@ -85,7 +85,7 @@ def _valid(holder) -> bool:
 
 
 def _holders(handle) -> list[dict]:
-    """The records the claims holding a lock file wrote in it (pid, host, since): one for a
+    """The records the processes holding a lock file wrote in it (pid, host, since): one for a
     GPU of its own, a list for a shared GPU; [] if there is none."""
     handle.seek(0)
     try:
@@ -145,15 +145,15 @@ def _lock(path: Path, log: logging.Logger | None, shared: bool) -> tuple:
 
 
 @contextlib.contextmanager
-def _one_claim_at_a_time(lock_dir: Path):
-    """So that a holder's record is written before another claim reads it, and a stale lock
-    file is replaced by one claim only."""
-    with open(lock_dir / "claims.lock", "a") as handle:
+def _one_locker_at_a_time(lock_dir: Path):
+    """So that a holder's record is written before another locker reads it, and a stale lock
+    file is replaced by one locker only."""
+    with open(lock_dir / "lockers.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 
 
-def claim_gpus(
+def lock_gpus(
     wanted: int,
     log: logging.Logger | None = None,
     lock_dir: Path | None = None,
@@ -169,14 +169,14 @@ def claim_gpus(
     file on this host, held until the process ends, in which the holders write their PID,
     host and start time. With ``share`` 1 the GPUs are the job's own (an exclusive lock: a
     timing shares its GPU with nothing); with more, each is shared with at most ``share`` - 1
-    other jobs that claim it the same way (a shared lock, which no exclusive one coexists
-    with), and the claim fills the GPU that most such jobs share already, so that a run's
+    other jobs that lock it the same way (a shared lock, which no exclusive one coexists
+    with), and the lock fills the GPU that most such jobs share already, so that a run's
     N x ``share`` sharing jobs use N GPUs. While other processes hold the GPUs, it waits;
     after ``timeout_s`` it raises :class:`GpuClaimTimeout` naming them. In a job that a
-    cluster executor submitted (:data:`SUBMITTED`) the allocation already is the claim."""
+    cluster executor submitted (:data:`SUBMITTED`) the allocation already is the lock."""
     if os.environ.get(SUBMITTED):
         if log:
-            log.info("GPUs: this job's cluster allocation is its claim")
+            log.info("GPUs: this job's cluster allocation is its lock")
         return []
     gpus = visible_gpus() if gpus is None else gpus
     lock_dir = default_lock_dir() if lock_dir is None else lock_dir
@@ -192,7 +192,7 @@ def claim_gpus(
     waited = False
     while True:
         locked, holders = {}, {}
-        with _one_claim_at_a_time(lock_dir):
+        with _one_locker_at_a_time(lock_dir):
             for gpu in gpus:
                 handle, holders[gpu] = _lock(lock_path(lock_dir, gpu), log, share > 1)
                 if handle and len(holders[gpu]) < share:
@@ -245,7 +245,7 @@ def _hold(
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(held)
     if log:
         log.info(
-            "claimed GPU %s of %s%s",
+            "locked GPU %s of %s%s",
             ", ".join(held),
             ", ".join(gpus),
             f", shared by at most {share} jobs" if share > 1 else "",
@@ -253,11 +253,11 @@ def _hold(
     return list(held)
 
 
-def claim_shared_gpu(resources, share: int, log: logging.Logger | None = None) -> list[str]:
-    """The claim of a job that trains and times nothing a verdict depends on, from its
+def lock_shared_gpu(resources, share: int, log: logging.Logger | None = None) -> list[str]:
+    """The lock of a job that trains and times nothing a verdict depends on, from its
     Snakemake ``resources`` (common.smk's ``needs(..., shared=True)``): the `gpu_share` it
     was given, a GPU shared with at most ``share`` - 1 other such jobs; or, where its rule
     asked for a `gpu` instead (jobs submitted to a cluster), that one as its own."""
     if resources.gpu_share:
-        return claim_gpus(resources.gpu_share, log, share=share)
-    return claim_gpus(resources.gpu, log)
+        return lock_gpus(resources.gpu_share, log, share=share)
+    return lock_gpus(resources.gpu, log)
