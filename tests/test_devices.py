@@ -104,7 +104,7 @@ def test_a_lock_takes_all_its_gpus_or_none(tmp_path, monkeypatch):
         gpu_locks._held.clear()
 
 
-def test_a_job_a_cluster_executor_submitted_claims_nothing(tmp_path, monkeypatch):
+def test_a_job_a_cluster_executor_submitted_locks_nothing(tmp_path, monkeypatch):
     """Its allocation is its lock: no lock, and the GPUs SLURM gave it stay visible."""
     monkeypatch.setenv("SLURM_JOB_ID", "7")
     monkeypatch.setenv(gpu_locks.SUBMITTED, "1")
@@ -155,7 +155,7 @@ print("SUBMITTED", os.environ.get(sys.argv[2], "") or "no")
 
 def test_the_workflow_marks_the_jobs_a_cluster_executor_submitted(repo):
     """Parsed in Snakemake's remote mode (how the jobs the SLURM executor submitted run), the
-    workflow tells their scripts that the allocation is their claim; parsed for a run started
+    workflow tells their scripts that the allocation is their lock; parsed for a run started
     by hand, it does not."""
     env = {k: v for k, v in os.environ.items() if k != gpu_locks.SUBMITTED}
     said = {}
@@ -223,30 +223,30 @@ def test_a_job_given_fewer_gpus_than_the_machine_has_says_so(cuda_count, monkeyp
 
 def test_every_rule_that_asks_for_gpus_locks_them(repo):
     """A GPU rule whose script forgot its lock would share cuda:0 with other jobs; one that
-    shares a GPU claims it shared. The claim is the script's first statement after its
+    shares a GPU locks it shared. The lock is the script's first statement after its
     imports (job.start), before anything could start CUDA."""
     blocks = [
         block
         for path in (repo / "workflow" / "rules").glob("*.smk")
         for block in re.split(r"\nrule ", path.read_text())[1:]
     ]
-    claims = {}  # script -> how job.start must claim
+    locks = {}  # script -> how job.start must lock
     for block in blocks:
         script = re.search(r'"\.\./scripts/(\w+)\.py"', block)
         if re.search(r"needs\([^)]*gpus=", block):
-            claims[script.group(1)] = "gpus=True"
+            locks[script.group(1)] = "gpus=True"
         elif re.search(r"needs\([^)]*shared=True", block):
-            claims[script.group(1)] = 'gpus="shared"'
-    assert len(claims) == 10
-    assert {s for s, c in claims.items() if "shared" in c} == {"lr_schedules_run", "warmup_sweep"}
-    for script, claim in claims.items():
+            locks[script.group(1)] = 'gpus="shared"'
+    assert len(locks) == 10
+    assert {s for s, c in locks.items() if "shared" in c} == {"lr_schedules_run", "warmup_sweep"}
+    for script, lock in locks.items():
         source = (repo / "workflow" / "scripts" / f"{script}.py").read_text()
         statements = [
             line
             for line in source.splitlines()
             if line and not line.startswith(("import ", "from "))
         ]
-        assert statements[0].removeprefix("log = ").startswith("job.start(snakemake, " + claim), (
+        assert statements[0].removeprefix("log = ").startswith("job.start(snakemake, " + lock), (
             script
         )
 
@@ -396,7 +396,7 @@ print(child, flush=True)
 
 
 def test_a_lock_whose_holder_has_ended_is_taken(tmp_path, own_locks, caplog):
-    """The claim's process ended (killed, say), but a process it forked still holds the lock
+    """The locking process ended (killed, say), but a process it forked still holds the lock
     file: the lock is stale, and the next lock takes the GPU without waiting."""
     env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
     dead = subprocess.Popen(
@@ -411,7 +411,7 @@ def test_a_lock_whose_holder_has_ended_is_taken(tmp_path, own_locks, caplog):
         with open(tmp_path / "gpu-0.lock") as f:  # still held, by the orphan
             with pytest.raises(BlockingIOError):
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        log = logging.getLogger("test.claim")
+        log = logging.getLogger("test.lock")
         with caplog.at_level(logging.INFO, logger="test.claim"):
             assert gpu_locks.lock_gpus(1, log, tmp_path, gpus=["0"], timeout_s=5) == ["0"]
         assert f"names PID {dead.pid} on {socket.gethostname()}" in caplog.text
@@ -451,13 +451,13 @@ def test_a_lock_takes_one_mig_instance(tmp_path, own_locks):
     assert gpu_locks.lock_gpus(2, lock_dir=tmp_path, gpus=migs) == migs[:1]
     assert os.environ["CUDA_VISIBLE_DEVICES"] == migs[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "claims.lock",
         "gpu-MIG-GPU-8f6c1b2e_1_0.lock",
+        "lockers.lock",
     ]
 
 
 def test_jobs_that_only_train_share_a_gpu_and_a_timing_job_waits_for_them(tmp_path, own_locks):
-    """Shared claims coexist; an exclusive claim (a job that times) waits until every sharing
+    """Shared locks coexist; an exclusive lock (a job that times) waits until every sharing
     job has ended, then gets the GPU."""
     start = time.monotonic()
     sharing = [lock_in_child(tmp_path, ["0"], hold_s=60, share=4) for _ in range(2)]
@@ -520,9 +520,7 @@ def test_a_sharing_job_that_ended_does_not_keep_its_gpu(tmp_path, own_locks):
     alive = lock_in_child(tmp_path, ["0"], hold_s=60, share=2)
     try:
         assert alive.stdout.readline().strip() == "0"
-        assert gpu_locks.lock_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5, share=2) == [
-            "0"
-        ]
+        assert gpu_locks.lock_gpus(1, lock_dir=tmp_path, gpus=["0"], timeout_s=5, share=2) == ["0"]
         pids = [h["pid"] for h in json.loads((tmp_path / "gpu-0.lock").read_text())]
         assert pids == [alive.pid, os.getpid()]
     finally:
