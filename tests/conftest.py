@@ -1,5 +1,6 @@
 import functools
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -117,8 +118,147 @@ def skip_unless_reproduced(claim_id: str, rows, environment: dict | None = None)
 
 @pytest.fixture(autouse=True)
 def started_by_hand(monkeypatch):
-    """Tests run as a run started by hand, which claims its GPUs, even inside a cluster job
-    that Snakemake's executor submitted (whose allocation would be the claim)."""
+    """Tests run as a run started by hand, which locks its GPUs, even inside a cluster job
+    that Snakemake's executor submitted (whose allocation would be the lock)."""
     from d2lrepro.core import gpu_locks
 
     monkeypatch.delenv(gpu_locks.SUBMITTED, raising=False)
+
+
+# Shared helpers of the test modules (no test module imports another).
+
+# Files and folders a run writes, left out where a test copies the repository.
+OUTPUTS = {
+    ".git",
+    ".venv",
+    ".snakemake",
+    "results",
+    "resources",
+    "logs",
+    "benchmarks",
+    "__pycache__",
+    ".pytest_cache",
+}
+
+# The rules whose jobs time what a verdict depends on. They take every core, so the scheduler
+# runs nothing beside them.
+TIMING_RULES = (
+    "hybridize",
+    "asynchrony",
+    "autopar",
+    "hardware",
+    "data_parallel_run",
+    "cost_model",
+    "parameter_server",
+    "single_process",
+    "airfoil_run",
+)
+
+
+def synthetic(n_train=512, n_test=256, seed=0):
+    """Uint8 28x28 images whose class is marked by a bright 4x4 block (easy to learn)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+
+    def make(n):
+        labels = torch.randint(0, 10, (n,), generator=g, dtype=torch.uint8)
+        images = torch.randint(0, 60, (n, 28, 28), generator=g, dtype=torch.uint8)
+        for c in range(10):
+            r, k = divmod(c, 5)
+            images[labels == c, 4 + 10 * r : 8 + 10 * r, 2 + 5 * k : 6 + 5 * k] = 255
+        return images, labels
+
+    tri, trl = make(n_train)
+    tei, tel = make(n_test)
+    return {"train_images": tri, "train_labels": trl, "test_images": tei, "test_labels": tel}
+
+
+def fake_fashion_mnist(path, n_train=512, n_test=128, seed=0):
+    """:func:`synthetic` images saved as the workflow's prepared Fashion-MNIST."""
+    import torch
+
+    torch.save(synthetic(n_train, n_test, seed), path)
+    return path
+
+
+def prepared_data(n=96):
+    """Random images of ``n`` training and 32 test examples, prepared as the workflow does."""
+    import torch
+
+    from d2lrepro.core import data as datasets
+
+    g = torch.Generator().manual_seed(0)
+    raw = {
+        "train_images": torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=g),
+        "train_labels": torch.randint(0, 10, (n,), generator=g),
+        "test_images": torch.randint(0, 256, (32, 28, 28), dtype=torch.uint8, generator=g),
+        "test_labels": torch.randint(0, 10, (32,), generator=g),
+    }
+    return datasets.prepare_data(raw)
+
+
+# A short LeNet run of the multi-device worker.
+LENET = ["--model", "lenet", "--epochs", 2, "--batch-size", 64, "--lr", 0.2]
+
+
+def run(args, nproc=None, timeout=120, module=None):
+    """``python -m d2lrepro.multidevice.worker ARGS`` (or another ``module``), under torchrun
+    with ``nproc`` workers if given."""
+    import subprocess
+    import sys
+
+    if module is None:
+        from d2lrepro.multidevice import worker as module
+    launcher = (
+        ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+        if nproc
+        else []
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    cmd = [sys.executable, *launcher, "-m", module.__name__, *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def ok(result):
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def never_applied(monkeypatch):
+    """The mutation: the scheduler is never applied, so every run keeps its constructor's lr."""
+    from d2lrepro.optimization import schedulers
+
+    for cls, hooks in (
+        (schedulers.BookCustom, ("after_epoch",)),
+        (schedulers.BookMultiStep, ("start", "after_epoch")),
+    ):
+        for hook in hooks:
+            monkeypatch.setattr(cls, hook, lambda self, *args: None)
+
+
+# How busy other processes kept the CPU while a test timed something: a timing claim that
+# fails while the cores were shared cannot be judged, and the test says so instead of failing.
+# Cores' worth of other work above which a failed timing is not judged.
+BUSY = 0.25
+
+
+def _busy_s() -> float:
+    """Seconds of CPU time all processes have used since boot (Linux /proc/stat)."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:8]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
+
+
+def timed_alone(fn):
+    """``fn()``, and the cores that other processes kept busy on average while it ran."""
+    busy, own, start = _busy_s(), time.process_time(), time.perf_counter()
+    result = fn()
+    others = (_busy_s() - busy) - (time.process_time() - own)
+    return result, max(others, 0.0) / (time.perf_counter() - start)
+
+
+def skip_if_shared(verdict: str, expected: str, others: float, what: str) -> None:
+    """Skip, with the reason, when ``verdict`` is not ``expected`` and the cores were shared."""
+    if verdict != expected and others > BUSY:
+        pytest.skip(f"{what}: other processes kept {others:.2f} cores busy while it was timed")

@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import OUTPUTS, TIMING_RULES
 from d2lrepro.core import machines
 from d2lrepro.pipeline import claims
-from test_workflow import OUTPUTS, TIMING_RULES
 
 DAEMONS = (
     "munged",
@@ -300,7 +300,7 @@ def test_a_job_killed_for_time_names_its_rule_and_job_id_and_leaves_its_checkpoi
 ):
     """The 1-device LeNet at the book's scale (minutes here) given a 1-minute limit: SLURM
     kills it after an epoch or two; the epochs done stay in its checkpoint, which a rerun
-    resumes from (tests/test_worker.py checks the resumed result)."""
+    resumes from (tests/multidevice/test_worker.py checks the resumed result)."""
     workdir = tmp_path / "w"
     done = _through_slurm(
         slurm,

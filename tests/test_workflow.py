@@ -14,38 +14,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import shipped_claims
+from conftest import OUTPUTS, TIMING_RULES, shipped_claims
 from d2lrepro.core import paths, results
 from d2lrepro.pipeline import archive, claims, code_inputs, compare
 
-# They take every core, so the scheduler runs nothing beside them.
-TIMING_RULES = (
-    "hybridize",
-    "asynchrony",
-    "autopar",
-    "hardware",
-    "data_parallel_run",
-    "cost_model",
-    "parameter_server",
-    "single_process",
-    "airfoil_run",
-)
 # Rules that run only when asked for, outside `all`.
 ON_DEMAND = {"compare"}
 # The performance chapter's timing rules: measured again on one core for a second run.
 PERFORMANCE_RULES = ("hybridize", "asynchrony", "autopar", "hardware")
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-OUTPUTS = {
-    ".git",
-    ".venv",
-    ".snakemake",
-    "results",
-    "resources",
-    "logs",
-    "benchmarks",
-    "__pycache__",
-    ".pytest_cache",
-}
 
 
 def snakemake(workdir, *args, check=True):

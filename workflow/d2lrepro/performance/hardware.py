@@ -1,24 +1,17 @@
 """Hardware (``hw.*``): the memory hierarchy seen by a sum over growing arrays and by dependent
-random reads (latency), the CPU's cache sizes, and host <-> device copies.
+random reads (latency, :mod:`d2lrepro.performance.latency`), and host <-> device copies.
 
-Metrics: ``lat.{l1,l2,mib256}_ns``;
+Metrics: ``lat.{l1,l2,mib256}_ns``, ``lat.{l2_over_l1,mib256_over_l2}{,_iqr}``;
 ``bandwidth.{h2d,d2h}.{pinned,pageable}.mib{N}.gbps``; ``latency.h2d.pinned.mib1.us``;
 ``transfers.{cpu,cuda}.{one,many}.{median,iqr}_s``; ``launch.{cpu,cuda}.us``.
 """
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import logging
-import math
-import re
-import shutil
 import statistics
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -28,21 +21,17 @@ from d2lrepro.core import plotting
 from d2lrepro.core.devices import synchronize, unavailable
 from d2lrepro.core.results import metric, not_applicable
 from d2lrepro.core.timing import intra_op_threads, time_fn
+from d2lrepro.performance.latency import (
+    KIB,
+    MIB,
+    cache_sizes,
+    latency_metrics,
+    latency_ratios,
+    latency_sweep,
+    sweep_sizes,
+)
 
 log = logging.getLogger(__name__)
-KIB, MIB = 1024, 1024**2
-CACHE_ROOT = Path("/sys/devices/system/cpu/cpu0/cache")
-# The pointer chase: one load per hop, each address the previous load's result, and no
-# interpreter between two loads, so a hop costs the latency of the level the chain lives in.
-CHASE_C = """
-#include <stdint.h>
-int64_t chase(const int64_t *next, int64_t start, int64_t hops) {
-    int64_t p = start;
-    for (int64_t i = 0; i < hops; i++) p = next[p];
-    return p;
-}
-"""
-LINE = 64  # bytes: one link of the chain per cache line
 # The book's latency table (TinyMemBench on a Broadwell E5-2690v4), drawn beside ours.
 BOOK_LATENCY_NS = {"L1 1.5 ns": 1.5, "L2 5 ns": 5, "L3 16 ns": 16, "256 MB 75 ns": 75}
 
@@ -157,11 +146,6 @@ def overheads(cfg: dict) -> list[dict]:
     return rows
 
 
-def sweep_sizes(max_bytes: int, min_bytes: int = 16 * KIB) -> list[int]:
-    """Powers of two from ``min_bytes`` up to ``max_bytes``."""
-    return [min_bytes << i for i in range(int(math.log2(max_bytes // min_bytes)) + 1)]
-
-
 def memory_sweep(
     max_bytes: int = 256 * MIB,
     min_bytes: int = 16 * KIB,
@@ -186,105 +170,6 @@ def memory_sweep(
                 {"device": str(device), "bytes": size, "gbps": size / timing["median"] / 1e9}
             )
     return pd.DataFrame(rows, columns=["device", "bytes", "gbps"])
-
-
-def _compile_chase():
-    """The chase loop built by the machine's C compiler (the one torch.compile uses), or None
-    where there is none."""
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        return None
-    with tempfile.TemporaryDirectory(prefix="d2lrepro-chase-") as folder:
-        source, library = Path(folder) / "chase.c", Path(folder) / "chase.so"
-        source.write_text(CHASE_C)
-        command = [compiler, "-O2", "-shared", "-fPIC", str(source), "-o", str(library)]
-        subprocess.run(command, check=True, capture_output=True)
-        chase = ctypes.CDLL(str(library)).chase
-    chase.restype = ctypes.c_int64
-    chase.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
-    return chase
-
-
-def chase_chain(working_set: int, seed: int = 0) -> tuple[torch.Tensor, int]:
-    """A random cycle through every cache line of ``working_set`` bytes (so no prefetcher can
-    guess the next line): entry ``p`` of the flat buffer holds the index of the next link.
-    Returns the buffer and the index of a first link."""
-    lines, per_line = max(2, working_set // LINE), LINE // 8
-    order = torch.randperm(lines, generator=torch.Generator().manual_seed(seed))
-    buffer = torch.zeros(lines, per_line, dtype=torch.int64)
-    buffer[order, 0] = order.roll(-1) * per_line
-    return buffer, int(order[0]) * per_line
-
-
-def latency_sweep(
-    max_bytes: int, min_bytes: int = 4 * KIB, hops: int = 1_000_000, repeats: int = 5
-) -> pd.DataFrame | None:
-    """Nanoseconds per dependent random read against the working set (powers of two): the
-    median of ``repeats`` walks of ``hops`` links of :func:`chase_chain`, after a warm-up lap.
-    None without a C compiler."""
-    chase = _compile_chase()
-    if chase is None:
-        return None
-    rows = []
-    for size in sweep_sizes(max_bytes, min_bytes):
-        buffer, start = chase_chain(size)
-        chase(buffer.data_ptr(), start, buffer.shape[0])
-        times = []
-        for _ in range(repeats):
-            begin = time.perf_counter()
-            chase(buffer.data_ptr(), start, hops)
-            times.append(time.perf_counter() - begin)
-        rows.append({"bytes": size, "ns": statistics.median(times) / hops * 1e9})
-    return pd.DataFrame(rows, columns=["bytes", "ns"])
-
-
-def latency_metrics(latency: pd.DataFrame | None, caches: dict[str, int]) -> list[dict]:
-    """Latency of an L1 reference (the largest working set within half of L1d), of an L2 one
-    (within half of L2, beyond L1d) and in the book's 256 MiB working set."""
-    names = ("lat.l1_ns", "lat.l2_ns", "lat.mib256_ns")
-    if latency is None:
-        reason = "no C compiler (cc) here to build the pointer chase"
-        return [not_applicable(name, reason, "ns") for name in names]
-    l1, l2 = caches.get("L1d"), caches.get("L2")
-    picks = {
-        names[0]: latency[latency["bytes"] <= l1 / 2] if l1 else None,
-        names[1]: latency[(latency["bytes"] <= l2 / 2) & (latency["bytes"] > l1)]
-        if l1 and l2
-        else None,
-        names[2]: latency[latency["bytes"] == 256 * MIB],
-    }
-    rows = []
-    for name, rows_in in picks.items():
-        if rows_in is not None and len(rows_in):
-            rows.append(metric(name, rows_in["ns"].iloc[-1], "ns"))
-        elif name == names[2]:
-            largest = latency["bytes"].max() / MIB
-            why = f"the chase stops at {largest:g} MiB (hardware.latency_max_mib)"
-            rows.append(not_applicable(name, why, "ns"))
-        else:
-            rows.append(not_applicable(name, "cache sizes unknown on this machine", "ns"))
-    return rows
-
-
-def _parse_size(text: str) -> int | None:
-    match = re.fullmatch(r"(\d+)([KMG]?)", text.strip())
-    return int(match[1]) * {"": 1, "K": KIB, "M": MIB, "G": 1024**3}[match[2]] if match else None
-
-
-def cache_sizes(root: Path = CACHE_ROOT) -> dict[str, int]:
-    """CPU data-cache sizes in bytes ('L1d', 'L2', 'L3'), as sysfs reports them; {} if it
-    does not."""
-    sizes = {}
-    for index in sorted(root.glob("index*")):
-        try:
-            kind = (index / "type").read_text().strip()
-            label = f"L{(index / 'level').read_text().strip()}" + ("d" if kind == "Data" else "")
-            size = _parse_size((index / "size").read_text())
-        except OSError:
-            continue
-        if kind != "Instruction" and size:
-            sizes[label] = size
-    return sizes
 
 
 def draw_memory_sweep(
@@ -340,5 +225,6 @@ def measure(cfg: dict):
     latency = latency_sweep(cfg["latency_max_mib"] * MIB)
     for row in [] if latency is None else latency.itertuples():
         log.info("dependent read, %d bytes: %.2f ns", row.bytes, row.ns)
-    rows = latency_metrics(latency, caches) + bandwidth(cfg["bandwidth_mib"]) + overheads(cfg)
+    rows = latency_metrics(latency, caches) + latency_ratios(latency, caches)
+    rows += bandwidth(cfg["bandwidth_mib"]) + overheads(cfg)
     return sweep, latency, rows, caches

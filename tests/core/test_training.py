@@ -7,24 +7,8 @@ import math
 import pytest
 import torch
 
+from conftest import synthetic
 from d2lrepro.core import models, results, training
-
-
-def synthetic(n_train=512, n_test=256, seed=0):
-    """Uint8 28x28 images whose class is marked by a bright 4x4 block (easy to learn)."""
-    g = torch.Generator().manual_seed(seed)
-
-    def make(n):
-        labels = torch.randint(0, 10, (n,), generator=g, dtype=torch.uint8)
-        images = torch.randint(0, 60, (n, 28, 28), generator=g, dtype=torch.uint8)
-        for c in range(10):
-            r, k = divmod(c, 5)
-            images[labels == c, 4 + 10 * r : 8 + 10 * r, 2 + 5 * k : 6 + 5 * k] = 255
-        return images, labels
-
-    tri, trl = make(n_train)
-    tei, tel = make(n_test)
-    return {"train_images": tri, "train_labels": trl, "test_images": tei, "test_labels": tel}
 
 
 @pytest.fixture(scope="module")

@@ -11,44 +11,13 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import LENET, fake_fashion_mnist, ok, run
 from d2lrepro.multidevice import launcher, worker
-
-
-def fake_fashion_mnist(path, n_train=512, n_test=128, seed=0):
-    """Uint8 28x28 images whose class is marked by a bright block, saved like the prepared data."""
-    g = torch.Generator().manual_seed(seed)
-    data = {}
-    for split, n in (("train", n_train), ("test", n_test)):
-        labels = torch.randint(0, 10, (n,), generator=g, dtype=torch.uint8)
-        images = torch.randint(0, 60, (n, 28, 28), generator=g, dtype=torch.uint8)
-        for c in range(10):
-            images[labels == c, 2 * c : 2 * c + 6, 4:10] = 255
-        data[f"{split}_images"], data[f"{split}_labels"] = images, labels
-    torch.save(data, path)
-    return path
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     return fake_fashion_mnist(tmp_path_factory.mktemp("data") / "fashion_mnist.pt")
-
-
-def run(args, nproc=None, timeout=120, module=worker):
-    """``python -m d2lrepro.multidevice.worker ARGS`` (or another ``module``), under torchrun
-    with ``nproc`` workers if given."""
-    launcher = (
-        ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
-        if nproc
-        else []
-    )
-    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    cmd = [sys.executable, *launcher, "-m", module.__name__, *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-
-
-def ok(result):
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
 
 
 def on_gpus(history: pd.DataFrame) -> bool:
@@ -60,9 +29,6 @@ def close(history: pd.DataFrame) -> float:
     cores about 1e-6; on GPUs cuDNN's TF32 convolutions (on by default) and non-deterministic
     kernels round at about 1e-3 per step, compounded over the steps of a run."""
     return 1e-2 if on_gpus(history) else 1e-5
-
-
-LENET = ["--model", "lenet", "--epochs", 2, "--batch-size", 64, "--lr", 0.2]
 
 
 def test_two_workers_train_like_one(data, tmp_path, cpu_only):

@@ -7,11 +7,10 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import verdict_of
+from conftest import never_applied, synthetic, verdict_of
 from d2lrepro.core import data, models, reference, training
 from d2lrepro.optimization import lr_schedules, schedulers, warmup_sweep
 from d2lrepro.pipeline import claims
-from test_training import synthetic
 
 EPOCHS = 5  # lr_schedules.EARLY_EPOCHS
 # The rules' runs pick their device (device_for): here the CPU's, deterministic everywhere.
@@ -32,16 +31,6 @@ def book_metrics(raw, runs) -> dict:
         for run in runs
     ]
     return lr_schedules.training_metrics(pd.concat(histories), reference.load())
-
-
-def never_applied(monkeypatch):
-    """The mutation: the scheduler is never applied, so every run keeps its constructor's lr."""
-    for cls, hooks in (
-        (schedulers.BookCustom, ("after_epoch",)),
-        (schedulers.BookMultiStep, ("start", "after_epoch")),
-    ):
-        for hook in hooks:
-            monkeypatch.setattr(cls, hook, lambda self, *args: None)
 
 
 def values(rows):

@@ -5,11 +5,10 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import measured_on, shipped_claims, verdict_of
+from conftest import measured_on, shipped_claims, synthetic, verdict_of
 from d2lrepro.core import data, models, reference, results, training
 from d2lrepro.optimization import lr_schedules, schedulers
 from d2lrepro.pipeline import claims
-from test_training import synthetic
 
 
 @pytest.fixture(scope="module")

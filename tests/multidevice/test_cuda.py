@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import LENET, fake_fashion_mnist, ok, run
+from conftest import prepared_data as book_data
 from d2lrepro.core import devices
 from d2lrepro.multidevice import launcher, single_process
 from d2lrepro.performance import asynchrony, autopar, hardware, hybridize
-from test_single_process import data as book_data
-from test_worker import LENET, fake_fashion_mnist, ok, run
 
 GPUS = devices.cuda_count()
 pytestmark = [

@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import synthetic
 from d2lrepro.core import data
 from d2lrepro.optimization import warmup_sweep
-from test_training import synthetic
 
 
 def sweep_runs(trained_none, trained_linear, lrs=(0.5, 1.0), seeds=(0, 1)):

@@ -8,12 +8,11 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, shipped_claims, verdict_of
+from conftest import REPO, shipped_claims, skip_if_shared, timed_alone, verdict_of
 from d2lrepro.core import data, reference
 from d2lrepro.core.results import metric
 from d2lrepro.optimization import airfoil, optimizers
 from d2lrepro.pipeline import claims
-from shared_cores import skip_if_shared, timed_alone
 
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())["airfoil"]
 BOOK = reference.load()

@@ -7,13 +7,12 @@ import pytest
 import torch
 import yaml
 
-from conftest import verdict_of
+from conftest import skip_if_shared, timed_alone, verdict_of
 from d2lrepro.core import devices
 from d2lrepro.core.results import metric
 from d2lrepro.performance import autopar
 from d2lrepro.pipeline import settings
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
-from shared_cores import skip_if_shared, timed_alone
 
 FAST = {"max_run_time": 0.2}
 

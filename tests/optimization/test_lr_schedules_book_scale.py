@@ -19,11 +19,10 @@ import pytest
 import torch
 import yaml
 
-from conftest import assert_not_reproduced, skip_unless_reproduced, this_machine
+from conftest import assert_not_reproduced, never_applied, skip_unless_reproduced, this_machine
 from d2lrepro.core import data, reference
 from d2lrepro.optimization import lr_schedules, schedulers
 from d2lrepro.pipeline import settings
-from test_lr_schedules_mutations import never_applied
 
 pytestmark = pytest.mark.book_scale
 HERE = this_machine()

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import ok, run
 from d2lrepro.core.models import LENET_SHAPES
 from d2lrepro.multidevice import cost_model, launcher, probes, worker
-from test_worker import ok, run
 
 
 def test_cost_model_rows_for_each_model_of_the_spec(tmp_path):

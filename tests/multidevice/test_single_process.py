@@ -1,20 +1,9 @@
 import pandas as pd
 import torch
 
-from d2lrepro.core import data as datasets
+from conftest import prepared_data
 from d2lrepro.core import models, results
 from d2lrepro.multidevice import single_process
-
-
-def data(n=96):
-    g = torch.Generator().manual_seed(0)
-    raw = {
-        "train_images": torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=g),
-        "train_labels": torch.randint(0, 10, (n,), generator=g),
-        "test_images": torch.randint(0, 256, (32, 28, 28), dtype=torch.uint8, generator=g),
-        "test_labels": torch.randint(0, 10, (32,), generator=g),
-    }
-    return datasets.prepare_data(raw)
 
 
 def test_scatter_splits_rows_like_the_book():
@@ -24,7 +13,7 @@ def test_scatter_splits_rows_like_the_book():
 
 def test_two_copies_take_the_step_of_one_device():
     """The book's one-process path on two (CPU) devices trains like one device: same losses."""
-    d = data()
+    d = prepared_data()
     one = single_process.train_scratch(d, [torch.device("cpu")], 2, 32, 0.2)
     two = single_process.train_scratch(d, [torch.device("cpu")] * 2, 2, 32, 0.2)
     assert list(one.columns) == results.HISTORY_COLUMNS

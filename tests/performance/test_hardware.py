@@ -1,0 +1,85 @@
+import math
+
+import pandas as pd
+import torch
+
+from conftest import skip_if_shared, timed_alone, verdict_of
+from d2lrepro.core.results import metric
+from d2lrepro.performance import hardware
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+
+MIB = 1024**2
+
+
+def test_memory_sweep_with_a_tiny_maximum():
+    sweep = hardware.memory_sweep(
+        max_bytes=128 * 1024, devices=["cpu"], min_run_time=0.005, max_run_time=0.05
+    )
+    assert list(sweep["bytes"]) == [16 * 1024, 32 * 1024, 64 * 1024, 128 * 1024]
+    assert (sweep["gbps"] > 0).all() and set(sweep["device"]) == {"cpu"}
+
+
+def test_bandwidth_needs_cuda(cuda_count):
+    cuda_count(0)
+    rows = hardware.bandwidth(sizes_mib=(1, 4))
+    assert len(rows) == 9 and all(
+        math.isnan(r["value"]) and r["note"].startswith("needs CUDA") for r in rows
+    )
+
+
+def test_figure(tmp_path):
+    sweep = pd.DataFrame({"device": "cpu", "bytes": [16384, 32768], "gbps": [1.0, 2.0]})
+    latency = pd.DataFrame({"bytes": [16384, 32768], "ns": [1.4, 1.5]})
+    for lat in (latency, None):
+        path = tmp_path / "mem.png"
+        hardware.draw_memory_sweep(sweep, lat, path, "footer", caches={"L1d": 32768})
+        assert path.stat().st_size > 0
+
+
+def test_overheads_time_one_large_and_many_small_copies_and_a_launch(cuda_count):
+    cuda_count(0)
+    rows = {
+        r["metric"]: r for r in hardware.overheads({"transfer_mib": 1, "transfer_chunk_kib": 4})
+    }
+    cpu = {k: r["value"] for k, r in rows.items() if ".cpu." in k}
+    assert len(cpu) == 5 and all(v > 0 for k, v in cpu.items() if not k.endswith("iqr_s"))
+    gpu = [r for k, r in rows.items() if ".cuda." in k]
+    assert len(gpu) == 5 and all(r["status"] == "not applicable" for r in gpu)
+
+
+def test_one_megabyte_copy_within_the_book_s_80_us(cuda_count):
+    gpu = {"cuda_devices": 1, "usable_cores": 2}
+    copy = [metric("latency.h2d.pinned.mib1.us", 42.0, "µs", "cuda:0")]
+    assert verdict_of("hw.gpu", copy, gpu) == REPRODUCED
+    slow = [metric("latency.h2d.pinned.mib1.us", 95.0, "µs", "cuda:0")]
+    assert verdict_of("hw.gpu", slow, gpu) == NOT_REPRODUCED
+    cuda_count(0)
+    assert verdict_of("hw.gpu", hardware.bandwidth(sizes_mib=(1,))) == NOT_APPLICABLE
+
+
+def test_many_small_copies_that_copy_the_whole_at_once_fail_the_transfer_claim(monkeypatch):
+    def measure():
+        return hardware.transfer_cost(torch.device("cpu"), total_mib=4, max_run_time=0.3)
+
+    # Mutation: the pieces' size read in MiB instead of KiB, so "many" is one 4 MiB copy.
+    monkeypatch.setattr(hardware, "KIB", MIB)
+    assert verdict_of("hw.transfers", measure()) == NOT_REPRODUCED
+
+    monkeypatch.undo()
+    rows, others = timed_alone(measure)
+    verdict = verdict_of("hw.transfers", rows)
+    skip_if_shared(verdict, REPRODUCED, others, f"unbroken: {verdict}")
+    assert verdict == REPRODUCED
+
+
+def test_a_kernel_launch_is_judged_within_half_a_decade_of_the_books_10_us():
+    gpu = {"cuda_devices": 1, "usable_cores": 2}
+
+    def launch(us):
+        return [metric("launch.cuda.us", us, "µs", "cuda:0")]
+
+    for us in (10, 3.5, 30):  # the book's 10 µs, and within a factor √10 of it
+        assert verdict_of("hw.launch", launch(us), gpu) == REPRODUCED
+    for us in (3.0, 2.0, 35, 50):  # a decade off, as the old bounds 2 to 50 µs allowed
+        assert verdict_of("hw.launch", launch(us), gpu) == NOT_REPRODUCED
+    assert verdict_of("hw.launch", launch(10)) == NOT_APPLICABLE  # no GPU measured it
