@@ -637,3 +637,11 @@ def test_a_source_s_copy_is_where_its_path_says():
     if not (REPO.parent / "shared").is_dir():
         pytest.skip(f"no shared directory beside {REPO}")
     assert copies and all((REPO.parent / p).is_file() for p in copies.values())
+
+
+def test_a_judged_spread_shows_how_near_its_pessimistic_end_came_to_the_bound():
+    rows = [metric("r", 3.26, "x"), metric("r_iqr", 0.6, "x")]
+    row = evaluate_with(
+        rows, {"kind": "above", "metric": "r", "bound": 3, "spread": {"r": "r_iqr"}}
+    )
+    assert row["measured"].startswith("r = 3.26 − IQR/2 = 2.96 (needs > 3), within the measured")

@@ -43,8 +43,11 @@ def apply(check: dict, value, name=lambda m: m) -> Outcome:
         v, bound, h = value(m), check["bound"], half(m)
         sign = ">" if kind == "above" else "<"
         point = v > bound if kind == "above" else v < bound
-        margin = v - h > bound if kind == "above" else v + h < bound
-        return noisy(f"{name(m)} = {fmt(v)} (needs {sign} {fmt(bound)})", point, margin)
+        end = v - h if kind == "above" else v + h
+        margin = end > bound if kind == "above" else end < bound
+        # Where the spread is judged, the pessimistic end shows how near the bound it came.
+        shown = f"{fmt(v)} {'−' if kind == 'above' else '+'} IQR/2 = {fmt(end)}" if h else fmt(v)
+        return noisy(f"{name(m)} = {shown} (needs {sign} {fmt(bound)})", point, margin)
     if kind == "within":
         v, target, tol = value(check["metric"]), check["target"], check["tol"]
         scale = abs(target) if check.get("relative") else 1.0
