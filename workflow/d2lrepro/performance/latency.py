@@ -90,9 +90,9 @@ def latency_sweep(
         buffer, start = chase_chain(size)
         chase(buffer.data_ptr(), start, buffer.shape[0])
         times = []
-        for _ in range(repeats):
+        for _ in range(repeats):  # each walk goes on where the last stopped: no line twice
             begin = time.perf_counter()
-            chase(buffer.data_ptr(), start, hops)
+            start = chase(buffer.data_ptr(), start, hops)
             times.append(time.perf_counter() - begin)
         rows.append({"bytes": size, "ns": statistics.median(times) / hops * 1e9})
     return pd.DataFrame(rows, columns=["bytes", "ns"])
@@ -156,7 +156,13 @@ def latency_ratios(
     chains = {level: chase_chain(size) for level, size in sizes.items() if isinstance(size, int)}
 
     def walk(buffer: torch.Tensor, start: int):
-        return lambda: chase(buffer.data_ptr(), start, hops)
+        at = [start]  # each walk goes on where the last stopped, so a working set larger
+        # than hops lines is read through, not its first hops lines again from a cache
+
+        def step():
+            at[0] = chase(buffer.data_ptr(), at[0], hops)
+
+        return step
 
     walks = {level: walk(*chain) for level, chain in chains.items()}
     seconds = alternated(walks, "cpu", max_run_time=max_run_time) if walks else {}
