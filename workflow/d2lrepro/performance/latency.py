@@ -142,18 +142,21 @@ def latency_ratios(
     latency: pd.DataFrame | None,
     caches: dict[str, int],
     hops: int = 1_000_000,
+    layouts: int = 8,
     max_run_time: float = 5.0,
 ) -> list[dict]:
     """How many times an L1 reference an L2 one costs, and an L2 one a 256 MiB one: the
     levels' chases timed side by side in rounds (:func:`~d2lrepro.core.timing.alternated`),
     the ratio of each round, and the median and IQR over the rounds. A load that comes and
     goes between rounds weighs on every level alike, where separate sweeps would each see it
-    differently."""
+    differently. Each level is chased through ``layouts`` chains at once, each its own
+    permutation in memory of its own: where a chain lands (which cache sets its pages map to)
+    is what changes between two runs, so the spread over layouts and rounds is the noise
+    between runs, not one layout's luck."""
     if latency is None:
         return [not_applicable(f"lat.{name}", NO_COMPILER, "x") for name in RATIO_METRICS]
     sizes = picked(latency, caches)
     chase = _compile_chase()
-    chains = {level: chase_chain(size) for level, size in sizes.items() if isinstance(size, int)}
 
     def walk(buffer: torch.Tensor, start: int):
         at = [start]  # each walk goes on where the last stopped, so a working set larger
@@ -164,17 +167,27 @@ def latency_ratios(
 
         return step
 
-    walks = {level: walk(*chain) for level, chain in chains.items()}
+    walks = {
+        f"{level}.{layout}": walk(*chase_chain(size, seed=layout))
+        for level, size in sizes.items()
+        if isinstance(size, int)
+        for layout in range(layouts)
+    }
     seconds = alternated(walks, "cpu", max_run_time=max_run_time) if walks else {}
     rows = []
     for ratio, (slow, fast) in RATIOS.items():
-        unmeasured = [sizes[level] for level in (slow, fast) if level not in seconds]
+        unmeasured = [sizes[level] for level in (slow, fast) if not isinstance(sizes[level], int)]
         if unmeasured:
             rows += [
                 not_applicable(f"lat.{ratio}{end}", unmeasured[0], "x") for end in ("", "_iqr")
             ]
             continue
-        rounds = spread([a / b for a, b in zip(seconds[slow], seconds[fast])])
+        per_round = [
+            a / b
+            for layout in range(layouts)
+            for a, b in zip(seconds[f"{slow}.{layout}"], seconds[f"{fast}.{layout}"])
+        ]
+        rounds = spread(per_round)
         rows += [
             metric(f"lat.{ratio}", rounds["median"], "x"),
             metric(f"lat.{ratio}_iqr", rounds["iqr"], "x"),
