@@ -3,7 +3,10 @@ import os
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
+
+from d2lrepro.core.results import diverged
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -262,3 +265,35 @@ def skip_if_shared(verdict: str, expected: str, others: float, what: str) -> Non
     """Skip, with the reason, when ``verdict`` is not ``expected`` and the cores were shared."""
     if verdict != expected and others > BUSY:
         pytest.skip(f"{what}: other processes kept {others:.2f} cores busy while it was timed")
+
+
+def training_history(losses, acc=0.8, seconds=2.0, seed=0, rate=100.0, examples=1024):
+    """A run's history as the multi-device workers write it: one row per epoch of ``losses``."""
+    return pd.DataFrame(
+        {
+            "seed": seed,
+            "epoch": range(1, len(losses) + 1),
+            "train_loss": losses,
+            "test_acc": acc,
+            "seconds": seconds,
+            "samples_per_s": examples / seconds,
+            "examples": examples,
+            "steady_samples_per_s": rate,
+            "devices": "1 x CPU core",
+            "batch_size": 256,
+            "diverged": [diverged(losses[: i + 1]) for i in range(len(losses))],
+        }
+    )
+
+
+def machine_record(host, gpus):
+    """A machine record as a job that could use ``gpus`` GPUs would write it."""
+    return {
+        "host": host,
+        "cpu_model": "Test CPU",
+        "usable_cores": 16,
+        "threads": 16,
+        "cuda_devices": gpus,
+        "gpus": ["A GPU"] * gpus,
+        "torch_version": "2.13.0",
+    }

@@ -269,7 +269,7 @@ def test_place_puts_cpu_conv_weights_channels_last_without_changing_the_outputs(
 def test_a_job_given_one_gpu_of_two_runs_none_of_its_2_gpu_parts(cuda_count, monkeypatch, tmp_path):
     """`--resources gpu=1` on a 2-GPU machine: each job locks one GPU (CUDA_VISIBLE_DEVICES),
     and every part that needs 2 is not applicable, with the reason, instead of failing."""
-    from d2lrepro.multidevice import launcher, single_process
+    from d2lrepro.multidevice import data_parallel, launcher, single_process
     from d2lrepro.performance import autopar
 
     cuda_count(1)
@@ -278,7 +278,7 @@ def test_a_job_given_one_gpu_of_two_runs_none_of_its_2_gpu_parts(cuda_count, mon
     two_gpus = "needs 2 CUDA devices, this job may use 1"
     run = {"model": "lenet", "devices": 2, "epochs": 1, "batch_size": 64, "lr": 0.1}
     history, log = tmp_path / "lenet.2.csv", tmp_path / "job.log"
-    launcher.launch_training("lenet.2", run, 0, None, history, tmp_path / "k", 1, 60, log)
+    data_parallel.train("lenet.2", run, 0, None, history, tmp_path / "k", 1, 60, log)
     examples, costs = tmp_path / "examples.csv", {"lenet": tmp_path / "cost_lenet.csv"}
     launcher.launch_probes({"lenet": {}}, costs, examples, 0, 60, log)
     for path in (history, examples, costs["lenet"]):

@@ -1,3 +1,6 @@
+from pathlib import Path
+
+import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
@@ -5,10 +8,12 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn import functional as F
 
-from conftest import verdict_of
+from conftest import machine_record, shipped_claims, training_history, verdict_of
+from d2lrepro.core import plotting, reference
 from d2lrepro.core.models import LENET_SHAPES, init_normal_, lenet_forward, lenet_params, resnet18
-from d2lrepro.multidevice import cost_model, scratch, single_process, summary
-from d2lrepro.pipeline.claims import NOT_REPRODUCED, REPRODUCED
+from d2lrepro.multidevice import cost_model, data_parallel, scratch, single_process
+from d2lrepro.pipeline import claims
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 
 def test_allreduce_sums_into_every_tensor():
@@ -146,7 +151,7 @@ def test_printed_examples_are_made_by_two_workers(tmp_path):
     per_rank = [torch.load(tmp_path / f"rows.{r}", weights_only=False) for r in (0, 1)]
     assert per_rank[0] == per_rank[1]  # every worker gets every worker's rows
     values = {row["metric"]: row["value"] for row in per_rank[0]}
-    assert sorted(values) == sorted(summary.EXAMPLE_METRICS)
+    assert sorted(values) == sorted(cost_model.EXAMPLE_METRICS)
     assert values["params.b1_zeros"] == 20 and values["params.b1_grad_is_none"] == 1
     assert all(values[f"allreduce.shard{r}.{j}"] == 3 for r in (0, 1) for j in (0, 1))
     rows = [values[f"scatter.shard{r}.{end}_row"] for r in (0, 1) for end in ("first", "last")]
@@ -195,3 +200,61 @@ def test_every_step_of_the_cost_model_is_built():
         assert logits.shape == (2, 10)
     with pytest.raises(ValueError, match="no cost-model step"):
         cost_model.setup("alexnet", 0, 0.1, torch.device("cpu"))
+
+
+BOOK = reference.load()
+RECORDS = {"m1": machine_record("node1", 1), "m2": machine_record("node2", 2)}
+
+
+def test_the_summaries_compare_every_pair_and_draw_every_figure(tmp_path, monkeypatch):
+    """Every row names the machines of the jobs whose data it comes from (a speed-up, both
+    runs'), and every figure's footer names those of the data it draws: the 1-device runs ran
+    on a job with one GPU, the rest on one with two. The book's one-process runs have their
+    own summary, and are drawn beside the data-parallel ones."""
+
+    def write(name, on, **settings):
+        h = training_history([2.3, 1.0, 0.8])
+        h = h.assign(world_size=1, batch_size=256, lr=0.1, train_acc=0.9, **settings, machine=on)
+        h.drop(columns="seed").to_csv(tmp_path / f"{name}.csv", index=False)
+        return tmp_path / f"{name}.csv"
+
+    runs = [
+        write("lenet.1.seed0", "m1", model="lenet"),
+        write("lenet.2.seed0", "m2", model="lenet", steady_samples_per_s=200.0),
+        write("resnet18_momentum.1.seed0", "m1", model="resnet18"),
+        write("resnet18_momentum.2.seed0", "m2", model="resnet18", seconds=1.5, test_acc=0.7),
+    ]
+    (tmp_path / "single_process").mkdir()
+    book_code = [write(f"single_process/lenet.{n}", "m2", model="lenet") for n in (1, 2)]
+    topk = tmp_path / "resnet18_momentum.1.seed0.topk.csv"
+    pd.DataFrame(
+        {"epoch": 1, "batch": [0, 50], "train_loss": [2.3, 1.1], "top1": [0.1, 0.6], "top5": 0.9}
+    ).assign(machine="m1").to_csv(topk, index=False)
+    names = ["mgpu_test_acc", "mgpu_epochs", "mgpuc_test_acc", "mgpuc_epochs"]
+    figure_paths = {n: tmp_path / f"{n}.png" for n in [*names, "throughput", "topk"]}
+    footers = {}
+    saved = plotting.save
+
+    def save(fig, path, footer=None):
+        footers[Path(path).stem] = footer
+        saved(fig, path, footer)
+
+    monkeypatch.setattr(plotting, "save", save)
+    ours, theirs = tmp_path / "metrics.csv", tmp_path / "single_process" / "metrics.csv"
+    data_parallel.summarize(runs, book_code, [topk], RECORDS, ours, figure_paths, BOOK)
+    single_process.summarize(book_code, theirs, BOOK)
+    m = pd.read_csv(ours).set_index("metric")
+    assert m.loc["lenet.speedup", "value"] == 2.0
+    assert abs(m.loc["resnet18_momentum.acc_change", "value"] + 0.1) < 1e-12
+    assert all(path.exists() for path in figure_paths.values())
+    assert m.loc["lenet.1.test_acc", "machine"] == "m1"
+    assert m.loc["lenet.speedup", "machine"] == "m1 m2"
+    assert not m.index.str.startswith("single_process_").any()
+    assert "node1" in footers["topk"] and "node2" not in footers["topk"]
+    assert all(n in footers["throughput"] for n in ("node1", "node2"))
+    book = pd.read_csv(theirs).set_index("metric")
+    assert book.loc["single_process_lenet.2.test_acc", "machine"] == "m2"
+    assert book.loc["single_process_lenet.speedup", "machine"] == "m2"
+    # The book's code ran on a job with 2 GPUs: its claim is judged from its own file.
+    judged = claims.evaluate_claim(shipped_claims()["mgpu.2gpu.book"], book.reset_index(), RECORDS)
+    assert judged["verdict"] != NOT_APPLICABLE, judged

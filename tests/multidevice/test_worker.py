@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from conftest import LENET, fake_fashion_mnist, ok, run
-from d2lrepro.multidevice import launcher, worker
+from d2lrepro.core import paths
+from d2lrepro.multidevice import data_parallel, launcher, worker
 
 
 @pytest.fixture(scope="module")
@@ -327,7 +328,7 @@ def two_nodes(tmp_path, monkeypatch, cpu_only):
 
 
 def train_on_nodes(data, tmp_path, spec, name="nodes", timeout=60):
-    launcher.launch_training(
+    data_parallel.train(
         "lenet.2",
         spec,
         0,
@@ -342,7 +343,7 @@ def train_on_nodes(data, tmp_path, spec, name="nodes", timeout=60):
 
 
 def one_node(data, tmp_path, spec):
-    ok(run([*launcher.run_argv(spec), "--data", data, "--out", tmp_path / "one.csv"], 2))
+    ok(run([*data_parallel.run_argv(spec), "--data", data, "--out", tmp_path / "one.csv"], 2))
     return pd.read_csv(tmp_path / "one.csv")
 
 
@@ -362,7 +363,7 @@ def test_a_lost_node_fails_the_job_and_a_rerun_resumes_from_its_checkpoint(
     data, tmp_path, two_nodes, monkeypatch
 ):
     spec = {"model": "lenet", "devices": 2, "nodes": 2, "epochs": 12, "batch_size": 64, "lr": 0.2}
-    checkpoints = tmp_path / launcher.CHECKPOINTS
+    checkpoints = tmp_path / paths.CHECKPOINTS
     monkeypatch.setenv("FAKE_SRUN_LOSE_NODE_AFTER", str(checkpoints))
     start = time.monotonic()
     with pytest.raises(subprocess.CalledProcessError):

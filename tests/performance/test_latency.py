@@ -113,3 +113,35 @@ def test_latency_ratios_are_not_applicable_where_a_level_is_missing():
         "the chase stops at 0.25 MiB (hardware.latency_max_mib)"
     )
     assert all(r["status"] == "not applicable" for r in latency.latency_ratios(None, {}))
+
+
+def test_each_ratio_pairs_the_levels_of_one_chain_in_one_round(monkeypatch):
+    """Every chain and round runs at a speed of its own, the levels' ratios fixed: paired
+    within one chain's round, each ratio is exact and its IQR zero; paired across chains or
+    rounds, the speeds would show in them."""
+    calls = []
+
+    def alternated(parts, device, max_run_time):
+        layout = len(calls)
+        calls.append(sorted(parts))
+        speed = [1.0 + layout + 0.1 * r for r in range(5)]  # per round
+        return {
+            level: [s * factor for s in speed]
+            for level, factor in (("l1", 1.0), ("l2", 3.5), ("mib256", 42.0))
+            if level in parts
+        }
+
+    monkeypatch.setattr(latency, "alternated", alternated)
+    monkeypatch.setattr(latency, "chase_chain", lambda size, seed: (torch.zeros(2), 0))
+    swept = pd.DataFrame({"bytes": [16 * 1024, 256 * 1024, 256 * MIB], "ns": [1.5, 5.0, 80.0]})
+    rows = latency.latency_ratios(swept, {"L1d": 32 * 1024, "L2": MIB}, layouts=4)
+    values = {r["metric"]: r["value"] for r in rows}
+    assert calls == [["l1", "l2", "mib256"]] * 4
+    assert values == pytest.approx(
+        {
+            "lat.l2_over_l1": 3.5,
+            "lat.l2_over_l1_iqr": 0,
+            "lat.mib256_over_l2": 12.0,
+            "lat.mib256_over_l2_iqr": 0,
+        }
+    )

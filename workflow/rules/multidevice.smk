@@ -139,25 +139,46 @@ rule single_process:
         "../scripts/single_process.py"
 
 
-rule multidevice_summary:
+rule single_process_summary:
+    input:
+        runs=expand(
+            "results/multidevice/single_process/{run}.csv", run=SINGLE_PROCESS_RUNS
+        ),
+        machines=rules.single_process.output.machines,
+        book_curves="workflow/reference/book_curves.csv",
+        code=code("single_process_summary"),
+    output:
+        metrics="results/multidevice/single_process/metrics.csv",
+        machines=machines_of("results/multidevice/single_process/metrics.csv"),
+    log:
+        "logs/single_process_summary.log",
+    benchmark:
+        "benchmarks/single_process_summary.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
+    script:
+        "../scripts/single_process_summary.py"
+
+
+# Each experiment's summary: its metrics.csv in its results directory, and its figures.
+rule data_parallel_summary:
     input:
         runs=expand(
             "results/multidevice/data_parallel/{run}.seed{seed}.csv",
             run=S["data_parallel"]["runs"],
             seed=S["data_parallel"]["seeds"],
         ),
-        single_process=expand(
-            "results/multidevice/single_process/{run}.csv", run=SINGLE_PROCESS_RUNS
-        ),
+        # The book's one-process runs of the same settings, drawn beside these.
+        single_process=rules.single_process_summary.input.runs,
         # The top-k logs of the first seed: the seeds draw one run.
         topk=[
             f"results/multidevice/data_parallel/{run}.seed{S['data_parallel']['seeds'][0]}.topk.csv"
             for run, spec in S["data_parallel"]["runs"].items()
             if spec.get("topk")
         ],
-        costs=expand("results/multidevice/cost_model/{step}.csv", step=COST_STEPS),
-        examples="results/multidevice/cost_model/examples.csv",
-        param_server="results/multidevice/parameter_server/timings.csv",
         machines=[
             *expand(
                 machines_of("results/multidevice/data_parallel/{run}.seed{seed}.csv"),
@@ -165,30 +186,69 @@ rule multidevice_summary:
                 seed=S["data_parallel"]["seeds"],
             ),
             rules.single_process.output.machines,
-            rules.cost_model.output.machines,
-            rules.parameter_server.output.machines,
         ],
         book_curves="workflow/reference/book_curves.csv",
-        code=code("multidevice_summary"),
+        code=code("data_parallel_summary"),
     output:
-        metrics="results/multidevice/metrics.csv",
-        machines=machines_of("results/multidevice/metrics.csv"),
+        metrics="results/multidevice/data_parallel/metrics.csv",
+        machines=machines_of("results/multidevice/data_parallel/metrics.csv"),
         mgpu_test_acc=figure("mgpu", "test_acc"),
         mgpu_epochs=figure("mgpu", "epochs"),
-        cost=figure("mgpu", "cost_model"),
         mgpuc_test_acc=figure("mgpuc", "test_acc"),
         mgpuc_epochs=figure("mgpuc", "epochs"),
         throughput=figure("mgpuc", "throughput"),
         topk=figure("mgpuc", "topk"),
-        ps=figure("ps", "strategies"),
     log:
-        "logs/multidevice_summary.log",
+        "logs/data_parallel_summary.log",
     benchmark:
-        "benchmarks/multidevice_summary.tsv"
+        "benchmarks/data_parallel_summary.tsv"
     conda:
         ENV
     threads: 1
     resources:
         **needs(2000, 10),
     script:
-        "../scripts/multidevice_summary.py"
+        "../scripts/data_parallel_summary.py"
+
+
+rule cost_model_summary:
+    input:
+        costs=expand("results/multidevice/cost_model/{step}.csv", step=COST_STEPS),
+        examples="results/multidevice/cost_model/examples.csv",
+        machines=rules.cost_model.output.machines,
+        code=code("cost_model_summary"),
+    output:
+        metrics="results/multidevice/cost_model/metrics.csv",
+        machines=machines_of("results/multidevice/cost_model/metrics.csv"),
+        figure=figure("mgpu", "cost_model"),
+    log:
+        "logs/cost_model_summary.log",
+    benchmark:
+        "benchmarks/cost_model_summary.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
+    script:
+        "../scripts/cost_model_summary.py"
+
+
+rule parameter_server_summary:
+    input:
+        timings=rules.parameter_server.output.timings,
+        machines=rules.parameter_server.output.machines,
+        code=code("parameter_server_summary"),
+    output:
+        figure=figure("ps", "strategies"),
+    log:
+        "logs/parameter_server_summary.log",
+    benchmark:
+        "benchmarks/parameter_server_summary.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
+    script:
+        "../scripts/parameter_server_summary.py"

@@ -106,12 +106,12 @@ CURVES = [
     *rules.warmup_sweep_summary.input.runs,
     rules.hardware.output.sweep,
     rules.hardware.output.latency,
-    *rules.multidevice_summary.input.runs,
-    *rules.multidevice_summary.input.single_process,
-    *rules.multidevice_summary.input.topk,
-    *rules.multidevice_summary.input.costs,
-    rules.multidevice_summary.input.examples,
-    rules.multidevice_summary.input.param_server,
+    *rules.data_parallel_summary.input.runs,
+    *rules.data_parallel_summary.input.topk,
+    *rules.single_process_summary.input.runs,
+    *rules.cost_model_summary.input.costs,
+    rules.cost_model_summary.input.examples,
+    rules.parameter_server_summary.input.timings,
 ]
 
 

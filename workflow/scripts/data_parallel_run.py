@@ -1,8 +1,8 @@
-from d2lrepro.multidevice import launcher
+from d2lrepro.multidevice import data_parallel
 from d2lrepro.pipeline import job
 
 job.start(snakemake, gpus=True, workers=True)
-launcher.launch_training(
+data_parallel.train(
     snakemake.wildcards.run,
     snakemake.params.run,
     snakemake.params.seed,

@@ -1,3 +1,5 @@
-"""Training on several devices: the book's three code paths (scratch, concise, single_process),
-the worker, the probes (what workers measure without training) and their launcher, the cost
-model, parameter servers, architectures and the summary."""
+"""Training on several devices. The experiments, each with its summary: data-parallel training
+(data_parallel, over the worker, the book's scratch and concise code paths and the launcher),
+the book's one-process code (single_process), the cost model with the printed examples
+(cost_model, measured by the probes), parameter servers and architectures; the metrics of a
+training run they share (runs) and their figures."""

@@ -2,20 +2,26 @@
 computation t1 against communication t2, and the step as measured, per batch size, for three
 steps (:data:`STEPS`): the from-scratch LeNet, which computes all its gradients and then
 synchronizes them, and LeNet and ResNet-18 through DDP, which all-reduces buckets of gradients
-while the backward pass still runs."""
+while the backward pass still runs. Its summary also holds the section's printed examples
+(``mgpu.params``, ``mgpu.allreduce``, ``mgpu.scatter``, ``mgpu.split_and_load``), which the
+same launch of 2 workers makes."""
 
 from __future__ import annotations
 
 import logging
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
 from d2lrepro.core.devices import describe, place, run_devices, world_size
 from d2lrepro.core.models import ScratchLeNet
+from d2lrepro.core.results import failed, metric, not_applicable, write_metrics
 from d2lrepro.core.timing import Clock
 from d2lrepro.multidevice.concise import concise_setup, ddp_setup
 from d2lrepro.multidevice.scratch import scratch_setup, sync_grads
@@ -31,6 +37,22 @@ COST_COLUMNS = [
     "devices",
     "world_size",
 ]
+# The printed examples' metrics, as the 2 workers of d2lrepro.multidevice.scratch make them.
+EXAMPLE_METRICS = [
+    *(f"params.b1_{n}" for n in ("zeros", "requires_grad", "on_device", "grad_is_none")),
+    *(f"allreduce.shard{r}.{j}" for r in range(2) for j in range(2)),
+    *(
+        f"{name}.shard{r}.{end}_row"
+        for name in ("scatter", "split6x4")
+        for r in range(2)
+        for end in ("first", "last")
+    ),
+]
+
+# The cost model at the balanced batch, whose t1 / t2 must lie within 1/BALANCE and BALANCE
+# (see cost_metrics).
+BALANCED = ("batch", "t1_over_t2", "step_over_max", "max_error", "sum_error")
+BALANCE = 2
 WARMUP = 2  # untimed calls before each cost-model measurement
 # LeNet's 0.5 MB of gradients in DDP buckets of 0.1 MiB: the fully connected layers' buckets,
 # ready first, are all-reduced while the convolutions' backward runs (one bucket of DDP's
@@ -127,3 +149,66 @@ def cost_model(
         )
         log.info("batch %d per device: t1 %.4f s, t2 %.4f s, step %.4f s", b, t1, t2, measured)
     return rows
+
+
+def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
+    """The cost model's verdict numbers: t1 / t2 at the smallest and largest batch, and at the
+    balanced batch (least |log t1/t2|: max(t1, t2) and t1 + t2 differ most) the measured step
+    over max(t1, t2) and the step's relative error from each; the crossover batch (first
+    t1 > t2) is shown.
+
+    The balanced batch must have t1 / t2 within [1/:data:`BALANCE`, :data:`BALANCE`], where
+    max(t1, t2) is at most 2/3 of t1 + t2; further apart the two differ too little for the
+    step to tell them apart, and the balanced metrics are not applicable: the claim needs a
+    step whose communication is comparable to its computation."""
+    names = ("t1_over_t2.smallest", "t1_over_t2.largest", "crossover_batch")
+    names += tuple(f"balanced.{n}" for n in BALANCED)
+    if "note" in cost and cost["note"].notna().any():
+        reason = cost["note"].dropna().iloc[0]
+        return [not_applicable(f"cost.{model}.{n}", reason) for n in names]
+    first, last = cost.iloc[0], cost.iloc[-1]
+    dominated = cost[cost["t1"] > cost["t2"]]["batch_per_device"]
+    crossover = (
+        metric(f"cost.{model}.crossover_batch", dominated.min())
+        if len(dominated)
+        else failed(f"cost.{model}.crossover_batch", "communication dominates at every batch")
+    )
+    ends = [
+        metric(f"cost.{model}.t1_over_t2.smallest", first.t1 / first.t2, "x"),
+        metric(f"cost.{model}.t1_over_t2.largest", last.t1 / last.t2, "x"),
+        crossover,
+    ]
+    at = cost.loc[np.log(cost["t1"] / cost["t2"]).abs().idxmin()]
+    ratio = at.t1 / at.t2
+    if not 1 / BALANCE <= ratio <= BALANCE:
+        why = (
+            f"no balanced batch: t1 / t2 is nearest 1 at batch {at.batch_per_device:g} per"
+            f" device, {ratio:.3g}, outside 1/{BALANCE}–{BALANCE}, where max(t1, t2) and"
+            " t1 + t2 differ too little to tell apart; a model or link whose communication"
+            " is comparable to its computation at some batch would judge it"
+        )
+        return ends + [not_applicable(f"cost.{model}.balanced.{n}", why) for n in BALANCED]
+    over = (at.measured_step / max(at.t1, at.t2), at.measured_step / (at.t1 + at.t2))
+    values = (at.batch_per_device, ratio, over[0], *(abs(o - 1) for o in over))
+    return ends + [metric(f"cost.{model}.balanced.{n}", v) for n, v in zip(BALANCED, values)]
+
+
+def example_metrics(examples: pd.DataFrame) -> list[dict]:
+    """The printed examples as the 2 workers made them, or why they could not be made here."""
+    if "metric" not in examples:
+        return [not_applicable(name, examples["note"].iloc[0]) for name in EXAMPLE_METRICS]
+    return examples.fillna({"unit": "", "note": "", "status": ""}).to_dict("records")
+
+
+def summarize(costs: list, examples, records: dict[str, dict], metrics_out, figure_path) -> None:
+    """The cost model's metrics (``costs``: one CSV per step, named after it) and the printed
+    examples (``examples``, a metrics CSV) in ``metrics_out``, and the cost model's figure;
+    rows and footer name the machines that measured them (``records``)."""
+    from d2lrepro.multidevice import figures, runs  # only in the job that draws
+
+    tables = {Path(p).stem: pd.read_csv(p) for p in costs}
+    rows = example_metrics(pd.read_csv(examples))
+    for model, cost in tables.items():
+        rows += runs.measured_by(cost_metrics(cost, model), cost)
+    write_metrics(rows, metrics_out)
+    figures.draw_cost(tables, figure_path, runs.footer(records, *tables.values()))

@@ -1,13 +1,13 @@
 """Starting multi-device runs from the workflow: one worker in the job's own process, more under
 ``torchrun`` (across the nodes of a SLURM allocation with ``srun``, one torchrun agent per node
-meeting at a c10d rendezvous); checkpoints named after the run's settings; "not applicable
-here" where the machine lacks the devices or the job the nodes. It starts the runs and probes
-behind ``mgpu.*``, ``mgpuc.*`` and ``ps.*``."""
+meeting at a c10d rendezvous); "not applicable here" where the machine lacks the devices or
+the job the nodes. It starts the probes behind ``mgpu.*`` and ``ps.*`` (the cost model, the
+printed examples, the parameter servers); the training runs start from
+:mod:`~d2lrepro.multidevice.data_parallel`."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -20,13 +20,10 @@ from types import ModuleType
 import pandas as pd
 from torch.distributed import run as torchrun
 
-from d2lrepro.core import paths
 from d2lrepro.core.devices import machine_devices, unavailable
-from d2lrepro.core.results import METRIC_COLUMNS, write_csv, write_metrics, write_not_applicable
-from d2lrepro.multidevice import probes, worker
+from d2lrepro.core.results import METRIC_COLUMNS, write_metrics, write_not_applicable
+from d2lrepro.multidevice import probes
 from d2lrepro.multidevice.parameter_server import unmeasured_rows
-
-CHECKPOINTS = paths.CHECKPOINTS
 
 log = logging.getLogger(__name__)
 
@@ -114,27 +111,7 @@ def _output_to(log_path):
                 os.close(old)
 
 
-def run_argv(run: dict) -> list[str]:
-    """Command-line flags for one training run of the config (model, epochs, batch_size, lr...)."""
-    flags = (
-        "model",
-        "epochs",
-        "batch_size",
-        "lr",
-        "momentum",
-        "weight_decay",
-        "train_subset",
-        "test_subset",
-    )
-    return [
-        item
-        for key in flags
-        if run.get(key) is not None
-        for item in (f"--{key.replace('_', '-')}", str(run[key]))
-    ]
-
-
-def _launch(
+def launch(
     module: ModuleType, devices: int, argv: list[str], log_path, nodes: int = 1, run_id: str = ""
 ) -> None:
     """Run ``module`` on ``devices`` workers. The job's own process is the worker of a 1-device
@@ -167,50 +144,6 @@ def nodes_unavailable(nodes: int, devices: int) -> str:
     return unavailable(devices // nodes)
 
 
-def launch_training(
-    name: str, run: dict, seed: int, data, history, topk, topk_every: int, timeout: float, log_path
-) -> None:
-    """Train run ``name`` of the config on its devices, or record why it cannot run here.
-
-    The checkpoint lives outside the outputs, so an interrupted job resumes from it; its name
-    carries the run's settings, so a changed setting never resumes from a stale one."""
-    nodes = run.get("nodes", 1)
-    reason = nodes_unavailable(nodes, run["devices"])
-    if reason:
-        write_not_applicable(history, reason)
-        write_csv([], topk, worker.TOPK_COLUMNS)
-        return
-    key = hashlib.sha256(json.dumps([run, seed], sort_keys=True).encode()).hexdigest()[:12]
-    # Only the run that logs top-k pays for its collectives; the others leave the file empty.
-    topk_args = ["--topk-out", str(topk), "--topk-every", str(topk_every)]
-    if not run.get("topk"):
-        write_csv([], topk, worker.TOPK_COLUMNS)
-        topk_args = []
-    checkpoint = CHECKPOINTS / f"{name}-{key}.pt"
-    _launch(
-        worker,
-        run["devices"],
-        run_argv(run)
-        + [
-            "--data",
-            str(data),
-            "--out",
-            str(history),
-            "--checkpoint",
-            str(checkpoint),
-            "--seed",
-            str(seed),
-            "--timeout",
-            str(timeout),
-            *topk_args,
-        ],
-        log_path,
-        nodes,
-        run_id=f"{name}-{key}-{os.environ.get('SLURM_JOB_ID', os.getpid())}",
-    )
-    checkpoint.unlink()
-
-
 def launch_probes(
     costs: dict, outputs: dict, examples, seed: int, timeout: float, log_path
 ) -> None:
@@ -224,7 +157,7 @@ def launch_probes(
         return
     spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
     argv = ["--cost-model", json.dumps(spec), "--examples-out", str(examples)]
-    _launch(probes, 2, [*argv, "--seed", str(seed), "--timeout", str(timeout)], log_path)
+    launch(probes, 2, [*argv, "--seed", str(seed), "--timeout", str(timeout)], log_path)
 
 
 def launch_param_server(spec: dict, out, timeout: float, log_path) -> None:
@@ -244,7 +177,7 @@ def launch_param_server(spec: dict, out, timeout: float, log_path) -> None:
         part = Path(out).with_suffix(f".{workers}.csv")
         measure = {"mb": spec["mb"], "repeats": spec["repeats"], "prefix": prefix, "out": str(part)}
         argv = ["--param-server", json.dumps(measure), "--timeout", str(timeout)]
-        _launch(probes, workers, argv, log_path)
+        launch(probes, workers, argv, log_path)
         measured = pd.read_csv(part, dtype={c: str for c in METRIC_COLUMNS[2:]})
         rows += measured.fillna({c: "" for c in METRIC_COLUMNS[2:]}).to_dict("records")
         part.unlink()

@@ -256,3 +256,14 @@ def unmeasured_rows(reason: str, prefix: str = "ps") -> list[dict]:
         *bandwidth_rows(f"{prefix}.ring_nvlink", [], "", reason),
         *timings,
     ]
+
+
+def summarize(timings, records: dict[str, dict], figure_path) -> None:
+    """The section's figure of ``timings`` (the metrics CSV the claims read), its footer naming
+    the machines that measured them (``records``)."""
+    import pandas as pd
+
+    from d2lrepro.multidevice import figures, runs  # only in the job that draws
+
+    measured = pd.read_csv(timings)
+    figures.draw_param_server(measured, figure_path, runs.footer(records, measured))

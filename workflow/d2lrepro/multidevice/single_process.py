@@ -24,7 +24,13 @@ from torch.nn import functional as F
 from d2lrepro.core import models
 from d2lrepro.core.data import Data, evaluate_accuracy, load_data
 from d2lrepro.core.devices import describe, unavailable
-from d2lrepro.core.results import HISTORY_COLUMNS, diverged, write_csv, write_not_applicable
+from d2lrepro.core.results import (
+    HISTORY_COLUMNS,
+    diverged,
+    write_csv,
+    write_metrics,
+    write_not_applicable,
+)
 from d2lrepro.core.timing import Clock
 
 log = logging.getLogger(__name__)
@@ -203,3 +209,14 @@ def run_book(runs: dict, seed: int, data_path, outputs: dict) -> None:
                 row.seconds,
             )
         write_csv(history, outputs[name])
+
+
+def summarize(files: list, metrics_out, book: pd.DataFrame) -> None:
+    """The metrics of the book's one-process runs (``files``: one history CSV per run, named
+    after it), each run's and each pair's, 2 devices over 1, beside the book's curves
+    (``book``); their runs are drawn beside the data-parallel ones
+    (:func:`d2lrepro.multidevice.data_parallel.summarize`)."""
+    from d2lrepro.multidevice import runs  # only in the job that summarizes
+
+    histories = runs.load_runs(files, runs.SINGLE_PROCESS)
+    write_metrics(runs.metrics(histories, book), metrics_out)

@@ -143,19 +143,19 @@ def latency_ratios(
     caches: dict[str, int],
     hops: int = 1_000_000,
     layouts: int = 8,
-    max_run_time: float = 5.0,
+    max_run_time: float = 8.0,
 ) -> list[dict]:
-    """How many times an L1 reference an L2 one costs, and an L2 one a 256 MiB one: the
-    levels' chases timed side by side in rounds (:func:`~d2lrepro.core.timing.alternated`),
-    the ratio of each round, and the median and IQR over the rounds. A load that comes and
-    goes between rounds weighs on every level alike, where separate sweeps would each see it
-    differently. Each level is chased through ``layouts`` chains at once, each its own
-    permutation in memory of its own: where a chain lands (which cache sets its pages map to)
-    is what changes between two runs, so the spread over layouts and rounds is the noise
-    between runs, not one layout's luck."""
+    """How many times an L1 reference an L2 one costs, and an L2 one a 256 MiB one, judged on
+    the spread over chains and rounds. For each of ``layouts`` chains per level, one after
+    another (each its own permutation in memory of its own: where a chain lands in the caches
+    changes from one run to the next), the three levels' chases are timed side by side in
+    rounds, their order turned each round (:func:`~d2lrepro.core.timing.alternated`), and each
+    round gives one ratio per pair of levels: a load that comes and goes weighs on every level
+    alike. Returns the median and IQR over every chain's rounds."""
     if latency is None:
         return [not_applicable(f"lat.{name}", NO_COMPILER, "x") for name in RATIO_METRICS]
     sizes = picked(latency, caches)
+    measured = {level: size for level, size in sizes.items() if isinstance(size, int)}
     chase = _compile_chase()
 
     def walk(buffer: torch.Tensor, start: int):
@@ -167,27 +167,22 @@ def latency_ratios(
 
         return step
 
-    walks = {
-        f"{level}.{layout}": walk(*chase_chain(size, seed=layout))
-        for level, size in sizes.items()
-        if isinstance(size, int)
-        for layout in range(layouts)
-    }
-    seconds = alternated(walks, "cpu", max_run_time=max_run_time) if walks else {}
+    per_round: dict[str, list[float]] = {ratio: [] for ratio in RATIOS}
+    for layout in range(layouts if measured else 0):
+        walks = {level: walk(*chase_chain(size, seed=layout)) for level, size in measured.items()}
+        seconds = alternated(walks, "cpu", max_run_time=max_run_time / layouts)
+        for ratio, (slow, fast) in RATIOS.items():
+            if slow in seconds and fast in seconds:
+                per_round[ratio] += [a / b for a, b in zip(seconds[slow], seconds[fast])]
     rows = []
     for ratio, (slow, fast) in RATIOS.items():
-        unmeasured = [sizes[level] for level in (slow, fast) if not isinstance(sizes[level], int)]
+        unmeasured = [sizes[level] for level in (slow, fast) if level not in measured]
         if unmeasured:
             rows += [
                 not_applicable(f"lat.{ratio}{end}", unmeasured[0], "x") for end in ("", "_iqr")
             ]
             continue
-        per_round = [
-            a / b
-            for layout in range(layouts)
-            for a, b in zip(seconds[f"{slow}.{layout}"], seconds[f"{fast}.{layout}"])
-        ]
-        rounds = spread(per_round)
+        rounds = spread(per_round[ratio])
         rows += [
             metric(f"lat.{ratio}", rounds["median"], "x"),
             metric(f"lat.{ratio}_iqr", rounds["iqr"], "x"),

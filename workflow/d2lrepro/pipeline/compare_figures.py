@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib import ticker
 
 from d2lrepro.core import paths, plotting, reference
-from d2lrepro.multidevice.summary import BOOK_CURVE_IDS as DATA_PARALLEL_CURVES
+from d2lrepro.multidevice.runs import BOOK_CURVE_IDS as DATA_PARALLEL_CURVES
 from d2lrepro.optimization.lr_schedules import BOOK_CURVE_IDS as LR_CURVES
 from d2lrepro.pipeline.archive import Run
 

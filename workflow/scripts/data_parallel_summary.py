@@ -1,15 +1,12 @@
 from d2lrepro.core import machines, reference
-from d2lrepro.multidevice import summary
+from d2lrepro.multidevice import data_parallel
 from d2lrepro.pipeline import job
 
 job.start(snakemake)
-summary.summarize(
-    runs=snakemake.input.runs,
-    single_process=snakemake.input.single_process,
-    costs=snakemake.input.costs,
-    topk=snakemake.input.topk,
-    examples=snakemake.input.examples,
-    servers=snakemake.input.param_server,
+data_parallel.summarize(
+    run_files=snakemake.input.runs,
+    single_process_files=snakemake.input.single_process,
+    topk_files=snakemake.input.topk,
     records=machines.read(snakemake.input.machines),
     metrics_out=snakemake.output.metrics,
     figure_paths=snakemake.output,

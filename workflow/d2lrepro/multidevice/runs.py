@@ -1,5 +1,7 @@
-"""What the multi-GPU runs measured (``mgpu.*``, ``mgpuc.*``): per-run and 1-vs-2-device
-metrics, the cost model (at its ends and where t1 and t2 balance), and the sections' figures.
+"""What a training run on 1 or 2 devices measured (``mgpu.*``, ``mgpuc.*``), shared by the
+experiments that train (:mod:`~d2lrepro.multidevice.data_parallel`,
+:mod:`~d2lrepro.multidevice.single_process`): per-run and 1-vs-2-device metrics, and the
+footer naming the machines that measured them.
 
 A run's times and throughputs (``sec_per_epoch``, ``samples_per_s``, ``steady_samples_per_s``,
 and the speed-ups built on them) are medians over each seed's epochs after its first: the
@@ -13,7 +15,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from d2lrepro.core import environment, machines, reference
@@ -23,9 +24,7 @@ from d2lrepro.core.results import (
     metric,
     not_applicable,
     seed_spread,
-    write_metrics,
 )
-from d2lrepro.multidevice import figures
 
 # The ledger id of each run's test-accuracy curve in the book.
 BOOK_CURVE_IDS = {
@@ -38,22 +37,6 @@ BOOK_CURVE_IDS = {
 # where they lie no further apart than the editions' curves of this run on one device ever do.
 AGREEMENT = {"resnet18.2": "mgpuc.1gpu"}
 
-# The printed examples' metrics, as the 2 workers of d2lrepro.multidevice.scratch make them.
-EXAMPLE_METRICS = [
-    *(f"params.b1_{n}" for n in ("zeros", "requires_grad", "on_device", "grad_is_none")),
-    *(f"allreduce.shard{r}.{j}" for r in range(2) for j in range(2)),
-    *(
-        f"{name}.shard{r}.{end}_row"
-        for name in ("scatter", "split6x4")
-        for r in range(2)
-        for end in ("first", "last")
-    ),
-]
-
-# The cost model at the balanced batch, whose t1 / t2 must lie within 1/BALANCE and BALANCE
-# (see cost_metrics).
-BALANCED = ("batch", "t1_over_t2", "step_over_max", "max_error", "sum_error")
-BALANCE = 2
 # The units of a run's and a comparison's numbers that are not pure numbers.
 UNITS = {"sec_per_epoch": "s", "speedup": "x"} | dict.fromkeys(
     ("samples_per_s", "steady_samples_per_s"), "samples/s"
@@ -208,97 +191,23 @@ def comparison_metrics(
     ]
 
 
-def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
-    """The cost model's verdict numbers: t1 / t2 at the smallest and largest batch, and at the
-    balanced batch (least |log t1/t2|: max(t1, t2) and t1 + t2 differ most) the measured step
-    over max(t1, t2) and the step's relative error from each; the crossover batch (first
-    t1 > t2) is shown.
-
-    The balanced batch must have t1 / t2 within [1/:data:`BALANCE`, :data:`BALANCE`], where
-    max(t1, t2) is at most 2/3 of t1 + t2; further apart the two differ too little for the
-    step to tell them apart, and the balanced metrics are not applicable: the claim needs a
-    step whose communication is comparable to its computation."""
-    names = ("t1_over_t2.smallest", "t1_over_t2.largest", "crossover_batch")
-    names += tuple(f"balanced.{n}" for n in BALANCED)
-    if "note" in cost and cost["note"].notna().any():
-        reason = cost["note"].dropna().iloc[0]
-        return [not_applicable(f"cost.{model}.{n}", reason) for n in names]
-    first, last = cost.iloc[0], cost.iloc[-1]
-    dominated = cost[cost["t1"] > cost["t2"]]["batch_per_device"]
-    crossover = (
-        metric(f"cost.{model}.crossover_batch", dominated.min())
-        if len(dominated)
-        else failed(f"cost.{model}.crossover_batch", "communication dominates at every batch")
-    )
-    ends = [
-        metric(f"cost.{model}.t1_over_t2.smallest", first.t1 / first.t2, "x"),
-        metric(f"cost.{model}.t1_over_t2.largest", last.t1 / last.t2, "x"),
-        crossover,
-    ]
-    at = cost.loc[np.log(cost["t1"] / cost["t2"]).abs().idxmin()]
-    ratio = at.t1 / at.t2
-    if not 1 / BALANCE <= ratio <= BALANCE:
-        why = (
-            f"no balanced batch: t1 / t2 is nearest 1 at batch {at.batch_per_device:g} per"
-            f" device, {ratio:.3g}, outside 1/{BALANCE}–{BALANCE}, where max(t1, t2) and"
-            " t1 + t2 differ too little to tell apart; a model or link whose communication"
-            " is comparable to its computation at some batch would judge it"
-        )
-        return ends + [not_applicable(f"cost.{model}.balanced.{n}", why) for n in BALANCED]
-    over = (at.measured_step / max(at.t1, at.t2), at.measured_step / (at.t1 + at.t2))
-    values = (at.batch_per_device, ratio, over[0], *(abs(o - 1) for o in over))
-    return ends + [metric(f"cost.{model}.balanced.{n}", v) for n, v in zip(BALANCED, values)]
-
-
-def example_metrics(examples: pd.DataFrame) -> list[dict]:
-    """The printed examples as the 2 workers made them, or why they could not be made here."""
-    if "metric" not in examples:
-        return [not_applicable(name, examples["note"].iloc[0]) for name in EXAMPLE_METRICS]
-    return examples.fillna({"unit": "", "note": "", "status": ""}).to_dict("records")
-
-
 def model_of(run: str) -> str:
     """The model a run trains, from its name: ``resnet18_momentum.1`` and
     ``single_process_resnet18.2`` train ``resnet18``."""
     return run.removeprefix(SINGLE_PROCESS).split(".")[0].split("_")[0]
 
 
-def _label(name: str, h: pd.DataFrame) -> str:
+def label(name: str, h: pd.DataFrame) -> str:
     """A run in words: its devices, batch and lr, and how it was run."""
     first = h.iloc[0]
     how = "one process, book's code" if name.startswith(SINGLE_PROCESS) else name
     return f"{first.world_size} dev, batch {first.batch_size}, lr {first.lr:g} ({how})"
 
 
-def summarize(
-    runs: list,
-    single_process: list,
-    costs: list,
-    topk: list,
-    examples,
-    servers,
-    records: dict[str, dict],
-    metrics_out,
-    figure_paths: dict,
-    book: pd.DataFrame,
-) -> None:
-    """Metrics and figures of every training run (``runs``: history CSVs named after the run
-    and seed; ``single_process``: the book's one-process code, named after the run) and cost
-    model (``costs``: one CSV per step, named after it),
-    beside the book's curves (``book``), the top-k logs (``topk``: one CSV per run that logs
-    it, ``<run>.seed<n>.topk.csv``), the printed examples (``examples``, a metrics CSV) and
-    the parameter-server timings (``servers``, a metrics CSV, drawn only); each row and each
-    figure's footer names the machines of the jobs that measured its data (``records``)."""
-
-    def footer(*frames: pd.DataFrame) -> str:
-        if not frames:
-            return ""
-        measured = machines.records_of(pd.concat(frames), records, "the multi-device runs")
-        return environment.footer(measured, threads=1, if_no_gpu=True)
-
-    histories = load_runs(runs) | load_runs(single_process, SINGLE_PROCESS)
-    cost_tables = {Path(p).stem: pd.read_csv(p) for p in costs}
-    rows = example_metrics(pd.read_csv(examples))
+def metrics(histories: dict[str, pd.DataFrame], book: pd.DataFrame) -> list[dict]:
+    """Each run's metrics (:func:`run_metrics`) and each pair's comparison, ``<p>.2`` over
+    ``<p>.1`` (:func:`comparison_metrics`), each row naming the machines that measured it."""
+    rows = []
     for name, history in histories.items():
         rows += measured_by(run_metrics(name, history, book), history)
     by_name = {r["metric"]: r for r in rows}
@@ -306,22 +215,13 @@ def summarize(
     for prefix in (p for p in pairs if f"{p}.1" in histories):
         runs = (histories[f"{prefix}.1"], histories[f"{prefix}.2"])
         rows += measured_by(comparison_metrics(by_name, prefix, histories), *runs)
-    values = {r["metric"]: r["value"] for r in rows}
-    for model, cost in cost_tables.items():
-        rows += measured_by(cost_metrics(cost, model), cost)
-    write_metrics(rows, metrics_out)
-    for model, section in (("lenet", "mgpu"), ("resnet18", "mgpuc")):
-        of_model = {k: v for k, v in histories.items() if model_of(k) == model}
-        drawn = footer(*of_model.values())
-        figures.draw_test_acc(
-            of_model, _label, figure_paths[f"{section}_test_acc"], drawn, book, BOOK_CURVE_IDS
-        )
-        figures.draw_epochs(of_model, _label, figure_paths[f"{section}_epochs"], drawn)
-    every_run = footer(*histories.values())
-    figures.draw_throughput(values, list(histories), figure_paths["throughput"], every_run)
-    logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk}
-    logged = {name: rows for name, rows in logs.items() if len(rows)}
-    figures.draw_topk(logged, figure_paths["topk"], footer(*(logged or histories).values()))
-    figures.draw_cost(cost_tables, figure_paths["cost"], footer(*cost_tables.values()))
-    ps = pd.read_csv(servers)
-    figures.draw_param_server(ps, figure_paths["ps"], footer(ps))
+    return rows
+
+
+def footer(records: dict[str, dict], *frames: pd.DataFrame) -> str:
+    """A figure's footer: the machines that measured ``frames`` (``records``: each job's
+    machine record), or "" when nothing was drawn."""
+    if not frames:
+        return ""
+    measured = machines.records_of(pd.concat(frames), records, "the multi-device runs")
+    return environment.footer(measured, threads=1, if_no_gpu=True)

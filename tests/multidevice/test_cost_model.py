@@ -1,0 +1,94 @@
+"""The cost model's summary (d2lrepro.multidevice.cost_model): t1 against t2 where they balance,
+the printed examples, and the figure."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from conftest import machine_record, verdict_of
+from d2lrepro.core import plotting
+from d2lrepro.multidevice import cost_model
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+
+
+def by_name(rows):
+    return {r["metric"]: r for r in rows}
+
+
+def cost_table(steps, t1=(1.0, 2.0, 8.0), t2=(2.0, 2.1, 2.0)):
+    return pd.DataFrame(
+        {
+            "batch_per_device": [16, 64, 256],
+            "t1": t1,
+            "t2": t2,
+            "max_t1_t2": [max(a, b) for a, b in zip(t1, t2)],
+            "measured_step": steps,
+        }
+    )
+
+
+def test_cost_metrics_judge_the_step_where_t1_and_t2_balance():
+    cost = cost_table([3.0, 4.0, 10.0])
+    m = {r["metric"]: r["value"] for r in cost_model.cost_metrics(cost, "lenet")}
+    assert m["cost.lenet.t1_over_t2.smallest"] == 0.5 and m["cost.lenet.t1_over_t2.largest"] == 4
+    assert m["cost.lenet.crossover_batch"] == 256
+    # At 64, t1 / t2 = 2 / 2.1 is closest to 1: max 2.1, sum 4.1.
+    assert m["cost.lenet.balanced.batch"] == 64
+    assert m["cost.lenet.balanced.step_over_max"] == 4 / 2.1
+    assert m["cost.lenet.balanced.sum_error"] == abs(4 / 4.1 - 1)
+    assert m["cost.lenet.balanced.sum_error"] < m["cost.lenet.balanced.max_error"]
+    flat = by_name(cost_model.cost_metrics(cost.assign(t2=100.0), "lenet"))
+    assert flat["cost.lenet.crossover_batch"]["status"] == "failed"
+
+
+def test_max_t1_t2_is_judged_on_the_overlapping_step():
+    def verdict(steps, **times):
+        return verdict_of(
+            "mgpu.cost_model", cost_model.cost_metrics(cost_table(steps, **times), "lenet_ddp")
+        )
+
+    assert verdict([2.5, 2.3, 9.0]) == REPRODUCED  # overlapped: max(t1, t2)
+    assert verdict([3.0, 4.0, 10.0]) == NOT_REPRODUCED  # serial: t1 + t2
+    # Computation dominates from the smallest batch on: not the book's concern, still judged.
+    assert verdict([2.3, 2.2, 9.0], t1=(1.5, 2.0, 8.0), t2=(1.0, 2.1, 2.0)) == REPRODUCED
+    # Communication dominates at the largest batch: the book's large enough b is not found.
+    assert verdict([2.5, 2.3, 2.4], t1=(1.0, 2.0, 1.5)) == NOT_REPRODUCED
+
+
+def test_without_a_balanced_batch_the_cost_model_is_not_applicable():
+    # t1 / t2 jumps from 1/3 to 3: max(t1, t2) is 3/4 of t1 + t2 at best, too close to judge.
+    apart = cost_table([3.1, 6.1, 12.0], t1=(1.0, 6.0, 12.0), t2=(3.0, 2.0, 2.0))
+    rows = by_name(cost_model.cost_metrics(apart, "lenet_ddp"))
+    note = rows["cost.lenet_ddp.balanced.step_over_max"]["note"]
+    assert rows["cost.lenet_ddp.balanced.step_over_max"]["status"] == "not applicable"
+    assert "no balanced batch" in note and "communication is comparable" in note
+    assert verdict_of("mgpu.cost_model", list(rows.values())) == NOT_APPLICABLE
+
+
+def test_printed_examples_not_made_here_are_not_applicable():
+    rows = cost_model.example_metrics(pd.DataFrame({"note": ["needs 2 devices"]}))
+    assert [r["metric"] for r in rows] == cost_model.EXAMPLE_METRICS
+    assert all(r["status"] == "not applicable" and r["note"] == "needs 2 devices" for r in rows)
+
+
+def test_the_summary_writes_its_metrics_and_figure_naming_the_machine(tmp_path, monkeypatch):
+    cost = tmp_path / "lenet.csv"
+    pd.DataFrame({"note": ["needs 2 devices"], "machine": "m2"}).to_csv(cost, index=False)
+    examples = tmp_path / "examples.csv"
+    pd.DataFrame({"note": ["needs 2 devices"], "machine": "m2"}).to_csv(examples, index=False)
+    footers = {}
+    saved = plotting.save
+
+    def save(fig, path, footer=None):
+        footers[Path(path).stem] = footer
+        saved(fig, path, footer)
+
+    monkeypatch.setattr(plotting, "save", save)
+    records = {"m1": machine_record("node1", 1), "m2": machine_record("node2", 2)}
+    out = tmp_path / "metrics.csv"
+    cost_model.summarize([cost], examples, records, out, tmp_path / "cost.png")
+    m = pd.read_csv(out).set_index("metric")
+    assert m.loc["cost.lenet.crossover_batch", "machine"] == "m2"
+    assert set(cost_model.EXAMPLE_METRICS) < set(m.index)
+    assert "node2" in footers["cost"] and "node1" not in footers["cost"]
+    assert (tmp_path / "cost.png").stat().st_size > 0

@@ -1,0 +1,124 @@
+"""Data-parallel training (``mgpu.*``, ``mgpuc.*``), the experiment's face: each run of the
+config's ``data_parallel.runs`` trained on its devices by
+:mod:`~d2lrepro.multidevice.worker` (from scratch or through DDP, under torchrun from
+:mod:`~d2lrepro.multidevice.launcher`), and the experiment's summary: its runs' metrics
+(:mod:`~d2lrepro.multidevice.runs`) and figures."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from d2lrepro.core import paths
+from d2lrepro.core.results import write_csv, write_metrics, write_not_applicable
+from d2lrepro.multidevice import runs, worker
+from d2lrepro.multidevice.launcher import launch, nodes_unavailable
+
+
+def run_argv(run: dict) -> list[str]:
+    """Command-line flags for one training run of the config (model, epochs, batch_size, lr...)."""
+    flags = (
+        "model",
+        "epochs",
+        "batch_size",
+        "lr",
+        "momentum",
+        "weight_decay",
+        "train_subset",
+        "test_subset",
+    )
+    return [
+        item
+        for key in flags
+        if run.get(key) is not None
+        for item in (f"--{key.replace('_', '-')}", str(run[key]))
+    ]
+
+
+def train(
+    name: str, run: dict, seed: int, data, history, topk, topk_every: int, timeout: float, log_path
+) -> None:
+    """Train run ``name`` of the config on its devices, or record why it cannot run here.
+
+    The checkpoint lives outside the outputs, so an interrupted job resumes from it; its name
+    carries the run's settings, so a changed setting never resumes from a stale one."""
+    nodes = run.get("nodes", 1)
+    reason = nodes_unavailable(nodes, run["devices"])
+    if reason:
+        write_not_applicable(history, reason)
+        write_csv([], topk, worker.TOPK_COLUMNS)
+        return
+    key = hashlib.sha256(json.dumps([run, seed], sort_keys=True).encode()).hexdigest()[:12]
+    # Only the run that logs top-k pays for its collectives; the others leave the file empty.
+    topk_args = ["--topk-out", str(topk), "--topk-every", str(topk_every)]
+    if not run.get("topk"):
+        write_csv([], topk, worker.TOPK_COLUMNS)
+        topk_args = []
+    checkpoint = paths.CHECKPOINTS / f"{name}-{key}.pt"
+    launch(
+        worker,
+        run["devices"],
+        run_argv(run)
+        + [
+            "--data",
+            str(data),
+            "--out",
+            str(history),
+            "--checkpoint",
+            str(checkpoint),
+            "--seed",
+            str(seed),
+            "--timeout",
+            str(timeout),
+            *topk_args,
+        ],
+        log_path,
+        nodes,
+        run_id=f"{name}-{key}-{os.environ.get('SLURM_JOB_ID', os.getpid())}",
+    )
+    checkpoint.unlink()
+
+
+def summarize(
+    run_files: list,
+    single_process_files: list,
+    topk_files: list,
+    records: dict[str, dict],
+    metrics_out,
+    figure_paths: dict,
+    book: pd.DataFrame,
+) -> None:
+    """The experiment's metrics (``run_files``: history CSVs ``<run>.seed<n>.csv``) and figures:
+    test accuracy and epochs per model beside the book's curves (``book``) and the book's
+    one-process runs of the same settings (``single_process_files``, drawn only: their metrics are
+    :func:`d2lrepro.multidevice.single_process.summarize`'s), throughput, and the top-k logs
+    (``topk_files``: ``<run>.seed<n>.topk.csv``). Each row and each figure's footer names the
+    machines of the jobs that measured its data (``records``)."""
+    from d2lrepro.multidevice import figures  # plotting only in the job that draws
+
+    trained = runs.load_runs(run_files)
+    write_metrics(runs.metrics(trained, book), metrics_out)
+    histories = trained | runs.load_runs(single_process_files, runs.SINGLE_PROCESS)
+    for model, section in (("lenet", "mgpu"), ("resnet18", "mgpuc")):
+        of_model = {k: v for k, v in histories.items() if runs.model_of(k) == model}
+        drawn = runs.footer(records, *of_model.values())
+        figures.draw_test_acc(
+            of_model,
+            runs.label,
+            figure_paths[f"{section}_test_acc"],
+            drawn,
+            book,
+            runs.BOOK_CURVE_IDS,
+        )
+        figures.draw_epochs(of_model, runs.label, figure_paths[f"{section}_epochs"], drawn)
+    values = {r["metric"]: r["value"] for r in runs.metrics(histories, book)}
+    every_run = runs.footer(records, *histories.values())
+    figures.draw_throughput(values, list(histories), figure_paths["throughput"], every_run)
+    logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk_files}
+    logged = {name: rows for name, rows in logs.items() if len(rows)}
+    drawn = runs.footer(records, *(logged or histories).values())
+    figures.draw_topk(logged, figure_paths["topk"], drawn)
