@@ -297,3 +297,11 @@ def machine_record(host, gpus):
         "gpus": ["A GPU"] * gpus,
         "torch_version": "2.13.0",
     }
+
+
+@pytest.fixture(scope="module")
+def airfoil_data(mirror):
+    """The airfoil data of the mirror, as the workflow prepares it."""
+    from d2lrepro.core import data
+
+    return data.prepare_airfoil(mirror / "airfoil" / "airfoil_self_noise.dat")

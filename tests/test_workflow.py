@@ -408,6 +408,24 @@ def test_module_style_each_experiment_module_names_the_ledger_ids_it_serves(repo
             assert named or "serves no ledger id" in doc, path
 
 
+def test_each_experiment_has_its_test_file_and_results_directory(repo):
+    """An experiment is a module of a chapter package that a workflow script runs: its tests
+    are tests/<chapter>/test_<module>.py, and its rules write under results/<chapter>/<module>/."""
+    rules = "\n".join(p.read_text() for p in (repo / "workflow" / "rules").glob("*.smk"))
+    chapters = {f"d2lrepro.{package}" for package in EXPERIMENT_PACKAGES}
+    run = {
+        (node.module.split(".")[1], alias.name): script.name
+        for script in (repo / "workflow" / "scripts").glob("*.py")
+        for node in ast.walk(ast.parse(script.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module in chapters
+        for alias in node.names
+    }
+    assert len(run) > 10
+    for (chapter, module), script in sorted(run.items()):
+        assert (repo / "tests" / chapter / f"test_{module}.py").is_file(), (script, module)
+        assert f"results/{chapter}/{module}/" in rules, (script, module)
+
+
 def test_script_style_every_script_opens_with_the_shared_preamble(repo):
     """Scripts open with job.start(snakemake, ...) right after their imports, and leave the
     log, the GPU lock and the threads to it."""

@@ -269,7 +269,12 @@ def test_place_puts_cpu_conv_weights_channels_last_without_changing_the_outputs(
 def test_a_job_given_one_gpu_of_two_runs_none_of_its_2_gpu_parts(cuda_count, monkeypatch, tmp_path):
     """`--resources gpu=1` on a 2-GPU machine: each job locks one GPU (CUDA_VISIBLE_DEVICES),
     and every part that needs 2 is not applicable, with the reason, instead of failing."""
-    from d2lrepro.multidevice import data_parallel, launcher, single_process
+    from d2lrepro.multidevice import (
+        cost_model,
+        data_parallel,
+        parameter_server,
+        single_process,
+    )
     from d2lrepro.performance import autopar
 
     cuda_count(1)
@@ -280,11 +285,11 @@ def test_a_job_given_one_gpu_of_two_runs_none_of_its_2_gpu_parts(cuda_count, mon
     history, log = tmp_path / "lenet.2.csv", tmp_path / "job.log"
     data_parallel.train("lenet.2", run, 0, None, history, tmp_path / "k", 1, 60, log)
     examples, costs = tmp_path / "examples.csv", {"lenet": tmp_path / "cost_lenet.csv"}
-    launcher.launch_probes({"lenet": {}}, costs, examples, 0, 60, log)
+    cost_model.launch({"lenet": {}}, costs, examples, 0, 60, log)
     for path in (history, examples, costs["lenet"]):
         assert pd.read_csv(path)["note"].tolist() == [two_devices]
     servers = tmp_path / "ps.csv"
-    launcher.launch_param_server({"mb": 1, "repeats": 1, "max_devices": 8}, servers, 60, log)
+    parameter_server.launch({"mb": 1, "repeats": 1, "max_devices": 8}, servers, 60, log)
     ps = pd.read_csv(servers)
     assert (ps["status"] == "not applicable").all() and set(ps["note"]) == {
         two_devices,

@@ -19,7 +19,7 @@ import torch
 from conftest import LENET, fake_fashion_mnist, ok, run
 from conftest import prepared_data as book_data
 from d2lrepro.core import devices
-from d2lrepro.multidevice import launcher, single_process
+from d2lrepro.multidevice import cost_model, parameter_server, single_process
 from d2lrepro.performance import asynchrony, autopar, hardware, hybridize
 
 GPUS = devices.cuda_count()
@@ -170,13 +170,11 @@ def test_training_on_gpus(model, world, fashion, tmp_path):
 def test_probes_and_parameter_servers_on_gpus(tmp_path):
     costs = {"lenet": {"batches": [2], "repeats": 1}}
     outputs = {"lenet": tmp_path / "cost_lenet.csv"}
-    launcher.launch_probes(
-        costs, outputs, tmp_path / "examples.csv", 0, 120, tmp_path / "probes.log"
-    )
+    cost_model.launch(costs, outputs, tmp_path / "examples.csv", 0, 120, tmp_path / "probes.log")
     assert (pd.read_csv(outputs["lenet"])["t1"] > 0).all()
     servers = tmp_path / "ps.csv"
     spec = {"mb": 1, "repeats": 2, "max_devices": 8}
-    launcher.launch_param_server(spec, servers, 120, tmp_path / "ps.log")
+    parameter_server.launch(spec, servers, 120, tmp_path / "ps.log")
     ps = pd.read_csv(servers).set_index("metric")
     two = ps[~ps.index.str.startswith("ps.all.")]
     assert all_measured(two), two[two["status"].notna()]

@@ -12,7 +12,7 @@ import torch.multiprocessing as mp
 
 from conftest import machine_record, verdict_of
 from d2lrepro.core import devices, plotting, results
-from d2lrepro.multidevice import figures, launcher, parameter_server
+from d2lrepro.multidevice import figures, parameter_server
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 
@@ -224,7 +224,7 @@ def test_on_a_gpu_back_to_back_calls_shed_the_launch_and_the_wait(tmp_path):
 def launch(tmp_path, max_devices):
     out = tmp_path / "parameter_server.csv"
     spec = {"mb": 1, "repeats": 2, "max_devices": max_devices}
-    launcher.launch_param_server(spec, out, timeout=60, log_path=tmp_path / "ps.log")
+    parameter_server.launch(spec, out, timeout=60, log_path=tmp_path / "ps.log")
     return pd.read_csv(out).set_index("metric")
 
 

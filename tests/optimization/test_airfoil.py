@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from d2lrepro.core import reference
-from d2lrepro.optimization import airfoil, optimizers
+from d2lrepro.optimization import airfoil
 
 BOOK = reference.load()
 
@@ -81,71 +81,6 @@ def test_the_curve_judged_is_the_median_over_seeds(data):
     assert excess == again
 
 
-def eps_finals(gaps, lr=0.01):
-    """Final losses of the ε sweep at one lr: (ε, seed, outside, inside) per pair."""
-    return pd.DataFrame(
-        [
-            {"eps": e, "lr": lr, "seed": s, "variant": v, "final_loss": loss}
-            for e, s, outside, inside in gaps
-            for v, loss in (("outside", outside), ("inside", inside))
-        ]
-    )
-
-
-def test_eps_metrics_give_each_seed_one_vote():
-    """A seed votes with the sign of its median gap over the ε that decide; ties (float32
-    precision) are left out, and a seed with no decided ε does not vote."""
-    gaps = [
-        (1e-6, 0, 0.25, 0.25 + 1e-8),  # a tie
-        (1e-2, 0, 0.240, 0.245),
-        (1e-1, 0, 0.240, 0.246),
-        (1e-3, 1, 0.240, 0.239),
-        (1e-2, 1, 0.240, 0.243),
-        (1e-1, 1, 0.240, 0.244),  # seed 1: median +0.003, one vote for outside
-        (1e-1, 2, 0.250, 0.244),  # seed 2: one vote for inside
-        (1e-1, 3, 0.250, 0.250),  # seed 3: a tie, no vote
-    ]
-    values = {m["metric"]: m["value"] for m in airfoil.eps_metrics(eps_finals(gaps))}
-    assert values["adam.eps_sweep.seeds"] == 4
-    assert (values["adam.eps_sweep.outside_lower"], values["adam.eps_sweep.inside_lower"]) == (2, 1)
-    assert values["adam.eps_sweep.sign_p"] == pytest.approx(4 / 8)
-    # Many ε of one seed are still one vote: 5 seeds must all agree for p < 0.05.
-    many = [(e, s, 0.24, 0.25) for e in (1e-3, 1e-2, 1e-1) for s in range(4)]
-    values = {m["metric"]: m["value"] for m in airfoil.eps_metrics(eps_finals(many))}
-    assert values["adam.eps_sweep.sign_p"] == pytest.approx(1 / 16)
-    five = {
-        m["metric"]: m["value"]
-        for m in airfoil.eps_metrics(eps_finals(many + [(0.1, 4, 0.24, 0.25)]))
-    }
-    assert five["adam.eps_sweep.sign_p"] == pytest.approx(1 / 32)
-    gaps[-1] = (1e-1, 3, 0.250, math.nan)  # a variant diverged at its only lr
-    (row,) = airfoil.eps_metrics(eps_finals(gaps))
-    assert row["status"] == "failed"
-
-
-def test_eps_metrics_judge_each_variant_at_its_best_lr():
-    """At the book's lr ε inside ends lower for every seed, but ε outside at its own best lr
-    ends lower still: the vote goes to ε outside. A run that diverged is only a bad lr."""
-    seeds = range(5)
-    finals = pd.concat(
-        [
-            eps_finals([(0.1, s, 0.250, 0.245) for s in seeds], lr=0.01),
-            eps_finals([(0.1, s, 0.243, 0.248) for s in seeds], lr=0.02),
-            eps_finals([(0.1, s, math.nan, 0.247) for s in seeds], lr=0.04),
-        ]
-    )
-    best = airfoil.best_over_lr(finals)
-    picked = {(r.seed, r.variant): (r.lr, r.final_loss) for r in best.itertuples()}
-    assert len(picked) == len(best) == 10
-    assert picked[0, "outside"] == (0.02, 0.243) and picked[0, "inside"] == (0.01, 0.245)
-    values = {m["metric"]: m["value"] for m in airfoil.eps_metrics(finals)}
-    assert (values["adam.eps_sweep.outside_lower"], values["adam.eps_sweep.inside_lower"]) == (5, 0)
-    assert values["adam.eps_sweep.sign_p"] == pytest.approx(1 / 32)
-    assert values["adam.eps_sweep.runs"] == 30
-    at_one_lr = {m["metric"]: m["value"] for m in airfoil.eps_metrics(finals[finals["lr"] == 0.01])}
-    assert at_one_lr["adam.eps_sweep.inside_lower"] == 5
-
-
 def test_divergent_setting_is_recorded_not_raised(data):
     setting = {
         "implementation": "scratch",
@@ -180,7 +115,9 @@ def test_timings_from_different_hosts_are_not_compared(data, monkeypatch):
 def test_scratch_and_torch_sgd_momentum_agree_but_adam_does_not_exactly(data):
     gaps = {
         m["metric"]: m["value"]
-        for m in airfoil.compare_implementations(data, SETTINGS, 2, 10, 100, seed=0)
+        for name, setting in SETTINGS.items()
+        if setting["implementation"] == "torch"
+        for m in airfoil.compare_implementation(name, setting, data, 2, 10, 100, seed=0)
     }
     assert set(gaps) == {
         "momentum.concise.scratch_vs_torch_gap",
@@ -197,7 +134,7 @@ def test_concise_runs_are_the_books_train_concise_ch11(data):
     hyper = {"lr": 0.01, "momentum": 0.9}
     features, labels = data["features"], data["labels"]
     doubled, from_zero = (
-        optimizers.train_airfoil(
+        airfoil.train_airfoil(
             "sgd_momentum", hyper, features, labels, 1, 10, 0, eval_every=100, start=start
         )["loss"].to_numpy()
         for start in ("concise", "ch11")
@@ -210,3 +147,89 @@ def test_decay_exponent_reads_the_second_half():
     steps = pd.Series(range(1, 41), dtype=float)
     values = steps**-0.5 * (1 + (steps < 20) * 3.0)  # a start that is forgotten
     assert airfoil.decay_exponent(steps.to_numpy(), values.to_numpy()) == pytest.approx(-0.5)
+
+
+def test_the_books_starts_differ_in_the_bias_only():
+    """train_ch11 starts from b = 0; train_concise_ch11 keeps nn.Linear's default bias,
+    U(±1/√5) for 5 features, drawn from the run's seed after the same w."""
+    bound = 5**-0.5
+    biases = []
+    for seed in range(200):
+        ch11, concise = (
+            airfoil.airfoil_start(5, torch.Generator().manual_seed(seed), s)
+            for s in ("ch11", "concise")
+        )
+        assert torch.equal(ch11[0], concise[0]) and ch11[0].std() < 0.05
+        assert ch11[1].item() == 0.0
+        biases.append(concise[1].item())
+    assert all(-bound <= b <= bound for b in biases)
+    assert min(biases) < -0.9 * bound and max(biases) > 0.9 * bound
+    again = airfoil.airfoil_start(5, torch.Generator().manual_seed(0), "concise")[1].item()
+    assert again == biases[0]
+
+
+def test_torch_runs_start_from_the_concise_bias_unless_told(data):
+    """torch.optim runs start from the concise bias unless start='ch11' is asked for."""
+    hyper = {"lr": 0.01, "momentum": 0.9}
+    runs = {
+        start: airfoil.train_airfoil(
+            "sgd_momentum",
+            hyper,
+            data["features"],
+            data["labels"],
+            epochs=1,
+            implementation="torch",
+            start=start,
+        )["loss"].tolist()
+        for start in (None, "concise", "ch11")
+    }
+    assert runs[None] == runs["concise"] != runs["ch11"]
+    with pytest.raises(ValueError, match="start must be"):
+        airfoil.train_airfoil(
+            "sgd_momentum", hyper, data["features"], data["labels"], epochs=1, start="zero"
+        )
+
+
+@pytest.mark.parametrize("implementation", ["scratch", "torch"])
+def test_same_seed_gives_identical_losses(implementation, data):
+    runs = [
+        airfoil.train_airfoil(
+            "sgd_momentum",
+            {"lr": 0.01, "momentum": 0.5},
+            data["features"],
+            data["labels"],
+            1,
+            seed=s,
+            implementation=implementation,
+        )
+        for s in (7, 7, 8)
+    ]
+    assert runs[0]["loss"].tolist() == runs[1]["loss"].tolist()
+    assert runs[0]["loss"].tolist() != runs[2]["loss"].tolist()
+
+
+@pytest.mark.parametrize("implementation", ["scratch", "torch"])
+def test_divergence_is_recorded_not_raised(implementation, data):
+    df = airfoil.train_airfoil(
+        "sgd_momentum",
+        {"lr": 1e3, "momentum": 0.9},
+        data["features"],
+        data["labels"],
+        2,
+        implementation=implementation,
+    )
+    assert df["diverged"].all()
+    assert not math.isfinite(df["loss"].iloc[-1])
+    assert df["examples"].iloc[-1] < 3000  # stopped early
+
+
+def test_rows_every_200_examples(data):
+    df = airfoil.train_airfoil(
+        "rmsprop", {"lr": 0.01, "gamma": 0.9}, data["features"], data["labels"], epochs=2
+    )
+    assert list(df.columns) == airfoil.COLUMNS
+    seen = list(range(200, 2 * len(data["labels"]) + 1, 200))
+    assert len(seen) > 1 and df["examples"].tolist() == seen
+    assert df["epoch"].tolist() == pytest.approx([n / len(data["labels"]) for n in seen])
+    assert df["elapsed"].is_monotonic_increasing and (df["elapsed"] > 0).all()
+    assert not df["diverged"].any()

@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from conftest import REPO, judged, shipped_claims, skip_if_shared, timed_alone, verdict_of
-from d2lrepro.core import data, reference
+from d2lrepro.core import reference
 from d2lrepro.core.results import metric
 from d2lrepro.optimization import airfoil, optimizers
 from d2lrepro.pipeline import claims
@@ -19,11 +19,6 @@ BOOK = reference.load()
 CURVES = [name for name in CONFIG["settings"] if name in set(BOOK["id"])]
 
 
-@pytest.fixture(scope="module")
-def airfoil_data(mirror):
-    return data.prepare_airfoil(mirror / "airfoil" / "airfoil_self_noise.dat")
-
-
 def summary(airfoil_data, names):
     runs = [
         airfoil.run_setting(
@@ -31,9 +26,12 @@ def summary(airfoil_data, names):
         )
         for n in names
     ]
-    settings = {n: CONFIG["settings"][n] for n in names}
     rows = airfoil.summarize(pd.concat(runs, ignore_index=True), BOOK)
-    return rows + airfoil.compare_implementations(airfoil_data, settings, 2, 10, 200, seed=0)
+    for name in names:
+        setting = CONFIG["settings"][name]
+        if setting["implementation"] == "torch":
+            rows += airfoil.compare_implementation(name, setting, airfoil_data, 2, 10, 200, 0)
+    return rows
 
 
 def with_rule(monkeypatch, optimizer: str, rule) -> None:
@@ -218,7 +216,7 @@ def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil_data, monkeypatc
     setting = CONFIG["settings"][name]
 
     def rows():
-        gap = airfoil.compare_implementations(airfoil_data, {name: setting}, 2, 10, 200, seed=0)
+        gap = airfoil.compare_implementation(name, setting, airfoil_data, 2, 10, 200, seed=0)
         en = float(claim["printed"].split()[2])
         return gap + [metric(f"{name}.final_loss", en), metric(f"{name}.curve_excess", 0.0)]
 
@@ -233,29 +231,6 @@ def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil_data, monkeypatc
         optimizers.Optimizer(optimizer.rule, optimizer.state, lambda ps, h: trainer(ps)),
     )
     assert verdict_of(name, rows()) == claims.NOT_REPRODUCED
-
-
-def eps_rows(airfoil_data):
-    """The sweep at the two largest ε of the config, over the three lrs of its grid around
-    the book's 0.01 (to keep the test short)."""
-    lrs = CONFIG["eps_sweep"]["lrs"][1:4]
-    finals = airfoil.eps_sweep(airfoil_data, [1e-2, 1e-1], CONFIG["seeds"], lrs, 2, 10, 200)
-    return airfoil.eps_metrics(finals)
-
-
-def test_eps_outside_is_judged_by_one_vote_per_seed(airfoil_data, monkeypatch):
-    """On the airfoil data at ε = 0.01 and 0.1, each variant at its best lr, ε inside ends
-    lower for every seed: not reproduced. The check follows the code: with the variants
-    swapped every seed votes for ε outside and it reproduces, with ε placed the same way in
-    both (no seed decides) it does not."""
-    assert verdict_of("adam.eps_outside", eps_rows(airfoil_data)) == claims.NOT_REPRODUCED
-    variant = airfoil.adam_variant
-    monkeypatch.setattr(airfoil, "adam_variant", lambda inside: variant(not inside))
-    assert verdict_of("adam.eps_outside", eps_rows(airfoil_data)) == claims.REPRODUCED
-    monkeypatch.setattr(airfoil, "adam_variant", lambda inside: variant(False))
-    rows = eps_rows(airfoil_data)
-    assert {r["metric"]: r["value"] for r in rows}["adam.eps_sweep.sign_p"] == 1.0
-    assert verdict_of("adam.eps_outside", rows) == claims.NOT_REPRODUCED
 
 
 def adagrad_mutant(monkeypatch, accumulate, root=torch.sqrt):
@@ -369,11 +344,11 @@ def test_sec_per_epoch_is_judged_against_the_editions_that_time_alike(airfoil_da
         assert verdict_of(claim, summary(airfoil_data, names)) == claims.NOT_APPLICABLE
     # One setting's loop steps on half its minibatch (a batch size off by a factor of 2): twice
     # the steps per epoch, about twice the time of its twin.
-    train = optimizers.train_airfoil
+    train = airfoil.train_airfoil
 
     def halved_at_lr002(optimizer, hyper, *args, batch_size=10, **kw):
         batch = batch_size // 2 if hyper.get("lr") == 0.02 else batch_size
         return train(optimizer, hyper, *args, batch_size=batch, **kw)
 
-    monkeypatch.setattr(optimizers, "train_airfoil", halved_at_lr002)
+    monkeypatch.setattr(airfoil, "train_airfoil", halved_at_lr002)
     assert verdict_of(claim, summary(airfoil_data, names)) == claims.NOT_REPRODUCED

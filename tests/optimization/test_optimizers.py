@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from d2lrepro.optimization import airfoil
 from d2lrepro.optimization import optimizers as opt
 
 
@@ -129,8 +130,8 @@ def data():
 
 def test_sgd_momentum_scratch_equals_torch(data):
     hyper = {"lr": 0.01, "momentum": 0.9}
-    scratch = opt.train_airfoil("sgd_momentum", hyper, *data, epochs=2)
-    concise = opt.train_airfoil(
+    scratch = airfoil.train_airfoil("sgd_momentum", hyper, *data, epochs=2)
+    concise = airfoil.train_airfoil(
         "sgd_momentum", hyper, *data, epochs=2, implementation="torch", start="ch11"
     )
     assert len(scratch) == len(concise) == 15
@@ -187,44 +188,11 @@ def test_adam_differs_from_torch_only_by_eps_value():
 
 
 def test_adam_scratch_close_to_torch_on_regression(data):
-    scratch = opt.train_airfoil("adam", {"lr": 0.01}, *data, epochs=2)
-    concise = opt.train_airfoil(
+    scratch = airfoil.train_airfoil("adam", {"lr": 0.01}, *data, epochs=2)
+    concise = airfoil.train_airfoil(
         "adam", {"lr": 0.01}, *data, epochs=2, implementation="torch", start="ch11"
     )
     assert scratch["loss"].tolist() == pytest.approx(concise["loss"].tolist(), rel=1e-3)
-
-
-def test_the_books_starts_differ_in_the_bias_only():
-    """train_ch11 starts from b = 0; train_concise_ch11 keeps nn.Linear's default bias,
-    U(±1/√5) for 5 features, drawn from the run's seed after the same w."""
-    bound = 5**-0.5
-    biases = []
-    for seed in range(200):
-        ch11, concise = (
-            opt.airfoil_start(5, torch.Generator().manual_seed(seed), s)
-            for s in ("ch11", "concise")
-        )
-        assert torch.equal(ch11[0], concise[0]) and ch11[0].std() < 0.05
-        assert ch11[1].item() == 0.0
-        biases.append(concise[1].item())
-    assert all(-bound <= b <= bound for b in biases)
-    assert min(biases) < -0.9 * bound and max(biases) > 0.9 * bound
-    again = opt.airfoil_start(5, torch.Generator().manual_seed(0), "concise")[1].item()
-    assert again == biases[0]
-
-
-def test_torch_runs_start_from_the_concise_bias_unless_told(data):
-    """torch.optim runs start from the concise bias unless start='ch11' is asked for."""
-    hyper = {"lr": 0.01, "momentum": 0.9}
-    runs = {
-        start: opt.train_airfoil(
-            "sgd_momentum", hyper, *data, epochs=1, implementation="torch", start=start
-        )["loss"].tolist()
-        for start in (None, "concise", "ch11")
-    }
-    assert runs[None] == runs["concise"] != runs["ch11"]
-    with pytest.raises(ValueError, match="start must be"):
-        opt.train_airfoil("sgd_momentum", hyper, *data, epochs=1, start="zero")
 
 
 @pytest.mark.parametrize(
@@ -232,59 +200,23 @@ def test_torch_runs_start_from_the_concise_bias_unless_told(data):
     [("adagrad", {"lr": 0.1}), ("rmsprop", {"lr": 0.01, "gamma": 0.9}), ("adadelta", {"rho": 0.9})],
 )
 def test_torch_counterparts_train(name, hyper, data):
-    df = opt.train_airfoil(name, hyper, *data, epochs=2, implementation="torch")
+    df = airfoil.train_airfoil(name, hyper, *data, epochs=2, implementation="torch")
     assert not df["diverged"].any() and df["loss"].iloc[-1] < df["loss"].iloc[0]
 
 
 def test_yogi_has_no_torch_counterpart(data):
     with pytest.raises(ValueError, match="no counterpart"):
-        opt.train_airfoil("yogi", {"lr": 0.01}, *data, epochs=1, implementation="torch")
-
-
-@pytest.mark.parametrize("implementation", ["scratch", "torch"])
-def test_same_seed_gives_identical_losses(implementation, data):
-    runs = [
-        opt.train_airfoil(
-            "sgd_momentum",
-            {"lr": 0.01, "momentum": 0.5},
-            *data,
-            1,
-            seed=s,
-            implementation=implementation,
-        )
-        for s in (7, 7, 8)
-    ]
-    assert runs[0]["loss"].tolist() == runs[1]["loss"].tolist()
-    assert runs[0]["loss"].tolist() != runs[2]["loss"].tolist()
-
-
-@pytest.mark.parametrize("implementation", ["scratch", "torch"])
-def test_divergence_is_recorded_not_raised(implementation, data):
-    df = opt.train_airfoil(
-        "sgd_momentum", {"lr": 1e3, "momentum": 0.9}, *data, 2, implementation=implementation
-    )
-    assert df["diverged"].all()
-    assert not math.isfinite(df["loss"].iloc[-1])
-    assert df["examples"].iloc[-1] < 3000  # stopped early
-
-
-def test_rows_every_200_examples(data):
-    df = opt.train_airfoil("rmsprop", {"lr": 0.01, "gamma": 0.9}, *data, epochs=2)
-    assert list(df.columns) == opt.COLUMNS
-    assert df["examples"].tolist() == list(range(200, 3001, 200))
-    assert df["epoch"].tolist() == pytest.approx([n / 1500 for n in range(200, 3001, 200)])
-    assert df["elapsed"].is_monotonic_increasing and (df["elapsed"] > 0).all()
-    assert not df["diverged"].any()
+        airfoil.train_airfoil("yogi", {"lr": 0.01}, *data, epochs=1, implementation="torch")
 
 
 def test_adagrad_airfoil_runs_record_the_effective_lr_from_the_state():
     g = torch.Generator().manual_seed(0)
     X, y = torch.randn(100, 5, generator=g), torch.randn(100, 1, generator=g)
-    run = opt.train_airfoil("adagrad", {"lr": 0.1}, X, y, 2, 10, eval_every=20)
+    run = airfoil.train_airfoil("adagrad", {"lr": 0.1}, X, y, 2, 10, eval_every=20)
     assert run["eff_lr"].notna().all() and run["eff_lr"].is_monotonic_decreasing
     # Its state and steps match the gradients it was fed, to float32 rounding.
     assert (run["state_gap"] < 1e-4).all() and (run["step_gap"] < 1e-4).all()
-    other = opt.train_airfoil("rmsprop", {"lr": 0.01, "gamma": 0.9}, X, y, 1, 10, eval_every=20)
+    other = airfoil.train_airfoil("rmsprop", {"lr": 0.01, "gamma": 0.9}, X, y, 1, 10, eval_every=20)
     assert other[["eff_lr", "state_gap", "step_gap"]].isna().all().all()
     s = torch.tensor([4.0, 16.0, 1.0])
     assert opt.adagrad_effective_lr(1.0, s) == pytest.approx(0.5, rel=1e-6)

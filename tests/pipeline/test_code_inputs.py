@@ -11,15 +11,15 @@ def test_closure_follows_dotted_nested_and_late_imports(tmp_path, repo):
         "import json\nfrom d2lrepro.core import logs\n"
         "def late():\n    import d2lrepro.pipeline.claims\n"
     )
-    # claims imports devices inside a function; every package's __init__ runs on the way, and
-    # the top one imports the allocator
+    # claims imports devices inside a function it runs; every package's __init__ runs on the
+    # way, and the top one imports the allocator; machines imports environment only inside a
+    # function that claims never runs
     assert names(code_inputs.closure(script, repo)) == {
         "__init__.py",
         "core/__init__.py",
         "core/allocator.py",
         "core/logs.py",
         "core/devices.py",
-        "core/environment.py",
         "core/machines.py",
         "core/paths.py",
         "core/results.py",
@@ -62,3 +62,68 @@ def test_every_rule_script_names_only_files_that_exist(repo):
     for script in (repo / "workflow" / "scripts").glob("*.py"):
         for f in code_inputs.closure(script, repo):
             assert (repo / f).is_file(), (script.name, f)
+
+
+def package(tmp_path, files: dict[str, str]):
+    """A package d2lrepro under ``tmp_path``/workflow with ``files`` (path: source)."""
+    root = tmp_path / "workflow" / "d2lrepro"
+    root.mkdir(parents=True)
+    for name, source in {"__init__.py": "", **files}.items():
+        (root / name).write_text(source)
+    return tmp_path
+
+
+def test_a_late_import_counts_only_where_its_function_runs(tmp_path):
+    """An experiment imports its plotting inside its summary: its training job does not
+    depend on the plotting, its summary job does, and so does anything that runs the summary
+    by a detour (a call within the module, a table of functions, the module passed on)."""
+    root = package(
+        tmp_path,
+        {
+            "exp.py": "from d2lrepro import train\n"
+            "def run():\n    return train.go()\n"
+            "def summarize():\n    from d2lrepro import plots\n    return plots.draw()\n"
+            "def both():\n    run()\n    return summarize()\n"
+            "STEPS = {'summary': summarize}\n",
+            "train.py": "def go():\n    return 1\n",
+            "plots.py": "def draw():\n    return 2\n",
+        },
+    )
+
+    def closure(source):
+        script = tmp_path / "script.py"
+        script.write_text(source)
+        return {f.removeprefix("workflow/d2lrepro/") for f in code_inputs.closure(script, root)}
+
+    assert closure("from d2lrepro import train\ntrain.go()\n") == {"__init__.py", "train.py"}
+    # exp's top level names summarize in a table: whoever imports exp may run it.
+    assert "plots.py" in closure("from d2lrepro import exp\nexp.run()\n")
+    table_free = (
+        (root / "workflow/d2lrepro/exp.py")
+        .read_text()
+        .replace("STEPS = {'summary': summarize}\n", "")
+    )
+    (root / "workflow/d2lrepro/exp.py").write_text(table_free)
+    assert closure("from d2lrepro import exp\nexp.run()\n") == {
+        "__init__.py",
+        "exp.py",
+        "train.py",
+    }
+    assert "plots.py" in closure("from d2lrepro import exp\nexp.summarize()\n")
+    assert "plots.py" in closure("from d2lrepro import exp\nexp.both()\n")
+    assert "plots.py" in closure("from d2lrepro.exp import summarize\nsummarize()\n")
+    assert "plots.py" in closure("from d2lrepro import exp\nrun_all(exp)\n")
+    assert "plots.py" in closure("import d2lrepro.exp\nd2lrepro.exp.run()\n")
+
+
+def test_a_training_job_does_not_depend_on_its_experiment_s_figures(repo):
+    def closure(script):
+        path = repo / "workflow" / "scripts" / f"{script}.py"
+        return names(code_inputs.closure(path, repo))
+
+    for training in ("data_parallel_run", "cost_model", "parameter_server", "single_process"):
+        assert "multidevice/figures.py" not in closure(training), training
+        assert "core/plotting.py" not in closure(training), training
+    assert "multidevice/figures.py" in closure("data_parallel_summary")
+    assert "multidevice/data_parallel.py" in closure("data_parallel_summary")
+    assert "multidevice/cost_model.py" not in closure("data_parallel_run")

@@ -113,24 +113,58 @@ rule airfoil_run:
         "../scripts/airfoil_run.py"
 
 
+# Scratch against torch.optim from one start, one job per optimizer that has a torch setting.
+COMPARED = [n for n, s in S["airfoil"]["settings"].items() if s["implementation"] == "torch"]
+
+
+rule airfoil_compare:
+    input:
+        data="results/data/airfoil.pt",
+        code=code("airfoil_compare"),
+    output:
+        metrics="results/optimization/airfoil/compare/{setting}.csv",
+        machines=machines_of("results/optimization/airfoil/compare/{setting}.csv"),
+    log:
+        "logs/airfoil_compare/{setting}.log",
+    benchmark:
+        "benchmarks/airfoil_compare/{setting}.tsv"
+    wildcard_constraints:
+        setting="|".join(re.escape(n) for n in COMPARED),
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
+    params:
+        name=lambda w: w.setting,
+        setting=lambda w: S["airfoil"]["settings"][w.setting],
+        epochs=S["airfoil"]["epochs"]["scratch"],
+        batch_size=S["airfoil"]["batch_size"],
+        eval_every=S["airfoil"]["eval_every"],
+        seed=S["seed"],
+    script:
+        "../scripts/airfoil_compare.py"
+
+
 rule airfoil_summary:
     input:
         runs=expand(
             "results/optimization/airfoil/runs/{setting}.csv",
             setting=AIRFOIL.instance_patterns,
         ),
-        machines=expand(
-            machines_of("results/optimization/airfoil/runs/{setting}.csv"),
-            setting=AIRFOIL.instance_patterns,
-        ),
-        data="results/data/airfoil.pt",
+        compared=expand(rules.airfoil_compare.output.metrics, setting=COMPARED),
+        machines=[
+            *expand(
+                machines_of("results/optimization/airfoil/runs/{setting}.csv"),
+                setting=AIRFOIL.instance_patterns,
+            ),
+            *expand(rules.airfoil_compare.output.machines, setting=COMPARED),
+        ],
         book_curves="workflow/reference/book_curves.csv",
         code=code("airfoil_summary"),
     output:
         **run_figures(S["airfoil"]["settings"]),
-        eps_sweep=figure("adam", "eps_sweep"),
         runs="results/optimization/airfoil/losses.csv",
-        eps_runs="results/optimization/airfoil/eps_sweep.csv",
         metrics="results/optimization/airfoil/metrics.csv",
         machines=machines_of("results/optimization/airfoil/metrics.csv"),
     log:
@@ -141,17 +175,65 @@ rule airfoil_summary:
         ENV
     threads: 1
     resources:
-        **needs(2000, 30),
-    params:
-        settings=S["airfoil"]["settings"],
-        batch_size=S["airfoil"]["batch_size"],
-        eval_every=S["airfoil"]["eval_every"],
-        compare_epochs=S["airfoil"]["epochs"]["scratch"],
-        seed=S["seed"],
-        seeds=S["airfoil"]["seeds"],
-        eps_sweep=S["airfoil"]["eps_sweep"],
+        **needs(2000, 10),
     script:
         "../scripts/airfoil_summary.py"
+
+
+# Adam's ε inside or outside the square root: one job per ε of the sweep.
+EPS = {f"{e:g}": e for e in S["airfoil"]["eps_sweep"]["eps"]}
+
+
+rule adam_eps_run:
+    input:
+        data="results/data/airfoil.pt",
+        code=code("adam_eps_run"),
+    output:
+        runs="results/optimization/eps_sweep/runs/eps{eps}.csv",
+        machines=machines_of("results/optimization/eps_sweep/runs/eps{eps}.csv"),
+    log:
+        "logs/adam_eps_run/eps{eps}.log",
+    benchmark:
+        "benchmarks/adam_eps_run/eps{eps}.tsv"
+    wildcard_constraints:
+        eps="|".join(re.escape(e) for e in EPS),
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
+    params:
+        eps=lambda w: EPS[w.eps],
+        seeds=S["airfoil"]["seeds"],
+        lrs=S["airfoil"]["eps_sweep"]["lrs"],
+        epochs=S["airfoil"]["epochs"]["scratch"],
+        batch_size=S["airfoil"]["batch_size"],
+        eval_every=S["airfoil"]["eval_every"],
+    script:
+        "../scripts/adam_eps_run.py"
+
+
+rule adam_eps_summary:
+    input:
+        runs=expand(rules.adam_eps_run.output.runs, eps=EPS),
+        machines=expand(rules.adam_eps_run.output.machines, eps=EPS),
+        code=code("adam_eps_summary"),
+    output:
+        runs="results/optimization/eps_sweep/finals.csv",
+        metrics="results/optimization/eps_sweep/metrics.csv",
+        machines=machines_of("results/optimization/eps_sweep/metrics.csv"),
+        figure=figure("adam", "eps_sweep"),
+    log:
+        "logs/adam_eps_summary.log",
+    benchmark:
+        "benchmarks/adam_eps_summary.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
+    script:
+        "../scripts/adam_eps_summary.py"
 
 
 rule lr_schedules_plot:

@@ -50,6 +50,7 @@ rule evaluate_claims:
                 "benchmarks/airfoil_run/{setting}.tsv",
                 setting=AIRFOIL.instance_patterns,
             ),
+            "airfoil.eps_sweep": expand("benchmarks/adam_eps_run/eps{eps}.tsv", eps=EPS),
             **{
                 f"data_parallel.runs.{run}": expand(
                     "benchmarks/data_parallel_run/{run}.seed{seed}.tsv",
@@ -101,7 +102,7 @@ rule report:
 CURVES = [
     rules.traces.output.steps,
     rules.airfoil_summary.output.runs,
-    rules.airfoil_summary.output.eps_runs,
+    rules.adam_eps_summary.output.runs,
     rules.lr_schedules_summary.output.history,
     *rules.warmup_sweep_summary.input.runs,
     rules.hardware.output.sweep,

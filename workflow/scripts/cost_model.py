@@ -1,8 +1,8 @@
-from d2lrepro.multidevice import launcher
+from d2lrepro.multidevice import cost_model
 from d2lrepro.pipeline import job
 
 job.start(snakemake, gpus=True, workers=True)
-launcher.launch_probes(
+cost_model.launch(
     snakemake.params.costs,
     {model: snakemake.output[model] for model in snakemake.params.costs},
     snakemake.output.examples,

@@ -8,6 +8,7 @@ same launch of 2 workers makes."""
 
 from __future__ import annotations
 
+import json
 import logging
 import statistics
 from collections.abc import Callable
@@ -19,9 +20,15 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
-from d2lrepro.core.devices import describe, place, run_devices, world_size
+from d2lrepro.core.devices import describe, place, run_devices, unavailable, world_size
 from d2lrepro.core.models import ScratchLeNet
-from d2lrepro.core.results import failed, metric, not_applicable, write_metrics
+from d2lrepro.core.results import (
+    failed,
+    metric,
+    not_applicable,
+    write_metrics,
+    write_not_applicable,
+)
 from d2lrepro.core.timing import Clock
 from d2lrepro.multidevice.concise import concise_setup, ddp_setup
 from d2lrepro.multidevice.scratch import scratch_setup, sync_grads
@@ -149,6 +156,22 @@ def cost_model(
         )
         log.info("batch %d per device: t1 %.4f s, t2 %.4f s, step %.4f s", b, t1, t2, measured)
     return rows
+
+
+def launch(costs: dict, outputs: dict, examples, seed: int, timeout: float, log_path) -> None:
+    """One launch of 2 workers that train nothing: the cost model of each model of ``costs``,
+    written to ``outputs[model]``, and the section's printed examples, written to
+    ``examples``; or why they cannot be measured here."""
+    from d2lrepro.multidevice import launcher, probes  # the probes import this module
+
+    reason = unavailable(2)
+    if reason:
+        for path in [*outputs.values(), examples]:
+            write_not_applicable(path, reason)
+        return
+    spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
+    argv = ["--cost-model", json.dumps(spec), "--examples-out", str(examples)]
+    launcher.launch(probes, 2, [*argv, "--seed", str(seed), "--timeout", str(timeout)], log_path)
 
 
 def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from d2lrepro.core import paths
 from d2lrepro.core.results import write_csv, write_metrics, write_not_applicable
-from d2lrepro.multidevice import runs, worker
+from d2lrepro.multidevice import worker
 from d2lrepro.multidevice.launcher import launch, nodes_unavailable
 
 
@@ -98,7 +98,7 @@ def summarize(
     :func:`d2lrepro.multidevice.single_process.summarize`'s), throughput, and the top-k logs
     (``topk_files``: ``<run>.seed<n>.topk.csv``). Each row and each figure's footer names the
     machines of the jobs that measured its data (``records``)."""
-    from d2lrepro.multidevice import figures  # plotting only in the job that draws
+    from d2lrepro.multidevice import figures, runs  # only in the job that summarizes
 
     trained = runs.load_runs(run_files)
     write_metrics(runs.metrics(trained, book), metrics_out)

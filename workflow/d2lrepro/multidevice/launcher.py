@@ -1,29 +1,25 @@
 """Starting multi-device runs from the workflow: one worker in the job's own process, more under
 ``torchrun`` (across the nodes of a SLURM allocation with ``srun``, one torchrun agent per node
 meeting at a c10d rendezvous); "not applicable here" where the machine lacks the devices or
-the job the nodes. It starts the probes behind ``mgpu.*`` and ``ps.*`` (the cost model, the
-printed examples, the parameter servers); the training runs start from
-:mod:`~d2lrepro.multidevice.data_parallel`."""
+the job the nodes. The experiments behind ``mgpu.*``, ``mgpuc.*`` and ``ps.*`` start their
+workers through it: the training runs
+(:mod:`~d2lrepro.multidevice.data_parallel`), the cost model and the printed examples
+(:mod:`~d2lrepro.multidevice.cost_model`), the parameter servers
+(:mod:`~d2lrepro.multidevice.parameter_server`)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 from types import ModuleType
 
-import pandas as pd
 from torch.distributed import run as torchrun
 
-from d2lrepro.core.devices import machine_devices, unavailable
-from d2lrepro.core.results import METRIC_COLUMNS, write_metrics, write_not_applicable
-from d2lrepro.multidevice import probes
-from d2lrepro.multidevice.parameter_server import unmeasured_rows
+from d2lrepro.core.devices import unavailable
 
 log = logging.getLogger(__name__)
 
@@ -142,43 +138,3 @@ def nodes_unavailable(nodes: int, devices: int) -> str:
             " (snakemake --workflow-profile profiles/slurm asks for the nodes)"
         )
     return unavailable(devices // nodes)
-
-
-def launch_probes(
-    costs: dict, outputs: dict, examples, seed: int, timeout: float, log_path
-) -> None:
-    """One launch of 2 workers that train nothing: the cost model of each model of ``costs``,
-    written to ``outputs[model]``, and the section's printed examples, written to
-    ``examples``; or why they cannot be measured here."""
-    reason = unavailable(2)
-    if reason:
-        for path in [*outputs.values(), examples]:
-            write_not_applicable(path, reason)
-        return
-    spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
-    argv = ["--cost-model", json.dumps(spec), "--examples-out", str(examples)]
-    launch(probes, 2, [*argv, "--seed", str(seed), "--timeout", str(timeout)], log_path)
-
-
-def launch_param_server(spec: dict, out, timeout: float, log_path) -> None:
-    """The parameter-server timings of ``spec`` (mb, repeats, max_devices) on 2 workers
-    (metrics ``ps.*``) and on all the machine's devices, at most ``max_devices`` (``ps.all.*``),
-    one launch each, written together to ``out``; what cannot run here says why."""
-    most = min(spec["max_devices"], machine_devices())
-    rows = []
-    for workers, prefix in ((2, "ps"), (most, "ps.all")):
-        reason = unavailable(workers)
-        if not reason and prefix == "ps.all" and most <= 2:
-            limit = unavailable(3) or f"parameter_server.max_devices is {spec['max_devices']}"
-            reason = f"no more devices than the 2-worker run's ({limit})"
-        if reason:
-            rows += unmeasured_rows(reason, prefix)
-            continue
-        part = Path(out).with_suffix(f".{workers}.csv")
-        measure = {"mb": spec["mb"], "repeats": spec["repeats"], "prefix": prefix, "out": str(part)}
-        argv = ["--param-server", json.dumps(measure), "--timeout", str(timeout)]
-        launch(probes, workers, argv, log_path)
-        measured = pd.read_csv(part, dtype={c: str for c in METRIC_COLUMNS[2:]})
-        rows += measured.fillna({c: "" for c in METRIC_COLUMNS[2:]}).to_dict("records")
-        part.unlink()
-    write_metrics(rows, out)

@@ -32,15 +32,17 @@ and ``workers``.
 from __future__ import annotations
 
 import ctypes
+import json
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from d2lrepro.core.devices import synchronize, world_size
-from d2lrepro.core.results import iqr, metric, not_applicable
+from d2lrepro.core.devices import machine_devices, synchronize, unavailable, world_size
+from d2lrepro.core.results import METRIC_COLUMNS, iqr, metric, not_applicable, write_metrics
 
 MB = 10**6
 NVML_P2P_CAPS_INDEX_NVLINK, NVML_P2P_STATUS_OK = 2, 0  # nvml.h
@@ -256,6 +258,34 @@ def unmeasured_rows(reason: str, prefix: str = "ps") -> list[dict]:
         *bandwidth_rows(f"{prefix}.ring_nvlink", [], "", reason),
         *timings,
     ]
+
+
+def launch(spec: dict, out, timeout: float, log_path) -> None:
+    """The parameter-server timings of ``spec`` (mb, repeats, max_devices) on 2 workers
+    (metrics ``ps.*``) and on all the machine's devices, at most ``max_devices`` (``ps.all.*``),
+    one launch each, written together to ``out``; what cannot run here says why."""
+    import pandas as pd
+
+    from d2lrepro.multidevice import launcher, probes  # the probes import this module
+
+    most = min(spec["max_devices"], machine_devices())
+    rows = []
+    for workers, prefix in ((2, "ps"), (most, "ps.all")):
+        reason = unavailable(workers)
+        if not reason and prefix == "ps.all" and most <= 2:
+            limit = unavailable(3) or f"parameter_server.max_devices is {spec['max_devices']}"
+            reason = f"no more devices than the 2-worker run's ({limit})"
+        if reason:
+            rows += unmeasured_rows(reason, prefix)
+            continue
+        part = Path(out).with_suffix(f".{workers}.csv")
+        point = {"mb": spec["mb"], "repeats": spec["repeats"], "prefix": prefix, "out": str(part)}
+        argv = ["--param-server", json.dumps(point), "--timeout", str(timeout)]
+        launcher.launch(probes, workers, argv, log_path)
+        measured = pd.read_csv(part, dtype={c: str for c in METRIC_COLUMNS[2:]})
+        rows += measured.fillna({c: "" for c in METRIC_COLUMNS[2:]}).to_dict("records")
+        part.unlink()
+    write_metrics(rows, out)
 
 
 def summarize(timings, records: dict[str, dict], figure_path) -> None:

@@ -2,21 +2,30 @@
 for the airfoil claims of the optimizer sections (``momentum.lr*``, ``momentum.concise``,
 ``adagrad.scratch_lr0.1``, ``adagrad.effective_lr``, ``adagrad.concise``, ``rmsprop.scratch``,
 ``rmsprop.concise``, ``adadelta.*``, ``adam.*``) and ``data.train_ch11.sec_per_epoch``. Every
-run goes through :func:`d2lrepro.optimization.optimizers.train_airfoil`, the loop of this code
-path."""
+run goes through :func:`train_airfoil`, the loop of this code path: a new experiment on the
+airfoil data reuses it."""
 
 from __future__ import annotations
 
 import logging
 import math
 import socket
+import time
+from functools import partial
 
 import numpy as np
 import pandas as pd
+import torch
 
 from d2lrepro.core import plotting, reference
-from d2lrepro.core.results import failed, iqr, metric, not_applicable, sign_test_p
-from d2lrepro.optimization import optimizers
+from d2lrepro.core.results import exploded, failed, iqr, metric, not_applicable
+from d2lrepro.optimization.optimizers import (
+    AdagradAudit,
+    adagrad_effective_lr,
+    init_states,
+    step,
+    torch_optimizer,
+)
 
 log = logging.getLogger(__name__)
 HYPER = ("lr", "momentum", "gamma", "rho")
@@ -24,9 +33,137 @@ HYPER = ("lr", "momentum", "gamma", "rho")
 OBJECTIVE = {"scratch": "half_squared", "torch": "squared"}
 # train_ch11's plot: ylim [0.22, 0.35]; the book's curves lack the points above its top.
 BOOK_YLIM = (0.22, 0.35)
-# Final losses of the two ε variants closer than this (relative; about 8 float32 ulps) agree
-# to the float32 precision of the loss: a tie, left out of the ε sweep's sign test.
-TIE_RELATIVE = 1e-6
+COLUMNS = ["epoch", "examples", "loss", "elapsed", "eff_lr", "state_gap", "step_gap", "diverged"]
+# Where the book's airfoil loops start: train_ch11 from b = 0, train_concise_ch11 from
+# nn.Linear's default bias.
+BOOK_START = {"scratch": "ch11", "torch": "concise"}
+
+
+def squared_loss(y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The book's squared_loss: half the squared error, per example."""
+    return (y_hat - y.reshape(y_hat.shape)) ** 2 / 2
+
+
+def airfoil_start(dim: int, generator: torch.Generator, start: str) -> list[torch.Tensor]:
+    """The weights w ~ N(0, 0.01^2) (d x 1) and bias b a run starts from: b = 0 as train_ch11
+    ('ch11'), or nn.Linear's default bias U(±1/√d), which train_concise_ch11 keeps ('concise')."""
+    if start not in ("ch11", "concise"):
+        raise ValueError(f"start must be 'ch11' or 'concise', not {start!r}")
+    w = torch.normal(0.0, 0.01, size=(dim, 1), generator=generator)
+    b = torch.zeros(1)
+    if start == "concise":
+        b.uniform_(-(dim**-0.5), dim**-0.5, generator=generator)
+    return [w.requires_grad_(), b.requires_grad_()]
+
+
+def train_airfoil(
+    optimizer: str,
+    hyper: dict,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    epochs: int,
+    batch_size: int = 10,
+    seed: int = 0,
+    implementation: str = "scratch",
+    eval_every: int = 200,
+    objective: str = "half_squared",
+    start: str | None = None,
+) -> pd.DataFrame:
+    """The book's train_ch11 ('scratch') and train_concise_ch11 ('torch') as one loop: the
+    loop of the airfoil code path.
+
+    Linear regression X @ w + b, minimising the mean half squared error over minibatches of a
+    fresh shuffle each epoch, from :func:`airfoil_start` (``start``; by default the book's for
+    the implementation). Whenever the examples seen reach a multiple of eval_every, the loss over
+    all the data is recorded with the training time so far (evaluation excluded). A loss that
+    explodes (:func:`~d2lrepro.core.results.exploded`) ends the run, flagged in the column
+    'diverged'.
+
+    The objective is the book's half squared error ('half_squared', train_ch11) or the full
+    squared error ('squared': the MSELoss of train_concise_ch11, twice the gradient); the
+    recorded loss is always the half squared error, as the book plots it. The seed drives the
+    initialisation and the shuffles, so a run is repeatable bit for bit; with start='ch11' both
+    implementations start from the same w, b, so that they can be compared from one start.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    start = start or BOOK_START.get(implementation, "ch11")
+    params = airfoil_start(features.shape[1], generator, start)
+    w, b = params
+    audit = None
+    if implementation == "scratch":
+        states = init_states(optimizer, params)
+        update = partial(step, optimizer, params, states, hyper)
+        if optimizer == "adagrad":  # its weights' state and steps, checked outside the timer
+            audit, adagrad_update = AdagradAudit(hyper["lr"], w), update
+
+            def update():
+                nonlocal untimed
+                t0 = time.perf_counter()
+                audit.before()
+                t1 = time.perf_counter()
+                adagrad_update()
+                t2 = time.perf_counter()
+                audit.after(states[0]["s"])
+                untimed += (t1 - t0) + (time.perf_counter() - t2)
+
+    elif implementation == "torch":
+        trainer = torch_optimizer(optimizer, params, hyper)
+
+        def update():
+            trainer.step()
+            trainer.zero_grad()
+
+    else:
+        raise ValueError(f"implementation must be 'scratch' or 'torch', not {implementation!r}")
+
+    if objective not in ("half_squared", "squared"):
+        raise ValueError(f"objective must be 'half_squared' or 'squared', not {objective!r}")
+    scale = 2.0 if objective == "squared" else 1.0
+
+    def loss(X, y):
+        return squared_loss(X @ w + b, y).mean()
+
+    num_examples = len(labels)
+    # Lazy, so each epoch's shuffle is drawn when that epoch begins.
+    batches = (
+        batch
+        for _ in range(epochs)
+        for batch in torch.randperm(num_examples, generator=generator).split(batch_size)
+    )
+    rows, n, elapsed, diverged, untimed = [], 0, 0.0, False, 0.0
+    start = time.perf_counter()
+    for batch in batches:
+        (scale * loss(features[batch], labels[batch])).backward()
+        update()
+        n += len(batch)
+        if n % eval_every == 0:
+            elapsed += time.perf_counter() - start - untimed
+            untimed = 0.0
+            with torch.no_grad():
+                value = loss(features, labels).item()
+            # From-scratch Adagrad's state: the weights' effective lr (NaN for the others).
+            eff_lr = (
+                adagrad_effective_lr(hyper["lr"], states[0]["s"])
+                if implementation == "scratch" and optimizer == "adagrad"
+                else math.nan
+            )
+            state_gap, step_gap = audit.take() if audit else (math.nan, math.nan)
+            rows.append(
+                {
+                    "epoch": n / num_examples,
+                    "examples": n,
+                    "loss": value,
+                    "elapsed": elapsed,
+                    "eff_lr": eff_lr,
+                    "state_gap": state_gap,
+                    "step_gap": step_gap,
+                }
+            )
+            if exploded(value, rows[0]["loss"]):
+                diverged = True
+                break
+            start = time.perf_counter()
+    return pd.DataFrame(rows, columns=COLUMNS[:-1]).assign(diverged=diverged)
 
 
 def hyper_of(setting: dict) -> dict:
@@ -41,7 +178,7 @@ def run_setting(
     implementation = setting["implementation"]
     frames = []
     for seed in seeds:
-        frame = optimizers.train_airfoil(
+        frame = train_airfoil(
             setting["optimizer"],
             hyper_of(setting),
             data["features"],
@@ -149,36 +286,29 @@ def decay_exponent(steps, values) -> float:
     return float(np.polyfit(np.log(steps[half:]), np.log(values[half:]), 1)[0])
 
 
-def compare_implementations(
-    data: dict, settings: dict, epochs: int, batch_size: int, eval_every: int, seed: int
+def compare_implementation(
+    name: str, setting: dict, data: dict, epochs: int, batch_size: int, eval_every: int, seed: int
 ) -> list[dict]:
     """Scratch vs torch.optim on one problem (same loss, data order and start: train_ch11's,
-    b = 0): the largest gap between their loss curves over ``epochs``.
-
-    One comparison per optimizer that has both, with the hyper-parameters of its torch setting.
-    """
-    rows = []
-    for name, setting in settings.items():
-        if setting["implementation"] != "torch":
-            continue
-        curves = [
-            optimizers.train_airfoil(
-                setting["optimizer"],
-                hyper_of(setting),
-                data["features"],
-                data["labels"],
-                epochs=epochs,
-                batch_size=batch_size,
-                seed=seed,
-                implementation=impl,
-                eval_every=eval_every,
-                start="ch11",
-            )["loss"].to_numpy()
-            for impl in ("scratch", "torch")
-        ]
-        gap = float(np.max(np.abs(curves[0] - curves[1]))) if len(curves[0]) else math.nan
-        rows.append(metric(f"{name}.scratch_vs_torch_gap", gap))
-    return rows
+    b = 0), with the hyper-parameters of torch setting ``name``: the largest gap between their
+    loss curves over ``epochs``."""
+    curves = [
+        train_airfoil(
+            setting["optimizer"],
+            hyper_of(setting),
+            data["features"],
+            data["labels"],
+            epochs=epochs,
+            batch_size=batch_size,
+            seed=seed,
+            implementation=impl,
+            eval_every=eval_every,
+            start="ch11",
+        )["loss"].to_numpy()
+        for impl in ("scratch", "torch")
+    ]
+    gap = float(np.max(np.abs(curves[0] - curves[1]))) if len(curves[0]) else math.nan
+    return [metric(f"{name}.scratch_vs_torch_gap", gap)]
 
 
 def draw_setting(group: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> None:
@@ -197,108 +327,6 @@ def draw_setting(group: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> 
     reference.draw(ax, book, group["setting"].iloc[0], "loss")
     epochs = math.ceil(group["epoch"].max())
     ax.set(xlim=(0, epochs), ylim=BOOK_YLIM, xlabel="epoch", ylabel="loss")
-    ax.legend(fontsize=6)
-    ax.grid(True)
-    plotting.save(fig, path, footer=footer)
-
-
-def adam_variant(inside: bool) -> str:
-    """The book's from-scratch Adam with ε outside the square root (1 / (√ŝ + ε), the book's
-    code) or inside it (1 / √(ŝ + ε)); ε itself is a hyper-parameter of both."""
-    return "adam_eps_inside" if inside else "adam"
-
-
-def eps_sweep(
-    data: dict, eps: list, seeds, lrs: list, epochs: int, batch_size: int, eval_every: int
-) -> pd.DataFrame:
-    """Final airfoil loss of Adam from scratch with ε outside and inside the square root, at
-    each ε, lr and seed; both variants of a seed start from the same init and data order."""
-    rows = []
-    for e in eps:
-        for lr in lrs:
-            for inside in (False, True):
-                for seed in seeds:
-                    frame = optimizers.train_airfoil(
-                        adam_variant(inside),
-                        {"lr": lr, "eps": e},
-                        data["features"],
-                        data["labels"],
-                        epochs=epochs,
-                        batch_size=batch_size,
-                        seed=seed,
-                        eval_every=eval_every,
-                    )
-                    final = frame["loss"].iloc[-1] if len(frame) else math.nan
-                    if frame["diverged"].any():
-                        final = math.nan
-                    where = "inside" if inside else "outside"
-                    rows.append(
-                        {"eps": e, "lr": lr, "seed": seed, "variant": where, "final_loss": final}
-                    )
-    return pd.DataFrame(rows)
-
-
-def best_over_lr(finals: pd.DataFrame) -> pd.DataFrame:
-    """Each variant at its best lr: per (ε, seed, variant) of :func:`eps_sweep`, the lowest
-    final loss over the lr grid and the lr that gave it. A run that diverged counts as the
-    worst lr; the loss is NaN only where every lr diverged."""
-    ranked = finals.reset_index(drop=True)
-    ranked["rank"] = ranked["final_loss"].fillna(math.inf)
-    best = ranked.loc[ranked.groupby(["eps", "seed", "variant"])["rank"].idxmin()]
-    return best.drop(columns="rank").reset_index(drop=True)
-
-
-def eps_metrics(finals: pd.DataFrame) -> list[dict]:
-    """Each variant at its best lr (:func:`best_over_lr`: with one lr the setting fixes the
-    effective step, which ε inside or outside the root changes), then one vote per seed (its
-    runs at neighbouring ε share init, data order and nearly the whole trajectory, so they are
-    not independent): the sign of the seed's median gap over the ε values where the two
-    variants' best losses differ beyond :data:`TIE_RELATIVE`. The seeds where ε outside ends
-    lower, those where ε inside does, and the one-sided sign-test p-value of ε outside ending
-    lower more often; a variant that diverged at every lr fails the sweep."""
-    best = best_over_lr(finals)
-    pairs = best.pivot(index=["eps", "seed"], columns="variant", values="final_loss")
-    if pairs.isna().to_numpy().any():
-        return [failed("adam.eps_sweep.sign_p", "a variant of the ε sweep diverged at every lr")]
-    gap = pairs["inside"] - pairs["outside"]
-    tie = gap.abs() <= TIE_RELATIVE * pairs["outside"]
-    votes = gap[~tie].groupby(level="seed").median()
-    outside, inside = int((votes > 0).sum()), int((votes < 0).sum())
-    sign_p = sign_test_p(outside, outside + inside)
-    seeds = pairs.index.get_level_values("seed").nunique()
-    decided = sorted({f"{e:g}" for e, _ in gap[~tie].index}, key=float)
-    lrs = sorted(finals["lr"].unique())
-    edge = int(best["lr"].isin([lrs[0], lrs[-1]]).sum()) if len(lrs) > 1 else 0
-    note = (
-        f"each variant at its best of lr = {', '.join(f'{lr:g}' for lr in lrs)}"
-        f" ({len(finals)} runs; the best lr at an end of that grid for {edge} of {len(best)});"
-        f" ε outside ended lower for {outside} seeds, ε inside for {inside}, of {seeds} (each"
-        " seed: the sign of its median gap over the ε where the variants differ beyond float32"
-        f" precision); they differ at ε = {', '.join(decided) or 'none'}"
-    )
-    return [
-        metric("adam.eps_sweep.seeds", seeds),
-        metric("adam.eps_sweep.runs", len(finals)),
-        metric("adam.eps_sweep.outside_lower", outside),
-        metric("adam.eps_sweep.inside_lower", inside),
-        metric("adam.eps_sweep.sign_p", sign_p, note=note),
-    ]
-
-
-def draw_eps(finals: pd.DataFrame, path, footer: str) -> None:
-    """Per seed and ε, the best final loss over the lr grid (:func:`best_over_lr`) with ε
-    inside minus with ε outside (above 0: ε outside ends lower); the line is the median over
-    seeds."""
-    best = best_over_lr(finals)
-    pairs = best.pivot(index=["eps", "seed"], columns="variant", values="final_loss")
-    gap = (pairs["inside"] - pairs["outside"]).rename("gap").reset_index()
-    fig, ax = plotting.figure()
-    median = gap.groupby("eps")["gap"].median()
-    ax.plot(median.index, median.to_numpy(), "-o", markersize=3, label="median over seeds")
-    ax.scatter(gap["eps"], gap["gap"], s=8, alpha=0.5, label="one seed")
-    ax.axhline(0, color="0.55", linewidth=0.8)
-    ax.set(xscale="log", xlabel="ε", ylabel="best loss(inside) − best loss(outside)")
-    ax.set_yscale("symlog", linthresh=1e-6)  # the gaps span ulps at small ε to 1e-3
     ax.legend(fontsize=6)
     ax.grid(True)
     plotting.save(fig, path, footer=footer)

@@ -1,9 +1,9 @@
-"""The optimization chapter's from-scratch optimizers, its 2-D traces and its airfoil training loop.
+"""The optimization chapter's from-scratch optimizers and its 2-D traces.
 
 Each optimizer is one in-place update rule on a parameter tensor, as the book writes it, so the
-same rule drives the 2-D traces (a float64 tensor holding (x1, x2)) and the airfoil regression.
-:func:`train_airfoil` is the airfoil code path's loop: a new experiment on the airfoil data
-reuses it. Through the traces, the weight curves and the airfoil sweeps these rules serve
+same rule drives the 2-D traces (a float64 tensor holding (x1, x2)) and the airfoil regression
+(:func:`d2lrepro.optimization.airfoil.train_airfoil`). Through the traces, the weight curves
+and the airfoil sweeps these rules serve
 ``momentum.*``, ``adagrad.*``, ``rmsprop.*``, ``adadelta.*``, ``adam.*`` and
 ``data.train_ch11.sec_per_epoch``.
 """
@@ -11,20 +11,11 @@ reuses it. Through the traces, the weight curves and the airfoil sweeps these ru
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-import pandas as pd
 import torch
-
-from d2lrepro.core.results import exploded
-
-COLUMNS = ["epoch", "examples", "loss", "elapsed", "eff_lr", "state_gap", "step_gap", "diverged"]
-# Where the book's airfoil loops start: train_ch11 from b = 0, train_concise_ch11 from
-# nn.Linear's default bias.
-BOOK_START = {"scratch": "ch11", "torch": "concise"}
 
 
 def _sgd_momentum(p, g, state, hyper):
@@ -204,130 +195,3 @@ def trace_2d(
     points = [tuple(x.tolist())]
     points += [tuple(x.tolist()) for _ in walk(optimizer, x, grad_2d, steps, hyper)]
     return points
-
-
-def squared_loss(y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The book's squared_loss: half the squared error, per example."""
-    return (y_hat - y.reshape(y_hat.shape)) ** 2 / 2
-
-
-def airfoil_start(dim: int, generator: torch.Generator, start: str) -> list[torch.Tensor]:
-    """The weights w ~ N(0, 0.01^2) (d x 1) and bias b a run starts from: b = 0 as train_ch11
-    ('ch11'), or nn.Linear's default bias U(±1/√d), which train_concise_ch11 keeps ('concise')."""
-    if start not in ("ch11", "concise"):
-        raise ValueError(f"start must be 'ch11' or 'concise', not {start!r}")
-    w = torch.normal(0.0, 0.01, size=(dim, 1), generator=generator)
-    b = torch.zeros(1)
-    if start == "concise":
-        b.uniform_(-(dim**-0.5), dim**-0.5, generator=generator)
-    return [w.requires_grad_(), b.requires_grad_()]
-
-
-def train_airfoil(
-    optimizer: str,
-    hyper: dict,
-    features: torch.Tensor,
-    labels: torch.Tensor,
-    epochs: int,
-    batch_size: int = 10,
-    seed: int = 0,
-    implementation: str = "scratch",
-    eval_every: int = 200,
-    objective: str = "half_squared",
-    start: str | None = None,
-) -> pd.DataFrame:
-    """The book's train_ch11 ('scratch') and train_concise_ch11 ('torch') as one loop: the
-    loop of the airfoil code path.
-
-    Linear regression X @ w + b, minimising the mean half squared error over minibatches of a
-    fresh shuffle each epoch, from :func:`airfoil_start` (``start``; by default the book's for
-    the implementation). Whenever the examples seen reach a multiple of eval_every, the loss over
-    all the data is recorded with the training time so far (evaluation excluded). A loss that
-    explodes (:func:`~d2lrepro.core.results.exploded`) ends the run, flagged in the column
-    'diverged'.
-
-    The objective is the book's half squared error ('half_squared', train_ch11) or the full
-    squared error ('squared': the MSELoss of train_concise_ch11, twice the gradient); the
-    recorded loss is always the half squared error, as the book plots it. The seed drives the
-    initialisation and the shuffles, so a run is repeatable bit for bit; with start='ch11' both
-    implementations start from the same w, b, so that they can be compared from one start.
-    """
-    generator = torch.Generator().manual_seed(seed)
-    start = start or BOOK_START.get(implementation, "ch11")
-    params = airfoil_start(features.shape[1], generator, start)
-    w, b = params
-    audit = None
-    if implementation == "scratch":
-        states = init_states(optimizer, params)
-        update = partial(step, optimizer, params, states, hyper)
-        if optimizer == "adagrad":  # its weights' state and steps, checked outside the timer
-            audit, adagrad_update = AdagradAudit(hyper["lr"], w), update
-
-            def update():
-                nonlocal untimed
-                t0 = time.perf_counter()
-                audit.before()
-                t1 = time.perf_counter()
-                adagrad_update()
-                t2 = time.perf_counter()
-                audit.after(states[0]["s"])
-                untimed += (t1 - t0) + (time.perf_counter() - t2)
-
-    elif implementation == "torch":
-        trainer = torch_optimizer(optimizer, params, hyper)
-
-        def update():
-            trainer.step()
-            trainer.zero_grad()
-
-    else:
-        raise ValueError(f"implementation must be 'scratch' or 'torch', not {implementation!r}")
-
-    if objective not in ("half_squared", "squared"):
-        raise ValueError(f"objective must be 'half_squared' or 'squared', not {objective!r}")
-    scale = 2.0 if objective == "squared" else 1.0
-
-    def loss(X, y):
-        return squared_loss(X @ w + b, y).mean()
-
-    num_examples = len(labels)
-    # Lazy, so each epoch's shuffle is drawn when that epoch begins.
-    batches = (
-        batch
-        for _ in range(epochs)
-        for batch in torch.randperm(num_examples, generator=generator).split(batch_size)
-    )
-    rows, n, elapsed, diverged, untimed = [], 0, 0.0, False, 0.0
-    start = time.perf_counter()
-    for batch in batches:
-        (scale * loss(features[batch], labels[batch])).backward()
-        update()
-        n += len(batch)
-        if n % eval_every == 0:
-            elapsed += time.perf_counter() - start - untimed
-            untimed = 0.0
-            with torch.no_grad():
-                value = loss(features, labels).item()
-            # From-scratch Adagrad's state: the weights' effective lr (NaN for the others).
-            eff_lr = (
-                adagrad_effective_lr(hyper["lr"], states[0]["s"])
-                if implementation == "scratch" and optimizer == "adagrad"
-                else math.nan
-            )
-            state_gap, step_gap = audit.take() if audit else (math.nan, math.nan)
-            rows.append(
-                {
-                    "epoch": n / num_examples,
-                    "examples": n,
-                    "loss": value,
-                    "elapsed": elapsed,
-                    "eff_lr": eff_lr,
-                    "state_gap": state_gap,
-                    "step_gap": step_gap,
-                }
-            )
-            if exploded(value, rows[0]["loss"]):
-                diverged = True
-                break
-            start = time.perf_counter()
-    return pd.DataFrame(rows, columns=COLUMNS[:-1]).assign(diverged=diverged)

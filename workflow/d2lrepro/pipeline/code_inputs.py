@@ -1,5 +1,12 @@
 """Which package modules a workflow script runs: its import closure, as rule code inputs, so
-that editing a module reruns exactly the rules whose scripts import it, directly or not."""
+that editing a module reruns exactly the rules whose scripts run it, directly or not.
+
+An import at a module's top level (or in a class) runs when the module is imported; one inside
+a module-level function runs only where that function does: where the script or a running part
+of another module names it (``module.f``, ``from module import f``), or a running part of its
+own module does. So an experiment's module may import its plotting inside its summary, and its
+training job does not rerun when a figure changes. A module imported in any other way (``import
+d2lrepro.a.b``, ``import ... as``, a star) counts with every function."""
 
 from __future__ import annotations
 
@@ -23,44 +30,123 @@ def module_file(name: str, package_dir: Path = PACKAGE_DIR) -> Path | None:
     return base / "__init__.py" if len(parts) == 1 else None
 
 
+EVERY = None  # every function of a module runs
+
+
+def _names(node: ast.Import | ast.ImportFrom, path: Path, package_dir: Path) -> list[str]:
+    """The dotted names an import statement may load (each as a module or a package)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:  # relative to the importing module's package
+        here = path.resolve().parent.relative_to(package_dir.parent).parts
+        here = here[: len(here) - (node.level - 1)]
+        base = ".".join([*here, base] if base else here)
+    return [base] + [f"{base}.{alias.name}" for alias in node.names]
+
+
+def _sources(names, package_dir: Path) -> set[Path]:
+    """The package's source files of ``names``, with every package ``__init__.py`` on the way,
+    which Python runs first."""
+    found = set()
+    for name in names:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            source = module_file(".".join(parts[:i]), package_dir)
+            if source is not None:
+                found.add(source)
+    return found
+
+
+def _running(tree: ast.Module, functions) -> list[ast.AST]:
+    """The parts of a module that run: its top-level statements but its functions, and the
+    functions of ``functions`` (:data:`EVERY`: all) with those they name, in turn."""
+    defined = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    parts = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    todo = list(defined) if functions is EVERY else list(functions)
+    todo += [n.id for part in parts for n in ast.walk(part) if isinstance(n, ast.Name)]
+    running: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in defined and name not in running:
+            running.add(name)
+            todo += [n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name)]
+    return parts + [defined[name] for name in sorted(running)]
+
+
+def _uses(path: Path, functions, package_dir: Path) -> dict[Path, set[str] | None]:
+    """The package modules the running parts of ``path`` import, each with the names it uses
+    of them (:data:`EVERY` where it may use any); packages' ``__init__.py`` on the way count
+    with every name."""
+    tree = ast.parse(Path(path).read_text(), str(path))
+    parts = _running(tree, functions)
+    uses: dict[Path, set[str] | None] = {}
+    aliases: dict[str, Path] = {}
+
+    def use(module: Path, names) -> None:
+        if names is EVERY or uses.get(module, set()) is EVERY:
+            uses[module] = EVERY
+        else:
+            uses[module] = uses.get(module, set()) | set(names)
+
+    for node in (n for part in parts for n in ast.walk(part)):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        for source in _sources(_names(node, path, package_dir), package_dir):
+            use(source, EVERY if source.name == "__init__.py" else set())
+        if isinstance(node, ast.Import):
+            for source in _sources([a.name for a in node.names], package_dir):
+                use(source, EVERY)  # reached by its dotted name or an alias: anything
+            continue
+        base = _names(node, path, package_dir)[0]
+        for alias in node.names:
+            module = module_file(f"{base}.{alias.name}", package_dir)
+            if alias.name == "*":
+                use(module_file(base, package_dir) or path, EVERY)
+            elif module is not None and module.name != "__init__.py":
+                aliases[alias.asname or alias.name] = module
+            elif (parent := module_file(base, package_dir)) is not None:
+                use(parent, {alias.name})
+    nodes = [n for part in parts for n in ast.walk(part)]
+    named = {
+        id(n.value): n.attr
+        for n in nodes
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+    }
+    for node in nodes:
+        if isinstance(node, ast.Name) and node.id in aliases:
+            # module.f runs f; a module passed on as a value may run any of it
+            use(aliases[node.id], {named[id(node)]} if id(node) in named else EVERY)
+    uses.pop(Path(path), None)
+    return uses
+
+
 def imported_modules(path: Path, package_dir: Path = PACKAGE_DIR) -> set[Path]:
     """Source files of the package that the Python file at ``path`` imports anywhere in it
     (``import d2lrepro.a.b``, ``from d2lrepro.a import b``, ``from d2lrepro.a.b import c``,
-    and relative imports), with the ``__init__.py`` of every package on the way, which Python
-    runs first."""
-    path = Path(path)
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative to the importing module's package
-                here = path.resolve().parent.relative_to(package_dir.parent).parts
-                here = here[: len(here) - (node.level - 1)]
-                base = ".".join([*here, base] if base else here)
-            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for name in names:
-            parts = name.split(".")
-            for i in range(1, len(parts) + 1):
-                source = module_file(".".join(parts[:i]), package_dir)
-                if source is not None:
-                    found.add(source)
-    return found
+    and relative imports), with the ``__init__.py`` of every package on the way."""
+    return set(_uses(path, EVERY, package_dir))
 
 
 def closure(script: Path, root: Path) -> list[str]:
     """The source files of the package under ``root`` (``workflow/d2lrepro``) that ``script``
-    runs, relative to ``root``, sorted."""
+    runs, relative to ``root``, sorted: every module it imports, and every module those import
+    in their running parts, until nothing more runs."""
     root = Path(root).resolve()
     package_dir = root / "workflow" / PACKAGE
-    seen: set[Path] = set()
-    todo = list(imported_modules(script, package_dir))
+    running: dict[Path, set[str] | None] = {}
+    todo = [(module, names) for module, names in _uses(script, EVERY, package_dir).items()]
     while todo:
-        source = todo.pop()
-        if source not in seen:
-            seen.add(source)
-            todo += imported_modules(source, package_dir)
-    return sorted(str(f.relative_to(root)) for f in seen)
+        module, names = todo.pop()
+        if module in running:
+            known = running[module]
+            if known is EVERY or (names is not EVERY and names <= known):
+                continue
+            names = EVERY if names is EVERY else known | names
+        running[module] = names
+        todo += list(_uses(module, names, package_dir).items())
+    return sorted(str(f.relative_to(root)) for f in running)
