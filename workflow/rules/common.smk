@@ -19,7 +19,6 @@ from snakemake.utils import Paramspace
 
 from d2lrepro.pipeline import archive, claims, code_inputs, settings
 from d2lrepro.core import fetch, gpu_locks, machines, paths
-from d2lrepro.optimization import schedulers
 
 ENV = "../../envs/d2lrepro.yaml"
 
@@ -124,20 +123,6 @@ def needs(mem_mb, runtime, gpus=0, shared=False):
     }
 
 
-def run_devices(wildcards):
-    """The devices of multi-device run ``wildcards.run``."""
-    return S["data_parallel"]["runs"][wildcards.run]["devices"]
-
-
-def spanning_nodes(wildcards):
-    """The nodes of multi-device run ``wildcards.run`` if it spans several, else None (no
-    such resource): SLURM then allocates them with one task (a torchrun agent) per node, and
-    the `mpi` resource tells the executor that the job starts its tasks itself (srun).
-    """
-    nodes = S["data_parallel"]["runs"][wildcards.run]["nodes"]
-    return nodes if nodes > 1 else None
-
-
 def machines_of(path):
     """The records of the machines that measured the numbers of ``path``, beside it
     (core.machines): an output of the job that writes ``path``, an input of those that read
@@ -177,35 +162,6 @@ def plain(value):
     return value.item() if hasattr(value, "item") else value
 
 
-LR_RUNS = list(schedulers.EXPERIMENTS)
-MULTIGPU_MODELS = sorted({run["model"] for run in S["data_parallel"]["runs"].values()})
-
-
-def lr_runs():
-    """Every (run, semantics, seed); a constant lr has no schedule to apply late."""
-    lr = S["lr_schedules"]
-    pairs = [("constant", "as_written")] + [
-        (r, s) for r in LR_RUNS[1:] for s in lr["semantics"]
-    ]
-    return [
-        f"results/optimization/lr_schedules/runs/{r}.{s}.seed{seed}.csv"
-        for r, s in pairs
-        for seed in lr["seeds"]
-    ]
-
-
-WARMUP_VARIANTS = ["none", "linear"]
-
-
-def warmup_runs():
-    """One output per peak lr of the warm-up sweep and variant (all seeds in one job)."""
-    return [
-        f"results/optimization/warmup_sweep/runs/lr{lr}.{variant}.csv"
-        for lr in S["warmup_sweep"]["lrs"]
-        for variant in WARMUP_VARIANTS
-    ]
-
-
 # Archives come from other machines: each is read and checked in full here, so that a bad
 # one stops the workflow, naming the file, before any job runs.
 for path in S["compare_with"]:
@@ -223,3 +179,12 @@ def compared(wildcards):
             " --config compare_with='[a.zip, b.zip]'"
         )
     return S["compare_with"]
+
+
+# What each chapter's rules register for the report's rules, so that these name no
+# experiment: the benchmark files of the jobs that run each setting a preset scales (a scaled
+# claim says how long judging it at the book's scale would take here), and the tables its
+# figures draw besides the evidence the ledger names (what rule compare draws again, what a
+# reader of the archive can plot).
+TIMED = {}
+CURVES = []

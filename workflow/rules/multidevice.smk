@@ -3,6 +3,18 @@
 # lacks the devices.
 
 
+MULTIGPU_MODELS = sorted({run["model"] for run in S["data_parallel"]["runs"].values()})
+
+
+# The nodes of each multi-device run that spans several, else None (no such resource): SLURM
+# then allocates them with one task (a torchrun agent) per node, and the `mpi` resource tells
+# the executor that the job starts its tasks itself (srun).
+SPANNING_NODES = {
+    name: run["nodes"] if run["nodes"] > 1 else None
+    for name, run in S["data_parallel"]["runs"].items()
+}
+
+
 rule data_parallel_run:
     input:
         data="results/data/fashion_mnist.pt",
@@ -22,10 +34,10 @@ rule data_parallel_run:
         ENV
     threads: all_cores
     resources:
-        **needs(8000, 480, gpus=run_devices),
-        nodes=spanning_nodes,
-        tasks=spanning_nodes,
-        mpi=lambda w: "srun" if spanning_nodes(w) else None,
+        **needs(8000, 480, gpus=lambda w: S["data_parallel"]["runs"][w.run]["devices"]),
+        nodes=lambda w: SPANNING_NODES[w.run],
+        tasks=lambda w: SPANNING_NODES[w.run],
+        mpi=lambda w: "srun" if SPANNING_NODES[w.run] else None,
     params:
         run=lambda w: S["data_parallel"]["runs"][w.run],
         timeout=S["data_parallel"]["timeout"],
@@ -252,3 +264,21 @@ rule parameter_server_summary:
         **needs(2000, 10),
     script:
         "../scripts/parameter_server_summary.py"
+
+
+TIMED |= {
+    f"data_parallel.runs.{run}": expand(
+        "benchmarks/data_parallel_run/{run}.seed{seed}.tsv",
+        run=[run],
+        seed=S["data_parallel"]["seeds"],
+    )
+    for run in S["data_parallel"]["runs"]
+}
+CURVES += [
+    *rules.data_parallel_summary.input.runs,
+    *rules.data_parallel_summary.input.topk,
+    *rules.single_process_summary.input.runs,
+    *rules.cost_model_summary.input.costs,
+    rules.cost_model_summary.input.examples,
+    rules.parameter_server_summary.input.timings,
+]

@@ -1,5 +1,25 @@
 # The optimization chapter: intro figures, 2-D traces, weight curves, airfoil sweeps,
 # learning-rate schedules.
+from d2lrepro.optimization import schedulers
+
+LR_RUNS = list(schedulers.EXPERIMENTS)
+
+
+# Every (run, semantics, seed) of the lr schedules; a constant lr has no schedule to apply late.
+LR_RUN_FILES = [
+    f"results/optimization/lr_schedules/runs/{r}.{s}.seed{seed}.csv"
+    for r, s in [("constant", "as_written")]
+    + [(r, s) for r in LR_RUNS[1:] for s in S["lr_schedules"]["semantics"]]
+    for seed in S["lr_schedules"]["seeds"]
+]
+WARMUP_VARIANTS = ["none", "linear"]
+# One output per peak lr of the warm-up sweep and variant (all seeds in one job).
+WARMUP_RUN_FILES = [
+    f"results/optimization/warmup_sweep/runs/lr{lr}.{variant}.csv"
+    for lr in S["warmup_sweep"]["lrs"]
+    for variant in WARMUP_VARIANTS
+]
+
 
 AIRFOIL = Paramspace(
     pd.DataFrame({"setting": list(S["airfoil"]["settings"])}), filename_params="*"
@@ -114,7 +134,9 @@ rule airfoil_run:
 
 
 # Scratch against torch.optim from one start, one job per optimizer that has a torch setting.
-COMPARED = [n for n, s in S["airfoil"]["settings"].items() if s["implementation"] == "torch"]
+COMPARED = [
+    n for n, s in S["airfoil"]["settings"].items() if s["implementation"] == "torch"
+]
 
 
 rule airfoil_compare:
@@ -324,8 +346,8 @@ rule warmup_sweep:
 
 rule lr_schedules_summary:
     input:
-        runs=lr_runs(),
-        machines=[machines_of(run) for run in lr_runs()],
+        runs=LR_RUN_FILES,
+        machines=[machines_of(run) for run in LR_RUN_FILES],
         book_curves="workflow/reference/book_curves.csv",
         code=code("lr_schedules_summary"),
     output:
@@ -354,8 +376,8 @@ rule lr_schedules_summary:
 
 rule warmup_sweep_summary:
     input:
-        runs=warmup_runs(),
-        machines=[machines_of(run) for run in warmup_runs()],
+        runs=WARMUP_RUN_FILES,
+        machines=[machines_of(run) for run in WARMUP_RUN_FILES],
         code=code("warmup_sweep_summary"),
     output:
         metrics="results/optimization/warmup_sweep/metrics.csv",
@@ -372,3 +394,24 @@ rule warmup_sweep_summary:
         **needs(2000, 10),
     script:
         "../scripts/warmup_sweep_summary.py"
+
+
+TIMED |= {
+    "lr_schedules": [
+        f"benchmarks/lr_schedules_run/{Path(p).stem}.tsv" for p in LR_RUN_FILES
+    ],
+    "warmup_sweep": [
+        f"benchmarks/warmup_sweep/{Path(p).stem}.tsv" for p in WARMUP_RUN_FILES
+    ],
+    "airfoil": expand(
+        "benchmarks/airfoil_run/{setting}.tsv", setting=AIRFOIL.instance_patterns
+    ),
+    "airfoil.eps_sweep": expand("benchmarks/adam_eps_run/eps{eps}.tsv", eps=EPS),
+}
+CURVES += [
+    rules.traces.output.steps,
+    rules.airfoil_summary.output.runs,
+    rules.adam_eps_summary.output.runs,
+    rules.lr_schedules_summary.output.history,
+    *rules.warmup_sweep_summary.input.runs,
+]

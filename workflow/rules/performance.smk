@@ -98,3 +98,6 @@ rule hardware:
         hardware=S["hardware"],
     script:
         "../scripts/hardware.py"
+
+
+CURVES += [rules.hardware.output.sweep, rules.hardware.output.latency]

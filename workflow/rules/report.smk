@@ -39,27 +39,7 @@ rule evaluate_claims:
         deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
         # The benchmark files of the jobs that run each setting a preset scales: a scaled
         # claim says how long judging it at the book's scale would take here.
-        timed={
-            "lr_schedules": [
-                f"benchmarks/lr_schedules_run/{Path(p).stem}.tsv" for p in lr_runs()
-            ],
-            "warmup_sweep": [
-                f"benchmarks/warmup_sweep/{Path(p).stem}.tsv" for p in warmup_runs()
-            ],
-            "airfoil": expand(
-                "benchmarks/airfoil_run/{setting}.tsv",
-                setting=AIRFOIL.instance_patterns,
-            ),
-            "airfoil.eps_sweep": expand("benchmarks/adam_eps_run/eps{eps}.tsv", eps=EPS),
-            **{
-                f"data_parallel.runs.{run}": expand(
-                    "benchmarks/data_parallel_run/{run}.seed{seed}.tsv",
-                    run=[run],
-                    seed=S["data_parallel"]["seeds"],
-                )
-                for run in S["data_parallel"]["runs"]
-            },
-        },
+        timed=TIMED,
     script:
         "../scripts/evaluate_claims.py"
 
@@ -95,25 +75,6 @@ rule report:
         deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
     script:
         "../scripts/report.py"
-
-
-# The tables the figures draw, besides the evidence the ledger names: what a comparison of
-# runs draws again (rule compare), and what a reader of the archive can plot.
-CURVES = [
-    rules.traces.output.steps,
-    rules.airfoil_summary.output.runs,
-    rules.adam_eps_summary.output.runs,
-    rules.lr_schedules_summary.output.history,
-    *rules.warmup_sweep_summary.input.runs,
-    rules.hardware.output.sweep,
-    rules.hardware.output.latency,
-    *rules.data_parallel_summary.input.runs,
-    *rules.data_parallel_summary.input.topk,
-    *rules.single_process_summary.input.runs,
-    *rules.cost_model_summary.input.costs,
-    rules.cost_model_summary.input.examples,
-    rules.parameter_server_summary.input.timings,
-]
 
 
 rule archive:
