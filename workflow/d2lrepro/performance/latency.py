@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from d2lrepro.core.results import metric, not_applicable
-from d2lrepro.core.timing import alternated, spread
+from d2lrepro.core.timing import spread
 
 KIB, MIB = 1024, 1024**2
 CACHE_ROOT = Path("/sys/devices/system/cpu/cpu0/cache")
@@ -37,6 +37,9 @@ int64_t chase(const int64_t *next, int64_t start, int64_t hops) {
 }
 """
 LINE = 64  # bytes: one link of the chain per cache line
+# Working sets up to this size may sit in a cache: their chains stay allocated (the next ones
+# land elsewhere) and are warmed by a lap before each timed walk.
+CACHED = 64 * 1024**2
 LEVELS = ("l1", "l2", "mib256")
 # Each ratio of two levels' latencies: (the slower level, the faster one).
 RATIOS = {"l2_over_l1": ("l2", "l1"), "mib256_over_l2": ("mib256", "l2")}
@@ -143,34 +146,26 @@ def latency_ratios(
     caches: dict[str, int],
     hops: int = 1_000_000,
     layouts: int = 8,
-    max_run_time: float = 8.0,
+    rounds: int = 8,
 ) -> list[dict]:
     """How many times an L1 reference an L2 one costs, and an L2 one a 256 MiB one, judged on
     the spread over chains and rounds. For each of ``layouts`` chains per level, one after
-    another (each its own permutation in memory of its own: where a chain lands in the caches
-    changes from one run to the next), the three levels' chases are timed side by side in
-    rounds, their order turned each round (:func:`~d2lrepro.core.timing.alternated`), and each
-    round gives one ratio per pair of levels: a load that comes and goes weighs on every level
-    alike. Returns the median and IQR over every chain's rounds."""
+    another (each a permutation of its own in an allocation of its own: where a chain lands
+    in the caches changes from one run to the next), the three levels are timed side by side
+    in ``rounds`` rounds (:func:`timed_rounds`), and each round gives one ratio per pair of
+    levels: a load that comes and goes weighs on every level alike. Returns the median and
+    IQR over every chain's rounds."""
     if latency is None:
         return [not_applicable(f"lat.{name}", NO_COMPILER, "x") for name in RATIO_METRICS]
     sizes = picked(latency, caches)
     measured = {level: size for level, size in sizes.items() if isinstance(size, int)}
     chase = _compile_chase()
-
-    def walk(buffer: torch.Tensor, start: int):
-        at = [start]  # each walk goes on where the last stopped, so a working set larger
-        # than hops lines is read through, not its first hops lines again from a cache
-
-        def step():
-            at[0] = chase(buffer.data_ptr(), at[0], hops)
-
-        return step
-
     per_round: dict[str, list[float]] = {ratio: [] for ratio in RATIOS}
+    kept = []
     for layout in range(layouts if measured else 0):
-        walks = {level: walk(*chase_chain(size, seed=layout)) for level, size in measured.items()}
-        seconds = alternated(walks, "cpu", max_run_time=max_run_time / layouts)
+        chains = {level: chase_chain(size, seed=layout) for level, size in measured.items()}
+        kept += [chain for level, chain in chains.items() if measured[level] <= CACHED]
+        seconds = timed_rounds(chase, chains, hops, rounds)
         for ratio, (slow, fast) in RATIOS.items():
             if slow in seconds and fast in seconds:
                 per_round[ratio] += [a / b for a, b in zip(seconds[slow], seconds[fast])]
@@ -182,12 +177,33 @@ def latency_ratios(
                 not_applicable(f"lat.{ratio}{end}", unmeasured[0], "x") for end in ("", "_iqr")
             ]
             continue
-        rounds = spread(per_round[ratio])
+        spread_of = spread(per_round[ratio])
         rows += [
-            metric(f"lat.{ratio}", rounds["median"], "x"),
-            metric(f"lat.{ratio}_iqr", rounds["iqr"], "x"),
+            metric(f"lat.{ratio}", spread_of["median"], "x"),
+            metric(f"lat.{ratio}_iqr", spread_of["iqr"], "x"),
         ]
     return rows
+
+
+def timed_rounds(chase, chains: dict, hops: int, rounds: int) -> dict[str, list[float]]:
+    """Seconds of ``hops`` dependent reads through each chain (level -> (buffer, start)),
+    round by round: the levels in their order, then in reverse (l1 l2 M, M l2 l1, ...), so
+    that each pair of neighbouring levels is timed back to back and each goes first as often.
+    Each timed walk through a working set of at most :data:`CACHED` follows an untimed lap of
+    its lines, which brings them back after the other levels' walks evicted them; each walk
+    goes on where the last one stopped, so a working set larger than ``hops`` lines is read
+    through."""
+    at = {level: start for level, (_, start) in chains.items()}
+    seconds: dict[str, list[float]] = {level: [] for level in chains}
+    for r in range(rounds):
+        for level in list(chains) if r % 2 == 0 else reversed(list(chains)):
+            buffer = chains[level][0]
+            if buffer.numel() * 8 <= CACHED:
+                at[level] = chase(buffer.data_ptr(), at[level], buffer.shape[0])
+            begin = time.perf_counter()
+            at[level] = chase(buffer.data_ptr(), at[level], hops)
+            seconds[level].append(time.perf_counter() - begin)
+    return seconds
 
 
 def _parse_size(text: str) -> int | None:

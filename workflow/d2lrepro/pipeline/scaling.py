@@ -62,11 +62,13 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds:
     if not hits:
         return ""
     parts = [f"{k} = {v} (book: {'all' if b is None else b})" for k, b, v in hits]
-    families = [
+    matched = [
         f
         for f in seconds
         if any(f == d or d.startswith(f + ".") or f.startswith(d + ".") for d in depends_on)
     ]
+    # A family whose own part also matched (airfoil beside airfoil.eps_sweep) runs other jobs.
+    families = [f for f in matched if not any(g.startswith(f + ".") for g in matched)]
     spent = sum(seconds[f] for f in families)
     book = sum(seconds[f] * _work_factor([h for h in hits if _under(h[0], f)]) for f in families)
     factor = _work_factor(hits)

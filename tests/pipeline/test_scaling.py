@@ -1,0 +1,20 @@
+"""What a preset scaled that a claim depends on, and how long its book-scale run would take
+(d2lrepro.pipeline.scaling)."""
+
+from d2lrepro.pipeline import scaling
+
+
+def test_the_most_specific_family_of_jobs_is_the_one_timed():
+    """The ε sweep's jobs are the family airfoil.eps_sweep: the optimizer sweep's jobs
+    (family airfoil) do not count towards a claim about the ε sweep, though its settings sit
+    under airfoil too."""
+    seconds = {"airfoil": 600.0, "airfoil.eps_sweep": 30.0}
+    deviations = [("airfoil.eps_sweep.eps", [1, 2, 3, 4], [1, 2])]
+    reason = scaling.scaled_reason(
+        ["airfoil.epochs", "airfoil.eps_sweep"], deviations, "smoke", seconds
+    )
+    assert "at most about 60 s of job time here" in reason  # 30 s x 4 / 2
+    other = scaling.scaled_reason(
+        ["airfoil.seeds"], [("airfoil.seeds", [0, 1], [0])], "smoke", seconds
+    )
+    assert "at most about 20 min of job time here" in other  # 600 s x 2
