@@ -8,7 +8,7 @@ the intended schedule at 0.5 then 0.25). lrs.sqrt_train and the curve claims of 
 square-root, cosine and warm-up runs: each with a small plausible mutation of its schedule (or,
 for the constant run, of its test split). A mutation shows something only where the unbroken
 runs reproduce the claim; elsewhere the test is skipped with the verdict (the report is where
-that verdict is a finding). Some 36 runs of 30 epochs, close to an hour on 2 CPU cores: the
+that verdict is a finding). Some 36 runs of 30 epochs, about 100 minutes on 2 CPU cores: the
 default test command leaves them out, ``pytest -m book_scale`` runs them.
 """
 
@@ -95,7 +95,7 @@ def test_a_multistep_schedule_never_applied_fails_its_claims(claim_id, intact, r
 # The other schedules' claims at the book's scale: lrs.sqrt_train, and the curve claims of the
 # constant, square-root, cosine and warm-up runs. Each claim's unbroken runs (every seed, as the
 # book's code applies the schedule) and a small plausible mutation of what it is about; some
-# 24 runs of 30 epochs, about 35 minutes on 2 CPU cores.
+# 27 runs of 30 epochs, about 75 minutes on 2 CPU cores.
 
 
 def sqrt_exponent_sign_lost(mp):

@@ -101,6 +101,7 @@ def test_a_prefetchable_chain_fails_the_latency_claim(monkeypatch):
     broken, rows = measure()
     assert verdict_of("hw.lat", rows) == NOT_REPRODUCED
     assert broken["lat.mib256_over_l2"] + broken["lat.mib256_over_l2_iqr"] / 2 < 10, broken
+    assert broken["lat.l2_over_l1"] < 3, broken
 
     monkeypatch.undo()
     (ratios, _), others = timed_alone(measure)
@@ -143,24 +144,46 @@ def test_each_ratio_pairs_the_levels_of_one_chain_in_one_round(monkeypatch):
     assert values == pytest.approx(expected | {f"{k}_iqr": 0 for k in expected})
 
 
-def test_rounds_go_there_and_back_each_cached_walk_after_a_warm_lap():
+def test_rounds_go_there_and_back_each_cached_walk_after_a_warm_lap(monkeypatch):
     """l1 l2 M, M l2 l1: the neighbouring levels back to back, each first as often; a lap of
-    its lines before each timed walk of a cached level, none before the 256 MiB one."""
-    walks = []
-
-    def chase(pointer, start, hops):
-        walks.append((pointer, hops))
-        return start
-
-    sizes = {"l1": 16 * 1024, "l2": 256 * 1024, "mib256": 128 * MIB}
+    its lines before each timed walk of a cached level, outside the timer, none before the
+    largest one."""
+    events = []
+    clock = iter(range(1000))
+    monkeypatch.setattr(latency.time, "perf_counter", lambda: events.append("tick") or next(clock))
+    monkeypatch.setattr(latency, "CACHED", 64 * 1024)
+    sizes = {"l1": 16 * 1024, "l2": 32 * 1024, "mib256": 128 * 1024}
     chains = {
         level: (torch.zeros(size // 64, 8, dtype=torch.int64), 0) for level, size in sizes.items()
     }
     names = {chain.data_ptr(): level for level, (chain, _) in chains.items()}
-    seconds = latency.timed_rounds(chase, chains, 1000, 2)
+
+    def chase(pointer, start, hops):
+        events.append((names[pointer], "walk" if hops == 7 else "lap"))
+        return start
+
+    seconds = latency.timed_rounds(chase, chains, 7, 2)
     assert {level: len(s) for level, s in seconds.items()} == dict.fromkeys(sizes, 2)
-    timed = [names[p] for p, hops in walks if hops == 1000]
-    assert timed == ["l1", "l2", "mib256", "mib256", "l2", "l1"]
-    laps = [(names[p], hops) for p, hops in walks if hops != 1000]
-    lines = {level: size // 64 for level, size in sizes.items()}
-    assert laps == [(level, lines[level]) for level in ("l1", "l2", "l2", "l1")]
+
+    def timed(level, lap=True):
+        return [(level, "lap")] * lap + ["tick", (level, "walk"), "tick"]
+
+    order = ["l1", "l2", "mib256", "mib256", "l2", "l1"]
+    assert events == [e for level in order for e in timed(level, level != "mib256")]
+    with pytest.raises(ValueError, match="even"):
+        latency.timed_rounds(chase, chains, 7, 3)
+
+
+def test_each_layout_s_cached_chains_lie_in_memory_of_their_own(monkeypatch):
+    pointers = []
+
+    def timed_rounds(chase, chains, hops, rounds):
+        pointers.extend(
+            chain.data_ptr() for level, (chain, _) in chains.items() if level != "mib256"
+        )
+        return {level: [1.0] * rounds for level in chains}
+
+    monkeypatch.setattr(latency, "timed_rounds", timed_rounds)
+    swept = pd.DataFrame({"bytes": [16 * 1024, 256 * 1024, 256 * MIB], "ns": [1.5, 5.0, 80.0]})
+    latency.latency_ratios(swept, {"L1d": 32 * 1024, "L2": MIB}, layouts=4)
+    assert len(pointers) == 8 and len(set(pointers)) == 8

@@ -18,3 +18,11 @@ def test_the_most_specific_family_of_jobs_is_the_one_timed():
         ["airfoil.seeds"], [("airfoil.seeds", [0, 1], [0])], "smoke", seconds
     )
     assert "at most about 20 min of job time here" in other  # 600 s x 2
+
+
+def test_a_scaled_setting_with_no_known_work_factor_still_names_the_job_time():
+    seconds = {"hardware": 42.0}
+    reason = scaling.scaled_reason(
+        ["hardware.latency_max_mib"], [("hardware.latency_max_mib", 256, 4)], "smoke", seconds
+    )
+    assert "this run's jobs of it took 42 s, the book's settings do more work" in reason

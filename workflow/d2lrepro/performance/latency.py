@@ -161,7 +161,7 @@ def latency_ratios(
     measured = {level: size for level, size in sizes.items() if isinstance(size, int)}
     chase = _compile_chase()
     per_round: dict[str, list[float]] = {ratio: [] for ratio in RATIOS}
-    kept = []
+    kept = []  # never read: holding the chains keeps the next ones out of their memory
     for layout in range(layouts if measured else 0):
         chains = {level: chase_chain(size, seed=layout) for level, size in measured.items()}
         kept += [chain for level, chain in chains.items() if measured[level] <= CACHED]
@@ -187,18 +187,21 @@ def latency_ratios(
 
 def timed_rounds(chase, chains: dict, hops: int, rounds: int) -> dict[str, list[float]]:
     """Seconds of ``hops`` dependent reads through each chain (level -> (buffer, start)),
-    round by round: the levels in their order, then in reverse (l1 l2 M, M l2 l1, ...), so
-    that each pair of neighbouring levels is timed back to back and each goes first as often.
+    round by round: the levels alternately in their order and in reverse (l1 l2 M, M l2 l1,
+    ...; ``rounds`` is even), so that each pair of neighbouring levels is timed back to back
+    and each goes first as often.
     Each timed walk through a working set of at most :data:`CACHED` follows an untimed lap of
     its lines, which brings them back after the other levels' walks evicted them; each walk
     goes on where the last one stopped, so a working set larger than ``hops`` lines is read
     through."""
+    if rounds % 2:
+        raise ValueError(f"rounds must be even, so that each order runs as often: {rounds}")
     at = {level: start for level, (_, start) in chains.items()}
     seconds: dict[str, list[float]] = {level: [] for level in chains}
     for r in range(rounds):
         for level in list(chains) if r % 2 == 0 else reversed(list(chains)):
             buffer = chains[level][0]
-            if buffer.numel() * 8 <= CACHED:
+            if buffer.nbytes <= CACHED:
                 at[level] = chase(buffer.data_ptr(), at[level], buffer.shape[0])
             begin = time.perf_counter()
             at[level] = chase(buffer.data_ptr(), at[level], hops)

@@ -80,6 +80,11 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds:
         )
     elif factor > 1:
         more = f"; the book's settings are about {factor:.3g}x this run's work"
+    elif spent:
+        more = (
+            f"; this run's jobs of it took {_minutes(spent)}, the book's settings do more work"
+            " (how much more is not estimated)"
+        )
     else:
         more = ""
     return (
