@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import statistics
 import time
 from collections.abc import Callable
@@ -43,6 +44,8 @@ import torch.distributed as dist
 
 from d2lrepro.core.devices import machine_devices, synchronize, unavailable, world_size
 from d2lrepro.core.results import METRIC_COLUMNS, iqr, metric, not_applicable, write_metrics
+
+log = logging.getLogger(__name__)
 
 MB = 10**6
 NVML_P2P_CAPS_INDEX_NVLINK, NVML_P2P_STATUS_OK = 2, 0  # nvml.h
@@ -297,3 +300,5 @@ def summarize(timings, records: dict[str, dict], figure_path) -> None:
 
     measured = pd.read_csv(timings)
     figures.draw_param_server(measured, figure_path, runs.footer(records, measured))
+    unmeasured = int((measured["status"].fillna("") != "").sum()) if "status" in measured else 0
+    log.info("%s: %d timings, %d not measured here", figure_path, len(measured), unmeasured)
