@@ -305,3 +305,19 @@ def airfoil_data(mirror):
     from d2lrepro.core import data
 
     return data.prepare_airfoil(mirror / "airfoil" / "airfoil_self_noise.dat")
+
+
+@pytest.fixture
+def footers(monkeypatch) -> dict:
+    """Each figure's footer by the figure's file stem, as the figures are saved (and still
+    drawn) during the test."""
+    from d2lrepro.core import plotting
+
+    found, saved = {}, plotting.save
+
+    def save(fig, path, footer=None):
+        found[Path(path).stem] = footer
+        saved(fig, path, footer)
+
+    monkeypatch.setattr(plotting, "save", save)
+    return found

@@ -1,12 +1,9 @@
 """The cost model's summary (d2lrepro.multidevice.cost_model): t1 against t2 where they balance,
 the printed examples, and the figure."""
 
-from pathlib import Path
-
 import pandas as pd
 
 from conftest import machine_record, verdict_of
-from d2lrepro.core import plotting
 from d2lrepro.multidevice import cost_model
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
@@ -71,19 +68,11 @@ def test_printed_examples_not_made_here_are_not_applicable():
     assert all(r["status"] == "not applicable" and r["note"] == "needs 2 devices" for r in rows)
 
 
-def test_the_summary_writes_its_metrics_and_figure_naming_the_machine(tmp_path, monkeypatch):
+def test_the_summary_writes_its_metrics_and_figure_naming_the_machine(tmp_path, footers):
     cost = tmp_path / "lenet.csv"
     pd.DataFrame({"note": ["needs 2 devices"], "machine": "m2"}).to_csv(cost, index=False)
     examples = tmp_path / "examples.csv"
     pd.DataFrame({"note": ["needs 2 devices"], "machine": "m2"}).to_csv(examples, index=False)
-    footers = {}
-    saved = plotting.save
-
-    def save(fig, path, footer=None):
-        footers[Path(path).stem] = footer
-        saved(fig, path, footer)
-
-    monkeypatch.setattr(plotting, "save", save)
     records = {"m1": machine_record("node1", 1), "m2": machine_record("node2", 2)}
     out = tmp_path / "metrics.csv"
     cost_model.summarize([cost], examples, records, out, tmp_path / "cost.png")

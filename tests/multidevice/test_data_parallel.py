@@ -1,5 +1,3 @@
-from pathlib import Path
-
 import pandas as pd
 import pytest
 import torch
@@ -9,7 +7,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from conftest import machine_record, shipped_claims, training_history, verdict_of
-from d2lrepro.core import plotting, reference
+from d2lrepro.core import reference
 from d2lrepro.core.models import LENET_SHAPES, init_normal_, lenet_forward, lenet_params, resnet18
 from d2lrepro.multidevice import cost_model, data_parallel, scratch, single_process
 from d2lrepro.pipeline import claims
@@ -206,7 +204,7 @@ BOOK = reference.load()
 RECORDS = {"m1": machine_record("node1", 1), "m2": machine_record("node2", 2)}
 
 
-def test_the_summaries_compare_every_pair_and_draw_every_figure(tmp_path, monkeypatch):
+def test_the_summaries_compare_every_pair_and_draw_every_figure(tmp_path, footers):
     """Every row names the machines of the jobs whose data it comes from (a speed-up, both
     runs'), and every figure's footer names those of the data it draws: the 1-device runs ran
     on a job with one GPU, the rest on one with two. The book's one-process runs have their
@@ -232,14 +230,6 @@ def test_the_summaries_compare_every_pair_and_draw_every_figure(tmp_path, monkey
     ).assign(machine="m1").to_csv(topk, index=False)
     names = ["mgpu_test_acc", "mgpu_epochs", "mgpuc_test_acc", "mgpuc_epochs"]
     figure_paths = {n: tmp_path / f"{n}.png" for n in [*names, "throughput", "topk"]}
-    footers = {}
-    saved = plotting.save
-
-    def save(fig, path, footer=None):
-        footers[Path(path).stem] = footer
-        saved(fig, path, footer)
-
-    monkeypatch.setattr(plotting, "save", save)
     ours, theirs = tmp_path / "metrics.csv", tmp_path / "single_process" / "metrics.csv"
     data_parallel.summarize(runs, book_code, [topk], RECORDS, ours, figure_paths, BOOK)
     single_process.summarize(book_code, theirs, BOOK)

@@ -2,7 +2,6 @@
 workers and on all the machine's devices."""
 
 import statistics
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,7 +10,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from conftest import machine_record, verdict_of
-from d2lrepro.core import devices, plotting, results
+from d2lrepro.core import devices, results
 from d2lrepro.multidevice import figures, parameter_server
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
@@ -413,15 +412,9 @@ def test_the_parameter_server_figure_draws_each_run_or_says_why(tmp_path):
     assert all((tmp_path / f"{n}.png").stat().st_size > 0 for n in ("both", "two", "none"))
 
 
-def test_the_summary_draws_the_figure_naming_the_machine_that_measured(tmp_path, monkeypatch):
+def test_the_summary_draws_the_figure_naming_the_machine_that_measured(tmp_path, footers):
     timings = tmp_path / "timings.csv"
     rows = parameter_server.unmeasured_rows("needs 2 devices")
     results.write_metrics([r | {"machine": "m2"} for r in rows], timings)
-    footers = {}
-
-    def save(fig, path, footer=None):
-        footers[Path(path).stem] = footer
-
-    monkeypatch.setattr(plotting, "save", save)
     parameter_server.summarize(timings, {"m2": machine_record("node2", 2)}, tmp_path / "ps.png")
     assert "node2" in footers["ps"]
