@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO, measured_on
 from d2lrepro.core.results import failed, metric, not_applicable
-from d2lrepro.pipeline import claims, scaling
+from d2lrepro.pipeline import checks, claims, scaling
 
 METRICS = pd.DataFrame(
     [
@@ -434,7 +434,7 @@ def test_a_ratio_whose_spread_reaches_zero_is_within_the_noise():
     check = {"kind": "ratio_below", "numerator": "a", "denominator": "b", "bound": 1}
     assert evaluate_with(rows, check)["verdict"] == claims.REPRODUCED
     row = evaluate_with(rows, check | {"spread": {"b": "b_iqr"}})
-    assert row["verdict"] == claims.NOT_REPRODUCED and "within the measured spread" in row["reason"]
+    assert row["verdict"] == claims.NOT_REPRODUCED and checks.WITHIN_NOISE in row["reason"]
 
 
 @pytest.mark.parametrize("bound, passes", [(1.5, True), (1.9, False)])
@@ -565,7 +565,7 @@ def test_a_difference_within_the_spread_does_not_reproduce(check):
     assert evaluate_with(rows, check)["verdict"] == claims.REPRODUCED
     row = evaluate_with(rows, noisy)
     assert row["verdict"] == claims.NOT_REPRODUCED
-    assert "within the measured spread" in row["reason"]
+    assert checks.WITHIN_NOISE in row["reason"]
     quiet = [r | {"value": 0.01} if r["metric"].endswith("_iqr") else r for r in rows]
     assert evaluate_with(quiet, noisy)["verdict"] == claims.REPRODUCED
 
@@ -644,4 +644,6 @@ def test_a_judged_spread_shows_how_near_its_pessimistic_end_came_to_the_bound():
     row = evaluate_with(
         rows, {"kind": "above", "metric": "r", "bound": 3, "spread": {"r": "r_iqr"}}
     )
-    assert row["measured"].startswith("r = 3.26 − IQR/2 = 2.96 (needs > 3), within the measured")
+    assert row["measured"].startswith(
+        "r = 3.26 − IQR/2 = 2.96 (needs > 3), within the noise between"
+    )

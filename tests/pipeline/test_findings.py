@@ -2,7 +2,7 @@
 
 import pytest
 
-from d2lrepro.pipeline import findings
+from d2lrepro.pipeline import checks, findings
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 LEDGER = {
@@ -88,3 +88,13 @@ def test_the_largest_group_comes_first_and_judged_claims_are_not_folded():
         ("scaled by the cpu preset", ["a.4"]),
         ("need 2 GPUs", ["b.2"]),
     ]
+
+
+def test_checks_that_sat_within_their_noise_are_counted_apart():
+    """A run whose spread straddles the bound did not contradict the book: the sentence says
+    how many of the claims that did not hold sat within the noise."""
+    noisy = f"failed: a.speedup = 1.1 + IQR/2 = 1.3 (needs < 1.2), {checks.WITHIN_NOISE}"
+    rows = [r | {"reason": noisy} if r["id"] == "a.3" else r for r in ROWS]
+    sentence = findings.findings(LEDGER, rows, "cpu")[0]["sentence"]
+    assert "and 1 did not (1 of them within the noise between runs)." in sentence
+    assert "within the noise" not in findings.findings(LEDGER, ROWS, "cpu")[0]["sentence"]

@@ -17,6 +17,10 @@ class Outcome:
     passed: bool
 
 
+# A check whose bound lies within the measured spread: the run cannot tell, and says so.
+WITHIN_NOISE = "within the noise between runs (the bound lies inside median ± IQR/2)"
+
+
 def fmt(value: float) -> str:
     return f"{value:.6g}"
 
@@ -26,28 +30,32 @@ def apply(check: dict, value, name=lambda m: m) -> Outcome:
 
     With ``spread`` (metric -> the metric of its IQR), a comparison holds only if it also holds
     between the pessimistic ends of the measured spreads (median -+ IQR / 2); a difference
-    smaller than the noise does not reproduce a claim.
+    smaller than the noise does not reproduce a claim. Where the bound lies between the two
+    ends (the pessimistic one fails it, the optimistic one meets it), the check fails and says
+    it sat within the noise: another run of the same code may fall on either side.
     """
     kind, spread = check["kind"], check.get("spread", {})
 
     def half(metric):
         return value(spread[metric]) / 2 if metric in spread else 0.0
 
-    def noisy(text, point, margin):
-        if point and not margin:
-            return Outcome(f"{text}, within the measured spread (median ± IQR/2)", False)
-        return Outcome(text, point and margin)
+    def noisy(text, margin, reach):
+        """``margin``: the check holds at the pessimistic ends; ``reach``: at the optimistic."""
+        if reach and not margin:
+            return Outcome(f"{text}, {WITHIN_NOISE}", False)
+        return Outcome(text, margin)
 
     if kind in ("above", "below"):
         m = check["metric"]
         v, bound, h = value(m), check["bound"], half(m)
         sign = ">" if kind == "above" else "<"
-        point = v > bound if kind == "above" else v < bound
-        end = v - h if kind == "above" else v + h
-        margin = end > bound if kind == "above" else end < bound
+        end, far = (v - h, v + h) if kind == "above" else (v + h, v - h)
+        margin, reach = (
+            (end > bound, far > bound) if kind == "above" else (end < bound, far < bound)
+        )
         # Where the spread is judged, the pessimistic end shows how near the bound it came.
         shown = f"{fmt(v)} {'−' if kind == 'above' else '+'} IQR/2 = {fmt(end)}" if h else fmt(v)
-        return noisy(f"{name(m)} = {shown} (needs {sign} {fmt(bound)})", point, margin)
+        return noisy(f"{name(m)} = {shown} (needs {sign} {fmt(bound)})", margin, reach)
     if kind == "within":
         v, target, tol = value(check["metric"]), check["target"], check["tol"]
         scale = abs(target) if check.get("relative") else 1.0
@@ -65,12 +73,14 @@ def apply(check: dict, value, name=lambda m: m) -> Outcome:
             return Outcome(
                 f"{text}: the denominator is not positive (needs {sign} {fmt(bound)})", False
             )
+        low = d - half(den)  # the noise may reach zero: then the ratio is not bounded
         if kind == "ratio_above":
-            point, margin = n / d > bound, (n - half(num)) / (d + half(den)) > bound
+            margin = (n - half(num)) / (d + half(den)) > bound
+            reach = low <= 0 or (n + half(num)) / low > bound
         else:
-            low = d - half(den)  # the noise may reach zero: then the ratio is not bounded
-            point, margin = n / d < bound, low > 0 and (n + half(num)) / low < bound
-        return noisy(f"{text} = {n / d:.3g} (needs {sign} {fmt(bound)})", point, margin)
+            margin = low > 0 and (n + half(num)) / low < bound
+            reach = (n - half(num)) / (d + half(den)) < bound
+        return noisy(f"{text} = {n / d:.3g} (needs {sign} {fmt(bound)})", margin, reach)
     if kind == "sum_of_parts":
         whole, parts = value(check["whole"]), [value(p) for p in check["parts"]]
         bound, total = check.get("bound", 1), sum(parts)
@@ -82,10 +92,12 @@ def apply(check: dict, value, name=lambda m: m) -> Outcome:
             return Outcome(f"{text}: the whole is not positive", False)
         needs = "needs whole < sum" if bound == 1 else f"needs sum / whole > {fmt(bound)}"
         low = sum(value(p) - half(p) for p in check["parts"])
+        high = sum(value(p) + half(p) for p in check["parts"])
+        least = whole - half(check["whole"])
         return noisy(
             f"{text}, sum / whole = {total / whole:.3g} ({needs})",
-            total / whole > bound,
             low / (whole + half(check["whole"])) > bound,
+            least <= 0 or high / least > bound,
         )
     if kind == "exact":
         v, decimals = value(check["metric"]), check.get("decimals", 6)
@@ -102,14 +114,14 @@ def apply(check: dict, value, name=lambda m: m) -> Outcome:
         increasing = check["order"] == "increasing"
         pairs = list(zip(ms, ms[1:]))
         if increasing:
-            point = all(value(a) < value(b) for a, b in pairs)
             margin = all(value(a) + half(a) < value(b) - half(b) for a, b in pairs)
+            reach = all(value(a) - half(a) < value(b) + half(b) for a, b in pairs)
         else:
-            point = all(value(a) > value(b) for a, b in pairs)
             margin = all(value(a) - half(a) > value(b) + half(b) for a, b in pairs)
+            reach = all(value(a) + half(a) > value(b) - half(b) for a, b in pairs)
         sign = " < " if increasing else " > "
         text = sign.join(f"{name(m)} = {fmt(v)}" for m, v in zip(ms, vs))
-        return noisy(text + " (needs this order)", point, margin)
+        return noisy(text + " (needs this order)", margin, reach)
     raise ValueError(f"unknown check kind {kind!r}")
 
 

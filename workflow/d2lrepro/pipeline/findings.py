@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from d2lrepro.pipeline.checks import WITHIN_NOISE
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 from d2lrepro.pipeline.scaling import SCALED_REASON
 
@@ -81,6 +82,9 @@ def chapter(title: str, rows: list[dict], preset: str) -> dict:
     sentence = f"This run judged {judged} of the chapter's {plural(len(rows), 'claim')}"
     if judged:
         sentence += f": {len(held)} held ({kinds or 'none'}) and {len(failed)} did not"
+        # A check that sat within its noise is not evidence against the book: counted apart.
+        if noise := sum(WITHIN_NOISE in r["reason"] for r in failed):
+            sentence += f" ({noise} of them within the noise between runs)"
     sentence += "."
     if judged < len(rows):
         sentence += f" Not judged here: {not_judged(rows, preset)}."
