@@ -230,11 +230,11 @@ def ok(result):
 
 def never_applied(monkeypatch):
     """The mutation: the scheduler is never applied, so every run keeps its constructor's lr."""
-    from d2lrepro.optimization import schedulers
+    from d2lrepro.optimization import schedules
 
     for cls, hooks in (
-        (schedulers.BookCustom, ("after_epoch",)),
-        (schedulers.BookMultiStep, ("start", "after_epoch")),
+        (schedules.BookCustom, ("after_epoch",)),
+        (schedules.BookMultiStep, ("start", "after_epoch")),
     ):
         for hook in hooks:
             monkeypatch.setattr(cls, hook, lambda self, *args: None)

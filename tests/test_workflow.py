@@ -356,11 +356,11 @@ def test_code_inputs_are_the_import_closure_of_each_script(repo):
 @pytest.mark.e2e
 def test_editing_a_module_reruns_exactly_the_rules_that_import_it(smoke_run, mirror):
     config = ["--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}"]
-    module = smoke_run / "workflow" / "d2lrepro" / "optimization" / "schedulers.py"
+    module = smoke_run / "workflow" / "d2lrepro" / "optimization" / "schedules.py"
     users = [
         rule
         for rule, script in rule_scripts(smoke_run).items()
-        if "workflow/d2lrepro/optimization/schedulers.py" in code_inputs.closure(script, smoke_run)
+        if "workflow/d2lrepro/optimization/schedules.py" in code_inputs.closure(script, smoke_run)
         and rule != "compare"  # on demand only: no run of the DAG plans it
     ]
     assert {"lr_schedules_plot", "lr_schedules_run", "lr_schedules_summary"} <= set(users)

@@ -21,7 +21,7 @@ import yaml
 
 from conftest import assert_not_reproduced, never_applied, skip_unless_reproduced, this_machine
 from d2lrepro.core import data, reference
-from d2lrepro.optimization import lr_schedules, schedulers
+from d2lrepro.optimization import lr_schedules, schedules
 from d2lrepro.pipeline import settings
 
 pytestmark = pytest.mark.book_scale
@@ -74,7 +74,7 @@ def never(book, fashion, constant) -> pd.DataFrame:
     with pytest.MonkeyPatch.context() as mp:
         never_applied(mp)
         multistep = trained(book, fashion, "multistep", "as_written")
-    assert (multistep["lr"] == schedulers.EXPERIMENTS["multistep"].initial_lr).all()
+    assert (multistep["lr"] == schedules.RUNS["multistep"].initial_lr).all()
     return pd.concat([constant, multistep, multistep.assign(semantics="intended")])
 
 
@@ -100,32 +100,32 @@ def test_a_multistep_schedule_never_applied_fails_its_claims(claim_id, intact, r
 
 def sqrt_exponent_sign_lost(mp):
     """The square-root schedule as lr · (t + 1)^½: its lr climbs from 0.1 to 0.54."""
-    mp.setattr(schedulers.SquareRootScheduler, "__call__", lambda self, t: self.lr * (t + 1) ** 0.5)
+    mp.setattr(schedules.SquareRootScheduler, "__call__", lambda self, t: self.lr * (t + 1) ** 0.5)
 
 
 def sqrt_without_the_root(mp):
     """The square-root schedule as lr · (t + 1)^-1, the root left out: 0.0034 by epoch 30."""
-    mp.setattr(schedulers.SquareRootScheduler, "__call__", lambda self, t: self.lr / (t + 1))
+    mp.setattr(schedules.SquareRootScheduler, "__call__", lambda self, t: self.lr / (t + 1))
 
 
 def cosine_ends_swapped(mp):
     """The cosine schedule from final_lr to base_lr: it climbs from 0.01 to 0.3 by step 20."""
-    cosine = schedulers.CosineScheduler.__init__
+    cosine = schedules.CosineScheduler.__init__
 
     def swapped(self, max_update, base_lr=0.01, final_lr=0, **kw):
         cosine(self, max_update, base_lr=final_lr, final_lr=base_lr, **kw)
 
-    mp.setattr(schedulers.CosineScheduler, "__init__", swapped)
+    mp.setattr(schedules.CosineScheduler, "__init__", swapped)
 
 
 def warmup_steps_an_order_too_many(mp):
     """The warm-up over 50 steps instead of 5: epoch 30 runs at 0.3 · 28/50, not 0.01."""
-    cosine = schedulers.CosineScheduler.__init__
+    cosine = schedules.CosineScheduler.__init__
 
     def longer(self, max_update, *args, warmup_steps=0, **kw):
         cosine(self, max_update, *args, warmup_steps=10 * warmup_steps, **kw)
 
-    mp.setattr(schedulers.CosineScheduler, "__init__", longer)
+    mp.setattr(schedules.CosineScheduler, "__init__", longer)
 
 
 def train_images_as_test(raw: dict) -> dict:
@@ -147,7 +147,7 @@ MUTATIONS = {
 
 
 @pytest.fixture(scope="module")
-def schedules(book, fashion, constant) -> pd.DataFrame:
+def unbroken(book, fashion, constant) -> pd.DataFrame:
     """The unbroken constant, square-root, cosine and warm-up runs, as the book's code runs
     them."""
     runs = [trained(book, fashion, run, "as_written") for run in ("sqrt", "cosine", "warmup")]
@@ -162,8 +162,8 @@ def test_from_train(fashion, tmp_path_factory):
 
 
 @pytest.mark.parametrize("claim_id", list(MUTATIONS))
-def test_a_schedule_broken_in_a_small_way_fails_its_claim(claim_id, book, schedules, request):
-    skip_unless_reproduced(claim_id, metrics(schedules), HERE)
+def test_a_schedule_broken_in_a_small_way_fails_its_claim(claim_id, book, unbroken, request):
+    skip_unless_reproduced(claim_id, metrics(unbroken), HERE)
     run, mutation = MUTATIONS[claim_id]
     with pytest.MonkeyPatch.context() as mp:
         if mutation is None:
@@ -171,5 +171,5 @@ def test_a_schedule_broken_in_a_small_way_fails_its_claim(claim_id, book, schedu
         else:
             mutation(mp)
             broken = trained(book, request.getfixturevalue("fashion"), run, "as_written")
-    kept = schedules[schedules["run"] != run]
+    kept = unbroken[unbroken["run"] != run]
     assert_not_reproduced(claim_id, metrics(pd.concat([kept, broken])), HERE)

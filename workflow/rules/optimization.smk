@@ -1,8 +1,8 @@
 # The optimization chapter: intro figures, 2-D traces, weight curves, airfoil sweeps,
 # learning-rate schedules.
-from d2lrepro.optimization import schedulers
+from d2lrepro.optimization import schedules
 
-LR_RUNS = list(schedulers.EXPERIMENTS)
+LR_RUNS = list(schedules.RUNS)
 
 
 # Every (run, semantics, seed) of the lr schedules; a constant lr has no schedule to apply late.
@@ -297,7 +297,7 @@ rule lr_schedules_run:
         "benchmarks/lr_schedules_run/{run}.{semantics}.seed{seed}.tsv"
     wildcard_constraints:
         run="|".join(LR_RUNS),
-        semantics="|".join(schedulers.SEMANTICS),
+        semantics="|".join(schedules.SEMANTICS),
         seed=r"\d+",
     conda:
         ENV

@@ -51,7 +51,7 @@ def train(
 
     ``schedule``: the lr of each epoch, set before it, or a
     :class:`~d2lrepro.core.schedule.Schedule` (such as the book's schedulers, built by
-    :func:`d2lrepro.optimization.schedulers.schedule`), whose hooks run before each epoch and
+    :func:`d2lrepro.optimization.schedules.schedule`), whose hooks run before each epoch and
     after it (after the test accuracy, where the book's ``train()`` applies its scheduler).
     With ``warmup_steps``, the first steps climb linearly to the epoch's lr (``lr * (s + 1) /
     warmup_steps`` at step ``s``). A row's ``lr`` is the largest lr the optimizer stepped with.

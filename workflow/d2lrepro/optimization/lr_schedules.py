@@ -20,7 +20,7 @@ from d2lrepro.core.devices import device_for
 from d2lrepro.core.models import lenet
 from d2lrepro.core.results import failed, late_iqr, metric, seed_spread
 from d2lrepro.core.training import train
-from d2lrepro.optimization import schedulers as schedules
+from d2lrepro.optimization import schedules
 
 EARLY_EPOCHS = 5
 # The ledger id of each run's curve in the book (the book's code, so "as_written" semantics only).

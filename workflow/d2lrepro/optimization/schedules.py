@@ -113,7 +113,7 @@ def values(scheduler: Callable[[int], float], n: int) -> list[float]:
 
 
 def _multistep(optimizer, milestones: Sequence[int], gamma: float):
-    # torch only here: the workflow reads EXPERIMENTS when it parses, where torch costs a second
+    # torch only here: the workflow reads RUNS when it parses, where torch costs a second
     from torch.optim.lr_scheduler import MultiStepLR
 
     return MultiStepLR(optimizer, milestones=list(milestones), gamma=gamma)
@@ -140,7 +140,7 @@ def multistep_plot_values(
 
 
 @dataclass(frozen=True)
-class Experiment:
+class Run:
     """One training run of the section: which scheduler, and what the book's code feeds it.
 
     ``kind`` is ``"constant"``, ``"custom"`` (a callable scheduler built by ``make``) or
@@ -161,18 +161,18 @@ class Experiment:
 
 
 # The section's training runs (num_epochs = 30, batch 256), in the book's order.
-EXPERIMENTS: dict[str, Experiment] = {
-    e.name: e
-    for e in (
-        Experiment("constant", "constant", 0.3, description="SGD, lr 0.3, no scheduler"),
-        Experiment(
+RUNS: dict[str, Run] = {
+    r.name: r
+    for r in (
+        Run("constant", "constant", 0.3, description="SGD, lr 0.3, no scheduler"),
+        Run(
             "sqrt",
             "custom",
             0.1,
             make=lambda: SquareRootScheduler(lr=0.1),
             description="SquareRootScheduler(lr=0.1)",
         ),
-        Experiment(
+        Run(
             "multistep",
             "multistep",
             0.5,
@@ -180,14 +180,14 @@ EXPERIMENTS: dict[str, Experiment] = {
             gamma=0.5,
             description="MultiStepLR(SGD lr=0.5, milestones=[15, 30], gamma=0.5)",
         ),
-        Experiment(
+        Run(
             "cosine",
             "custom",
             0.3,
             make=lambda: CosineScheduler(max_update=20, base_lr=0.3, final_lr=0.01),
             description="CosineScheduler(max_update=20, base_lr=0.3, final_lr=0.01)",
         ),
-        Experiment(
+        Run(
             "warmup",
             "custom",
             0.3,
@@ -226,12 +226,12 @@ class BookMultiStep(Schedule):
     """``MultiStepLR`` built on the trainer, read and stepped ``plot_calls`` times by the
     book's plot loop, then ``scheduler.step()`` after each epoch (the book's ``train()``)."""
 
-    def __init__(self, exp: Experiment, plot_calls: int):
-        super().__init__(exp.initial_lr)
-        self.exp, self.plot_calls = exp, plot_calls
+    def __init__(self, spec: Run, plot_calls: int):
+        super().__init__(spec.initial_lr)
+        self.spec, self.plot_calls = spec, plot_calls
 
     def start(self, optimizer) -> None:
-        self.scheduler = _multistep(optimizer, self.exp.milestones, self.exp.gamma)
+        self.scheduler = _multistep(optimizer, self.spec.milestones, self.spec.gamma)
         for _ in range(self.plot_calls):
             _book_get_lr(optimizer, self.scheduler)
 
@@ -239,25 +239,25 @@ class BookMultiStep(Schedule):
         self.scheduler.step()
 
 
-def schedule(experiment: str | Experiment, semantics: str = "as_written") -> Schedule:
+def schedule(run: str | Run, semantics: str = "as_written") -> Schedule:
     """The schedule of one of the section's runs, for a training loop to apply.
 
     ``"as_written"``: the book's cell as it stands: the constructor lr, the scheduler object its
     plot has just advanced, applied after each epoch. ``"intended"``: a fresh scheduler on time.
     """
     _check(semantics)
-    exp = EXPERIMENTS[experiment] if isinstance(experiment, str) else experiment
-    if exp.kind == "constant":
-        return Schedule(exp.initial_lr)
-    if exp.kind == "multistep":
-        return BookMultiStep(exp, exp.plot_calls if semantics == "as_written" else 0)
-    if exp.kind != "custom":
-        raise ValueError(f"unknown experiment kind {exp.kind!r}")
-    scheduler = exp.make()
+    spec = RUNS[run] if isinstance(run, str) else run
+    if spec.kind == "constant":
+        return Schedule(spec.initial_lr)
+    if spec.kind == "multistep":
+        return BookMultiStep(spec, spec.plot_calls if semantics == "as_written" else 0)
+    if spec.kind != "custom":
+        raise ValueError(f"unknown run kind {spec.kind!r}")
+    scheduler = spec.make()
     if semantics == "intended":
-        return OnTime(scheduler, exp.initial_lr)
-    values(scheduler, exp.plot_calls)  # the book's plot, which advances stateful schedulers
-    return BookCustom(scheduler, exp.initial_lr)
+        return OnTime(scheduler, spec.initial_lr)
+    values(scheduler, spec.plot_calls)  # the book's plot, which advances stateful schedulers
+    return BookCustom(scheduler, spec.initial_lr)
 
 
 def _check(semantics: str) -> None:
@@ -272,8 +272,8 @@ __all__ = [
     "CosineScheduler",
     "values",
     "multistep_plot_values",
-    "Experiment",
-    "EXPERIMENTS",
+    "Run",
+    "RUNS",
     "OnTime",
     "BookCustom",
     "BookMultiStep",

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from d2lrepro.core import models, training
-from d2lrepro.optimization import schedulers as s
+from d2lrepro.optimization import schedules as s
 
 
 def test_square_root():
@@ -97,7 +97,7 @@ def test_constant_and_bad_semantics():
 
 
 def test_the_book_schedule_uses_the_object_its_plot_advanced():
-    factor = s.Experiment(
+    factor = s.Run(
         "factor",
         "custom",
         2.0,
