@@ -258,13 +258,16 @@ def test_sweep_expands_one_job_per_setting(repo):
     )  # constant once, four schedules under two semantics
 
 
-def test_timing_and_training_rules_run_alone(repo):
-    """They take every core, so the scheduler runs nothing beside them."""
-    result = snakemake(repo, "-n", "--forceall", "--cores", "3", "--config", "preset=smoke")
-    jobs = (result.stdout + result.stderr).split("\n\n")
+@pytest.mark.parametrize("preset, threads", [("cpu", 3), ("smoke", 1)])
+def test_timing_rules_run_alone_unless_the_preset_lets_them_share(repo, preset, threads):
+    """They take every core, so the scheduler runs nothing beside them; under the smoke preset
+    (timings_alone: false) one core, beside other jobs (a dry run shows threads above 1)."""
+    result = snakemake(repo, "-n", "--forceall", "--cores", "3", "--config", f"preset={preset}")
+    jobs = (result.stdout + result.stderr).split("\n[")
     for rule in TIMING_RULES:
         blocks = [j for j in jobs if f"rule {rule}:" in j]
-        assert blocks and all("threads: 3" in j for j in blocks), rule
+        shown = [re.search(r"\n    threads: (\d+)", j) for j in blocks]
+        assert blocks and all((int(m[1]) if m else 1) == threads for m in shown), rule
 
 
 def test_on_slurm_the_timing_rules_ask_for_a_whole_node(repo):

@@ -647,3 +647,21 @@ def test_a_judged_spread_shows_how_near_its_pessimistic_end_came_to_the_bound():
     assert row["measured"].startswith(
         "r = 3.26 − IQR/2 = 2.96 (needs > 3), within the noise between"
     )
+
+
+@pytest.mark.parametrize("kind, verdict", [("measurement", "na"), ("output", "judged")])
+def test_a_measurement_timed_beside_other_jobs_is_not_judged(kind, verdict):
+    """A job that times and shared the machine (timings_alone: false) judges no measurement;
+    a printed output, the same on any machine, is still judged."""
+    rows, records = measured_on([metric("t", 1.0, "s")], {"ran_alone": False})
+    claim = {"id": "x.y", "kind": kind, "evidence": "m.csv"}
+    claim["checks"] = [{"kind": "below", "metric": "t", "bound": 2}]
+    row = claims.evaluate_claim(claim, rows, records)
+    if verdict == "na":
+        assert row["verdict"] == claims.NOT_APPLICABLE
+        assert row["reason"] == claims.RAN_BESIDE_OTHERS
+        assert row["measured"] == "t = 1 (needs < 2)"  # shown, not judged
+    else:
+        assert row["verdict"] == claims.REPRODUCED
+    alone = claims.evaluate_claim(claim, *measured_on(rows, {"ran_alone": True}))
+    assert alone["verdict"] == claims.REPRODUCED

@@ -3,7 +3,12 @@
 import pytest
 
 from d2lrepro.pipeline import checks, findings
-from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.claims import (
+    NOT_APPLICABLE,
+    NOT_REPRODUCED,
+    RAN_BESIDE_OTHERS,
+    REPRODUCED,
+)
 
 LEDGER = {
     "chapters": {"opt": "Optimization algorithms", "perf": "Computational performance"},
@@ -75,6 +80,7 @@ def test_a_changed_verdict_changes_the_sentences():
         ("needs 2 devices, this machine has 1 GPU", "need 2 devices"),
         ("needs 2 CPU cores, the job that measured it could use 1", "need 2 CPU cores"),
         ("not run: not among the configured modes", "not run: not among the configured modes"),
+        (RAN_BESIDE_OTHERS, "timed beside other jobs"),
     ],
 )
 def test_claims_not_judged_for_one_reason_fold_together(reason, group):

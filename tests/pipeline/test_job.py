@@ -6,14 +6,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from d2lrepro.core import gpu_locks, logs
+from d2lrepro.core import gpu_locks, logs, machines
 from d2lrepro.pipeline import job
 
 
-def snakemake_object(log, gpu=0, threads=1):
+def snakemake_object(log, gpu=0, threads=1, params=None):
     """What a script sees of its job: its log file, its resources, its threads."""
     return SimpleNamespace(
-        log=[str(log)], resources=SimpleNamespace(gpu=gpu), threads=threads, input={}, output={}
+        log=[str(log)],
+        resources=SimpleNamespace(gpu=gpu),
+        threads=threads,
+        input={},
+        output={},
+        params=params or {},
     )
 
 
@@ -44,7 +49,8 @@ import sys
 from types import SimpleNamespace
 from d2lrepro.pipeline import job
 
-job.start(SimpleNamespace(log=[sys.argv[1]], threads=1, input={}, output={})).info("hello")
+opened = SimpleNamespace(log=[sys.argv[1]], threads=1, input={}, output={}, params={})
+job.start(opened).info("hello")
 print("torch" in sys.modules)
 """
 
@@ -56,3 +62,15 @@ def test_a_job_that_asks_for_nothing_logs_to_its_file_without_importing_torch(tm
     )
     assert result.stdout.strip() == "False"
     assert "hello" in path.read_text()
+
+
+@pytest.mark.parametrize("ran_alone", [True, False, None])
+def test_a_job_that_times_records_whether_it_ran_alone(tmp_path, ran_alone):
+    """A timing rule passes params.ran_alone on to its machine's record; other jobs record
+    nothing of it."""
+    params = {} if ran_alone is None else {"ran_alone": ran_alone}
+    snakemake = snakemake_object(tmp_path / "a.log", params=params)
+    snakemake.output = {"machines": str(tmp_path / "m.json")}
+    job.start(snakemake, threads=True)
+    (record,) = machines.read(tmp_path / "m.json").values()
+    assert record.get("ran_alone", "absent") == ("absent" if ran_alone is None else ran_alone)

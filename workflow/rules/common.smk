@@ -48,9 +48,17 @@ def code(script):
 SECTION_TITLES = claims.section_categories(LEDGER)
 
 
-def all_cores(wildcards):
+# Whether a job that times runs alone: its rule passes this on (params.ran_alone) to the
+# record of its machine, by which the claims it measures are judged, or not.
+TIMINGS_ALONE = S["timings_alone"]
+
+
+def timing_threads(wildcards):
     """Every core of the run, so that nothing runs beside a timing (threads: workflow.cores);
-    1 for calls that run no job and give no core count, such as --report."""
+    1 where timings need not run alone (timings_alone: false), and for calls that run no job
+    and give no core count, such as --report."""
+    if not TIMINGS_ALONE:
+        return 1
     try:
         return workflow.cores
     except WorkflowError:

@@ -32,13 +32,14 @@ rule data_parallel_run:
         seed=r"\d+",
     conda:
         ENV
-    threads: all_cores
+    threads: timing_threads
     resources:
         **needs(8000, 480, gpus=lambda w: S["data_parallel"]["runs"][w.run]["devices"]),
         nodes=lambda w: SPANNING_NODES[w.run],
         tasks=lambda w: SPANNING_NODES[w.run],
         mpi=lambda w: "srun" if SPANNING_NODES[w.run] else None,
     params:
+        ran_alone=TIMINGS_ALONE,
         run=lambda w: S["data_parallel"]["runs"][w.run],
         timeout=S["data_parallel"]["timeout"],
         topk_every=S["data_parallel"]["topk_every"],
@@ -65,10 +66,11 @@ rule cost_model:
         "benchmarks/cost_model.tsv"
     conda:
         ENV
-    threads: all_cores
+    threads: timing_threads
     resources:
         **needs(8000, 60, gpus=2),
     params:
+        ran_alone=TIMINGS_ALONE,
         costs=S["cost_model"],
         timeout=S["data_parallel"]["timeout"],
         seed=S["seed"],
@@ -90,10 +92,11 @@ rule parameter_server:
         "benchmarks/parameter_server.tsv"
     conda:
         ENV
-    threads: all_cores
+    threads: timing_threads
     resources:
         **needs(16000, 30, gpus=S["parameter_server"]["max_devices"]),
     params:
+        ran_alone=TIMINGS_ALONE,
         spec=S["parameter_server"],
         timeout=S["data_parallel"]["timeout"],
     script:
@@ -141,10 +144,11 @@ rule single_process:
         "benchmarks/single_process.tsv"
     conda:
         ENV
-    threads: all_cores
+    threads: timing_threads
     resources:
         **needs(8000, 240, gpus=2),
     params:
+        ran_alone=TIMINGS_ALONE,
         runs={run: S["data_parallel"]["runs"][run] for run in SINGLE_PROCESS_RUNS},
         seed=S["seed"],
     script:

@@ -117,10 +117,11 @@ rule airfoil_run:
     conda:
         ENV
     # Its training times are compared across settings: nothing runs beside it.
-    threads: all_cores
+    threads: timing_threads
     resources:
         **needs(2000, 30),
     params:
+        ran_alone=TIMINGS_ALONE,
         name=lambda w: plain(AIRFOIL.instance(w)["setting"]),
         setting=lambda w: S["airfoil"]["settings"][
             plain(AIRFOIL.instance(w)["setting"])

@@ -17,10 +17,11 @@ rule hybridize:
         "benchmarks/hybridize.tsv"
     conda:
         ENV
-    threads: all_cores
+    threads: timing_threads
     resources:
         **needs(4000, 60, gpus=1),
     params:
+        ran_alone=TIMINGS_ALONE,
         hybridize=S["hybridize"],
         seed=S["seed"],
     script:
@@ -39,10 +40,11 @@ rule asynchrony:
         "benchmarks/asynchrony.tsv"
     conda:
         ENV
-    threads: all_cores
+    threads: timing_threads
     resources:
         **needs(4000, 30, gpus=1),
     params:
+        ran_alone=TIMINGS_ALONE,
         asynchrony=S["asynchrony"],
         seed=S["seed"],
     script:
@@ -66,10 +68,11 @@ rule autopar:
         "benchmarks/autopar.tsv"
     conda:
         ENV
-    threads: all_cores
+    threads: timing_threads
     resources:
         **needs(AUTOPAR_MEM_MB, 60, gpus=2),
     params:
+        ran_alone=TIMINGS_ALONE,
         autopar=S["autopar"],
         seed=S["seed"],
     script:
@@ -91,10 +94,11 @@ rule hardware:
         "benchmarks/hardware.tsv"
     conda:
         ENV
-    threads: all_cores
+    threads: timing_threads
     resources:
         **needs(4000, 30, gpus=1),
     params:
+        ran_alone=TIMINGS_ALONE,
         hardware=S["hardware"],
     script:
         "../scripts/hardware.py"

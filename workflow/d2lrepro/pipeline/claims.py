@@ -109,6 +109,19 @@ def _unmet(requires: dict, records: list[dict]) -> str:
     return "; ".join(dict.fromkeys(r for r in reasons if r))
 
 
+# A job that times shares the machine only where the preset allows it (timings_alone: false).
+RAN_BESIDE_OTHERS = (
+    "measured by a job that times, which ran beside other jobs (timings_alone: false)"
+)
+
+
+def _ran_beside_others(rows: pd.DataFrame, records: dict[str, dict]) -> bool:
+    """Whether a job that times measured any of ``rows`` beside other jobs, as its machine's
+    record says."""
+    ids = machines.ids_of(machines.of_frame(rows))
+    return any(records.get(i, {}).get("ran_alone") is False for i in ids)
+
+
 def _notes(rows: pd.DataFrame) -> str:
     return "; ".join(sorted(set(rows["note"].fillna("").astype(str)) - {""})) or "no note"
 
@@ -126,8 +139,9 @@ def evaluate_claim(
     the preset changed (``deviations``: (key, book value, value) triples) and the seconds this
     run's jobs took by setting (:func:`job_seconds`).
 
-    "not applicable here": the machine lacks the hardware, cannot measure a metric, or the
-    preset scaled a setting the claim depends on. "not reproduced": a check failed, or the run
+    "not applicable here": the machine lacks the hardware, cannot measure a metric, the
+    preset scaled a setting the claim depends on, or a job that times measured it beside other
+    jobs. "not reproduced": a check failed, or the run
     behind a metric diverged, failed or measured nothing. The measured numbers are shown
     whenever there are any.
     """
@@ -195,6 +209,8 @@ def evaluate_claim(
         return verdict(NOT_REPRODUCED, f"no number was measured: {what}{also}")
     if scaled:
         return verdict(NOT_APPLICABLE, scaled)
+    if claim.get("kind") != "output" and _ran_beside_others(used, records):
+        return verdict(NOT_APPLICABLE, RAN_BESIDE_OTHERS)
     not_here = used[status == NOT_APPLICABLE_STATUS]
     if len(not_here):
         return verdict(NOT_APPLICABLE, _notes(not_here))

@@ -10,7 +10,12 @@ from __future__ import annotations
 import re
 
 from d2lrepro.pipeline.checks import WITHIN_NOISE
-from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.claims import (
+    NOT_APPLICABLE,
+    NOT_REPRODUCED,
+    RAN_BESIDE_OTHERS,
+    REPRODUCED,
+)
 from d2lrepro.pipeline.scaling import SCALED_REASON
 
 # What a claim checks: a measurement of this run, or a deterministic printed output of the
@@ -25,9 +30,11 @@ def plural(n: int, word: str) -> str:
 def reason_group(reason: str, preset: str) -> str:
     """The reason a claim cannot be judged here, in the words it shares with others of that
     reason: "need a GPU", "need 2 GPUs", "need 2 devices", "need 2 CPU cores", "scaled by
-    the cpu preset"; any other reason stands for itself."""
+    the cpu preset", "timed beside other jobs"; any other reason stands for itself."""
     if reason.startswith(SCALED_REASON):
         return f"scaled by the {preset} preset"
+    if reason == RAN_BESIDE_OTHERS:
+        return "timed beside other jobs"
     if re.match(r"needs CUDA\b", reason):
         return "need a GPU"
     for pattern, what in (

@@ -26,7 +26,8 @@ def start(
     from (:func:`d2lrepro.core.machines.record_job`), after its GPU lock, so that the record is
     the machine as the job saw it: its own where it measures (it locks GPUs, sets its threads
     or summarizes nothing), and those of its ``machines`` inputs where it summarizes. A job
-    whose ``workers`` (processes it starts) do its work on the GPUs leaves CUDA to them.
+    whose ``workers`` (processes it starts) do its work on the GPUs leaves CUDA to them. A
+    timing rule's ``params.ran_alone`` says whether the job had the machine to itself.
     """
     log = logs.setup(snakemake.log[0])
     if gpus:
@@ -46,5 +47,6 @@ def start(
         measures=bool(gpus or threads),
         threads=snakemake.threads,
         workers=workers,
+        ran_alone=snakemake.params.get("ran_alone"),
     )
     return log
