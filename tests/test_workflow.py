@@ -16,7 +16,7 @@ import yaml
 
 from conftest import OUTPUTS, TIMING_RULES, shipped_claims
 from d2lrepro.core import paths, results
-from d2lrepro.pipeline import archive, claims, code_inputs, compare
+from d2lrepro.pipeline import archive, checks, claims, code_inputs, compare
 
 # Rules that run only when asked for, outside `all`.
 ON_DEMAND = {"compare"}
@@ -93,6 +93,31 @@ def test_every_time_size_rate_or_speedup_is_written_with_a_unit_whose_domain_is_
         if POSITIVE_BY_NAME.search(metric) and results.UNITS.get(unit) not in results.POSITIVE
     ]
     assert not wrong
+
+
+# The kinds of unit a timing is written in.
+TIMING_KINDS = {"time", "bandwidth", "throughput", "speed-up"}
+
+
+@pytest.mark.e2e
+def test_every_claim_on_a_timing_is_timed_and_the_smoke_preset_judges_none(smoke_run):
+    """A claim that reads a time, a rate or a speed-up says timed: true, so that it is not
+    judged where its jobs shared the machine; the smoke preset lets them (timings_alone:
+    false), and judges no timed claim."""
+    table = pd.read_csv(smoke_run / "results" / "claims.csv", keep_default_na=False)
+    verdicts = dict(zip(table["id"], table["verdict"]))
+    untimed = []
+    for section in claims.load(smoke_run / "workflow" / "claims.yaml")["sections"]:
+        for claim in section["claims"]:
+            frame = pd.read_csv(smoke_run / claim["evidence"], keep_default_na=False)
+            units = dict(zip(frame["metric"], frame["unit"]))
+            read = [n for check in claim["checks"] for n in checks.metrics_of(check)]
+            if any(results.UNITS.get(units.get(n)) in TIMING_KINDS for n in read):
+                if not claim.get("timed"):
+                    untimed.append(claim["id"])
+            if claim.get("timed"):
+                assert verdicts[claim["id"]] == claims.NOT_APPLICABLE, claim["id"]
+    assert not untimed
 
 
 @pytest.fixture(scope="module")

@@ -645,16 +645,16 @@ def test_a_judged_spread_shows_how_near_its_pessimistic_end_came_to_the_bound():
         rows, {"kind": "above", "metric": "r", "bound": 3, "spread": {"r": "r_iqr"}}
     )
     assert row["measured"].startswith(
-        "r = 3.26 − IQR/2 = 2.96 (needs > 3), within the noise between"
+        "r = 3.26 − IQR/2 = 2.96 (needs > 3), within the measured noise"
     )
 
 
-@pytest.mark.parametrize("kind, verdict", [("measurement", "na"), ("output", "judged")])
-def test_a_measurement_timed_beside_other_jobs_is_not_judged(kind, verdict):
-    """A job that times and shared the machine (timings_alone: false) judges no measurement;
-    a printed output, the same on any machine, is still judged."""
+@pytest.mark.parametrize("timed, verdict", [(True, "na"), (False, "judged")])
+def test_a_timed_claim_timed_beside_other_jobs_is_not_judged(timed, verdict):
+    """A job that times and shared the machine (timings_alone: false) judges no timed claim;
+    a claim on its other numbers (an accuracy, a printed output) is still judged."""
     rows, records = measured_on([metric("t", 1.0, "s")], {"ran_alone": False})
-    claim = {"id": "x.y", "kind": kind, "evidence": "m.csv"}
+    claim = {"id": "x.y", "kind": "measurement", "timed": timed, "evidence": "m.csv"}
     claim["checks"] = [{"kind": "below", "metric": "t", "bound": 2}]
     row = claims.evaluate_claim(claim, rows, records)
     if verdict == "na":
@@ -665,3 +665,16 @@ def test_a_measurement_timed_beside_other_jobs_is_not_judged(kind, verdict):
         assert row["verdict"] == claims.REPRODUCED
     alone = claims.evaluate_claim(claim, *measured_on(rows, {"ran_alone": True}))
     assert alone["verdict"] == claims.REPRODUCED
+
+
+def test_a_claim_fails_within_its_noise_only_where_every_failed_check_did():
+    """A check that fails outright makes the claim a plain failure, whatever its other
+    checks' noise."""
+    rows = [metric("r", 3.1), metric("r_iqr", 0.6), metric("q", 1.5)]
+    noisy = {"kind": "above", "metric": "r", "bound": 3, "spread": {"r": "r_iqr"}}
+    clear = {"kind": "above", "metric": "q", "bound": 2}
+    alone = evaluate_with(rows, noisy)
+    assert alone["reason"].startswith(claims.FAILED_WITHIN_NOISE)
+    mixed = evaluate_with(rows, noisy, clear)
+    assert mixed["reason"].startswith(claims.FAILED_CHECK)
+    assert checks.WITHIN_NOISE in mixed["reason"]  # each check says how it failed

@@ -4,6 +4,7 @@ import pytest
 
 from d2lrepro.pipeline import checks, findings
 from d2lrepro.pipeline.claims import (
+    FAILED_WITHIN_NOISE,
     NOT_APPLICABLE,
     NOT_REPRODUCED,
     RAN_BESIDE_OTHERS,
@@ -96,11 +97,13 @@ def test_the_largest_group_comes_first_and_judged_claims_are_not_folded():
     ]
 
 
-def test_checks_that_sat_within_their_noise_are_counted_apart():
+def test_claims_whose_every_failed_check_sat_within_its_noise_are_counted_apart():
     """A run whose spread straddles the bound did not contradict the book: the sentence says
-    how many of the claims that did not hold sat within the noise."""
-    noisy = f"failed: a.speedup = 1.1 + IQR/2 = 1.3 (needs < 1.2), {checks.WITHIN_NOISE}"
-    rows = [r | {"reason": noisy} if r["id"] == "a.3" else r for r in ROWS]
-    sentence = findings.findings(LEDGER, rows, "cpu")[0]["sentence"]
-    assert "and 1 did not (1 of them within the noise between runs)." in sentence
-    assert "within the noise" not in findings.findings(LEDGER, ROWS, "cpu")[0]["sentence"]
+    how many of the claims that did not hold sat within their noise, and lists what each
+    measured."""
+    check = f"a.speedup = 1.1 + IQR/2 = 1.3 (needs < 1.2), {checks.WITHIN_NOISE}"
+    rows = [r | {"reason": FAILED_WITHIN_NOISE + check} if r["id"] == "a.3" else r for r in ROWS]
+    opt = findings.findings(LEDGER, rows, "cpu")[0]
+    assert "and 1 did not (1 of them within their measured noise)." in opt["sentence"]
+    assert opt["failures"][0]["measured"] == check
+    assert "noise" not in findings.findings(LEDGER, ROWS, "cpu")[0]["sentence"]

@@ -15,10 +15,12 @@ from d2lrepro.core.results import STATUSES, UNITS
 class Outcome:
     measured: str
     passed: bool
+    within_noise: bool = False  # failed with its bound inside the measured spread
 
 
-# A check whose bound lies within the measured spread: the run cannot tell, and says so.
-WITHIN_NOISE = "within the noise between runs (the bound lies inside median ± IQR/2)"
+# A check whose bound lies within the measured spread (over the rounds, chains, seeds or
+# epochs its IQR is taken over): this run cannot tell which side it is on, and says so.
+WITHIN_NOISE = "within the measured noise (the bound lies inside median ± IQR/2)"
 
 
 def fmt(value: float) -> str:
@@ -32,7 +34,7 @@ def apply(check: dict, value, name=lambda m: m) -> Outcome:
     between the pessimistic ends of the measured spreads (median -+ IQR / 2); a difference
     smaller than the noise does not reproduce a claim. Where the bound lies between the two
     ends (the pessimistic one fails it, the optimistic one meets it), the check fails and says
-    it sat within the noise: another run of the same code may fall on either side.
+    it sat within the measured noise: another run of the same code may fall on either side.
     """
     kind, spread = check["kind"], check.get("spread", {})
 
@@ -42,7 +44,7 @@ def apply(check: dict, value, name=lambda m: m) -> Outcome:
     def noisy(text, margin, reach):
         """``margin``: the check holds at the pessimistic ends; ``reach``: at the optimistic."""
         if reach and not margin:
-            return Outcome(f"{text}, {WITHIN_NOISE}", False)
+            return Outcome(f"{text}, {WITHIN_NOISE}", False, within_noise=True)
         return Outcome(text, margin)
 
     if kind in ("above", "below"):

@@ -109,6 +109,10 @@ def _unmet(requires: dict, records: list[dict]) -> str:
     return "; ".join(dict.fromkeys(r for r in reasons if r))
 
 
+# How the reason of a failed check begins: "within the measured noise" where every failed
+# check of the claim sat within its measured spread, so that the run cannot tell.
+FAILED_CHECK = "failed: "
+FAILED_WITHIN_NOISE = "failed within the measured noise: "
 # A job that times shares the machine only where the preset allows it (timings_alone: false).
 RAN_BESIDE_OTHERS = (
     "measured by a job that times, which ran beside other jobs (timings_alone: false)"
@@ -140,8 +144,8 @@ def evaluate_claim(
     run's jobs took by setting (:func:`job_seconds`).
 
     "not applicable here": the machine lacks the hardware, cannot measure a metric, the
-    preset scaled a setting the claim depends on, or a job that times measured it beside other
-    jobs. "not reproduced": a check failed, or the run
+    preset scaled a setting the claim depends on, or the claim is ``timed`` and a job that
+    timed it ran beside other jobs. "not reproduced": a check failed, or the run
     behind a metric diverged, failed or measured nothing. The measured numbers are shown
     whenever there are any.
     """
@@ -209,18 +213,19 @@ def evaluate_claim(
         return verdict(NOT_REPRODUCED, f"no number was measured: {what}{also}")
     if scaled:
         return verdict(NOT_APPLICABLE, scaled)
-    if claim.get("kind") != "output" and _ran_beside_others(used, records):
+    if claim.get("timed") and _ran_beside_others(used, records):
         return verdict(NOT_APPLICABLE, RAN_BESIDE_OTHERS)
     not_here = used[status == NOT_APPLICABLE_STATUS]
     if len(not_here):
         return verdict(NOT_APPLICABLE, _notes(not_here))
-    failed = [o.measured for o in outcomes if not o.passed]
+    failed = [o for o in outcomes if not o.passed]
     if not failed:
         return verdict(REPRODUCED, "")
     # What the measurement itself noted (e.g. why two numbers are equal) explains the finding.
     noted = used[used["note"].fillna("").astype(str) != ""] if "note" in used else used[:0]
     why = f"; note: {_notes(noted)}" if len(noted) else ""
-    return verdict(NOT_REPRODUCED, "failed: " + "; ".join(failed) + why)
+    lead = FAILED_WITHIN_NOISE if all(o.within_noise for o in failed) else FAILED_CHECK
+    return verdict(NOT_REPRODUCED, lead + "; ".join(o.measured for o in failed) + why)
 
 
 def evaluate(

@@ -55,7 +55,7 @@ def explain(ledger: dict, table: pd.DataFrame, read_metrics) -> pd.DataFrame:
     def why(row) -> str:
         if row["verdict"] != claims.NOT_REPRODUCED:
             return ""
-        if not str(row["reason"]).startswith("failed: "):
+        if not str(row["reason"]).startswith((claims.FAILED_CHECK, claims.FAILED_WITHIN_NOISE)):
             # The run failed or measured no number: nothing was compared with the book, so
             # nothing the run measured explains a difference.
             return NOT_EXPLAINED

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-from d2lrepro.pipeline.checks import WITHIN_NOISE
 from d2lrepro.pipeline.claims import (
+    FAILED_CHECK,
+    FAILED_WITHIN_NOISE,
     NOT_APPLICABLE,
     NOT_REPRODUCED,
     RAN_BESIDE_OTHERS,
@@ -74,7 +75,9 @@ def not_judged(rows: list[dict], preset: str) -> str:
 def failed_check(reason: str) -> str:
     """What a not-reproduced claim measured against the book's bound: its reason without the
     prefix and the notes of the measurement (the claim's row shows them)."""
-    return reason.removeprefix("failed: ").split("; note: ")[0]
+    for lead in (FAILED_WITHIN_NOISE, FAILED_CHECK):
+        reason = reason.removeprefix(lead)
+    return reason.split("; note: ")[0]
 
 
 def chapter(title: str, rows: list[dict], preset: str) -> dict:
@@ -89,9 +92,10 @@ def chapter(title: str, rows: list[dict], preset: str) -> dict:
     sentence = f"This run judged {judged} of the chapter's {plural(len(rows), 'claim')}"
     if judged:
         sentence += f": {len(held)} held ({kinds or 'none'}) and {len(failed)} did not"
-        # A check that sat within its noise is not evidence against the book: counted apart.
-        if noise := sum(WITHIN_NOISE in r["reason"] for r in failed):
-            sentence += f" ({noise} of them within the noise between runs)"
+        # A claim whose every failed check sat within its noise is no evidence against the
+        # book: counted apart.
+        if noise := sum(r["reason"].startswith(FAILED_WITHIN_NOISE) for r in failed):
+            sentence += f" ({noise} of them within their measured noise)"
     sentence += "."
     if judged < len(rows):
         sentence += f" Not judged here: {not_judged(rows, preset)}."
