@@ -19,7 +19,7 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        "results/report.html",
+        paths.REPORT,
         ARCHIVE,
-        "results/data/fashion_mnist.pt",
-        "results/data/airfoil.pt",
+        FASHION_MNIST_DATA,
+        AIRFOIL_DATA,

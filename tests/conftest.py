@@ -201,6 +201,13 @@ def prepared_data(n=96):
     return datasets.prepare_data(raw)
 
 
+def cpus(n):
+    """``n`` CPU devices, as a one-process multi-device run lists them."""
+    import torch
+
+    return [torch.device("cpu")] * n
+
+
 # A short LeNet run of the multi-device worker.
 LENET = ["--model", "lenet", "--epochs", 2, "--batch-size", 64, "--lr", 0.2]
 
@@ -299,6 +306,21 @@ def machine_record(host, gpus):
     }
 
 
+def node_record(host="node1", cores=2, gpus=0, threads=2) -> dict:
+    """A machine record as a job given ``cores`` usable cores and ``threads`` threads on
+    ``host`` (16 logical CPUs) writes it: by default a 2-core job without GPUs."""
+    return {
+        "host": host,
+        "cpu_model": "Test CPU",
+        "logical_cpus": 16,
+        "usable_cores": cores,
+        "threads": threads,
+        "cuda_devices": gpus,
+        "gpus": ["A GPU"] * gpus,
+        "torch_version": "2.13.0",
+    }
+
+
 @pytest.fixture(scope="module")
 def airfoil_data(mirror):
     """The airfoil data of the mirror, as the workflow prepares it."""
@@ -321,3 +343,100 @@ def footers(monkeypatch) -> dict:
 
     monkeypatch.setattr(plotting, "save", save)
     return found
+
+
+# Archives of runs, as the comparison of runs reads them (rule compare).
+ARCHIVED_LEDGER = """\
+sections:
+  - id: s
+    title: Timings <b>bold</b>
+    claims:
+      - {id: s.fast, kind: measurement, statement: A is faster, printed: "2x",
+         evidence: results/s/metrics.csv,
+         checks: [{kind: ratio_above, numerator: a, denominator: b, bound: 1.5}]}
+      - {id: s.same, kind: measurement, statement: "<script>alert(1)</script>", printed: "1",
+         evidence: results/s/metrics.csv, checks: [{kind: below, metric: c, bound: 5}]}
+      - {id: s.extra, kind: output, statement: Only in one run, printed: "0",
+         evidence: results/s/metrics.csv, checks: [{kind: exact, metric: c, expected: 1}]}
+"""
+ARCHIVED_ENV = {
+    "cpu_model": "CPU one",
+    "usable_cores": 2,
+    "logical_cpus": 2,
+    "torch_version": "2.13.0",
+}
+
+
+def archived_claim_row(claim_id, statement, verdict):
+    """A row of an archived run's claims table, in section s."""
+    from d2lrepro.pipeline import claims
+
+    return {
+        "id": claim_id,
+        "section": "s",
+        "kind": "measurement",
+        "statement": statement,
+        "printed": "2x",
+        "measured": f"measured for {claim_id}",
+        "verdict": verdict,
+        "reason": "" if verdict == claims.REPRODUCED else "failed: a / b",
+        "device": "cpu",
+        "evidence": "results/s/metrics.csv",
+    }
+
+
+def archived_run(tmp_path, name, verdicts, metrics, host="box", env=ARCHIVED_ENV, losses=None):
+    """An archive of a run whose claims have ``verdicts`` (id -> verdict), measuring
+    ``metrics`` (name -> value); ``losses``: airfoil loss curves by setting."""
+    import json
+
+    from d2lrepro.pipeline import archive, compare_figures
+
+    root = tmp_path / name
+    statements = {"s.fast": "A is faster", "s.same": "<script>alert(1)</script>"}
+    table = pd.DataFrame(
+        [
+            archived_claim_row(i, statements.get(i, "Only in one run"), v)
+            for i, v in verdicts.items()
+        ]
+    )
+    files = {
+        archive.LEDGER: ARCHIVED_LEDGER,
+        archive.CLAIMS: table.to_csv(index=False),
+        archive.ENVIRONMENT: json.dumps(env),
+        "results/s/metrics.csv": pd.DataFrame(
+            {"metric": list(metrics), "value": list(metrics.values())}
+        ).to_csv(index=False),
+    }
+    if losses is not None:
+        files[str(compare_figures.AIRFOIL)] = losses.to_csv(index=False)
+    for member, text in files.items():
+        (root / member).parent.mkdir(parents=True, exist_ok=True)
+        (root / member).write_text(text)
+    path = tmp_path / f"{name}.zip"
+    run = {"host": host, "date": "2026-01-02T00:00:00+00:00", "preset": "smoke", "commit": name}
+    archive.write(path, {m: root / m for m in files}, run)
+    return archive.read(path)
+
+
+def two_archived_runs(tmp_path, **kwargs):
+    """Two archived runs of different hosts and CPUs: s.fast flips from reproduced to not,
+    s.extra is the first run's only; ``kwargs`` go to the first."""
+    from d2lrepro.pipeline import claims
+
+    one = archived_run(
+        tmp_path,
+        "one",
+        {"s.fast": claims.REPRODUCED, "s.same": claims.REPRODUCED, "s.extra": claims.REPRODUCED},
+        {"a": 3.0, "b": 1.0, "c": 1.0},
+        **kwargs,
+    )
+    two = archived_run(
+        tmp_path,
+        "two",
+        {"s.same": claims.REPRODUCED, "s.fast": claims.NOT_REPRODUCED},
+        {"a": 1.2, "b": 1.0, "c": 1.0},
+        host="laptop",
+        env=ARCHIVED_ENV | {"cpu_model": "CPU two"},
+    )
+    return [one, two]

@@ -439,7 +439,7 @@ def test_module_style_each_experiment_module_names_the_ledger_ids_it_serves(repo
 def test_each_experiment_has_its_test_file_and_results_directory(repo):
     """An experiment is a module of a chapter package that a workflow script runs: its tests
     are tests/<chapter>/test_<module>.py, and its rules write under results/<chapter>/<module>/."""
-    rules = "\n".join(p.read_text() for p in (repo / "workflow" / "rules").glob("*.smk"))
+    written = [path for path, _, _ in rule_outputs(repo)]
     chapters = {f"d2lrepro.{package}" for package in EXPERIMENT_PACKAGES}
     run = {
         (node.module.split(".")[1], alias.name): script.name
@@ -451,7 +451,22 @@ def test_each_experiment_has_its_test_file_and_results_directory(repo):
     assert len(run) > 10
     for (chapter, module), script in sorted(run.items()):
         assert (repo / "tests" / chapter / f"test_{module}.py").is_file(), (script, module)
-        assert f"results/{chapter}/{module}/" in rules, (script, module)
+        directory = f"{paths.experiment(chapter, module)}/"
+        assert any(path.startswith(directory) for path in written), (script, module)
+
+
+def test_every_module_has_its_test_file(repo):
+    """tests/ mirrors the package: the tests of workflow/d2lrepro/<package>/<module>.py, an
+    experiment's or not, are tests/<package>/test_<module>.py."""
+    modules = sorted((repo / "workflow" / "d2lrepro").glob("*/*.py"))
+    assert len(modules) > 50
+    missing = [
+        f"{path.parent.name}/{path.stem}"
+        for path in modules
+        if path.stem != "__init__"
+        and not (repo / "tests" / path.parent.name / f"test_{path.stem}.py").is_file()
+    ]
+    assert missing == [], "modules without tests/<package>/test_<module>.py"
 
 
 def test_script_style_every_script_opens_with_the_shared_preamble(repo):
@@ -693,13 +708,15 @@ results.write_metrics(toy.measure(snakemake.params.n), snakemake.output.metrics)
 toy.draw(snakemake.params.n, snakemake.output.sums)
 """,
     "workflow/rules/optimization.smk": """
+TOY = paths.experiment("optimization", "toy")
+
 
 rule toy:
     input:
         code=code("toy"),
     output:
-        metrics="results/optimization/toy/metrics.csv",
-        machines=machines_of("results/optimization/toy/metrics.csv"),
+        metrics=TOY / "metrics.csv",
+        machines=machines_of(TOY / "metrics.csv"),
         sums=figure("toy", "sums"),
     log:
         "logs/toy.log",

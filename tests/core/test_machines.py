@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import shipped_claims
+from conftest import node_record, shipped_claims
 from d2lrepro.core import environment, machines, results
 from d2lrepro.pipeline import checks, claims
 
@@ -14,19 +14,6 @@ from d2lrepro.pipeline import checks, claims
 def in_a_job(monkeypatch):
     """A job's process: what record_job attributes rows to is undone after the test."""
     monkeypatch.setenv(machines.ATTRIBUTION, "")
-
-
-def record(host="node1", cores=2, gpus=0, threads=2) -> dict:
-    return {
-        "host": host,
-        "cpu_model": "Test CPU",
-        "logical_cpus": 16,
-        "usable_cores": cores,
-        "threads": threads,
-        "cuda_devices": gpus,
-        "gpus": ["A GPU"] * gpus,
-        "torch_version": "2.13.0",
-    }
 
 
 def test_the_records_of_a_file_lie_beside_it():
@@ -51,11 +38,11 @@ def test_a_measuring_job_records_its_machine_and_its_rows_name_it(in_a_job, tmp_
 
 def test_a_summary_carries_the_records_of_what_it_read(in_a_job, tmp_path):
     one, two = tmp_path / "a.machines.json", tmp_path / "b.machines.json"
-    machines.write(one, {"r1": record("node1")})
-    machines.write(two, {"r2": record("node2", gpus=2)})
+    machines.write(one, {"r1": node_record("node1")})
+    machines.write(two, {"r2": node_record("node2", gpus=2)})
     out = tmp_path / "metrics.machines.json"
     recorded = machines.record_job(str(out), [str(one), str(two)], measures=False)
-    assert recorded == {"r1": record("node1"), "r2": record("node2", gpus=2)}
+    assert recorded == {"r1": node_record("node1"), "r2": node_record("node2", gpus=2)}
     assert machines.attribution() == "r1 r2"  # its rows come from both jobs
 
 
@@ -67,10 +54,12 @@ def test_a_job_without_a_machines_output_records_nothing(in_a_job):
 def test_a_row_must_name_a_recorded_machine():
     rows = pd.DataFrame({"metric": ["a", "b"], "machine": ["r1", ""]})
     with pytest.raises(ValueError, match="m.csv: a row names no machine"):
-        machines.records_of(rows, {"r1": record()}, "m.csv")
+        machines.records_of(rows, {"r1": node_record()}, "m.csv")
     with pytest.raises(KeyError, match="r2"):
-        machines.records_of(rows.assign(machine="r1 r2"), {"r1": record()}, "m.csv")
-    assert machines.records_of(rows.assign(machine="r1"), {"r1": record()}, "m.csv") == [record()]
+        machines.records_of(rows.assign(machine="r1 r2"), {"r1": node_record()}, "m.csv")
+    assert machines.records_of(rows.assign(machine="r1"), {"r1": node_record()}, "m.csv") == [
+        node_record()
+    ]
 
 
 def test_unreadable_records_name_their_file(tmp_path):
@@ -98,7 +87,7 @@ def test_a_claim_s_requirements_are_judged_from_the_job_that_measured_it(cores, 
             for m in checks.metrics_of(c)
         ]
     ).drop_duplicates("metric")
-    judged = claims.evaluate_claim(claim, rows, {"job": record("node7", cores=cores)})
+    judged = claims.evaluate_claim(claim, rows, {"job": node_record("node7", cores=cores)})
     assert (judged["verdict"] != claims.NOT_APPLICABLE) == applicable, judged
     if not applicable:
         assert judged["reason"] == (
@@ -111,10 +100,10 @@ def test_a_gpu_claim_is_judged_on_the_gpus_its_job_could_use():
     names = [m for c in claim["checks"] for m in checks.metrics_of(c)]
     rows = pd.DataFrame([results.metric(m, 1.0, "s", machine="job") for m in names])
     rows = rows.drop_duplicates("metric")
-    on_cpu = claims.evaluate_claim(claim, rows, {"job": record(gpus=0)})
+    on_cpu = claims.evaluate_claim(claim, rows, {"job": node_record(gpus=0)})
     assert on_cpu["verdict"] == claims.NOT_APPLICABLE
     assert on_cpu["reason"] == "needs CUDA, the job that measured it (on node1) could use none"
-    on_gpu = claims.evaluate_claim(claim, rows, {"job": record(gpus=1)})
+    on_gpu = claims.evaluate_claim(claim, rows, {"job": node_record(gpus=1)})
     assert on_gpu["verdict"] != claims.NOT_APPLICABLE
 
 
@@ -128,32 +117,9 @@ def test_no_verdict_reads_the_run_s_overview(repo):
 
 def test_distinct_machines_are_hosts_with_what_their_jobs_could_use():
     found = machines.distinct(
-        [record("a", cores=1), record("a", cores=2, gpus=1), record("b", gpus=2)]
+        [node_record("a", cores=1), node_record("a", cores=2, gpus=1), node_record("b", gpus=2)]
     )
     assert [(m["host"], m["cores"], m["cuda_devices"]) for m in found] == [
         ("a", [1, 2], [0, 1]),
         ("b", [2], [2]),
     ]
-
-
-def test_a_footer_names_each_machine_once():
-    text = environment.footer([record("a"), record("a"), record("b", gpus=1)])
-    assert text.count("a: Test CPU") == 1 and "b: Test CPU (2 cores, 2 threads), A GPU" in text
-    assert "threads" not in environment.footer([record("b", gpus=1)], threads=1, if_no_gpu=True)
-
-
-def test_a_launcher_reads_its_gpus_from_a_child_and_never_starts_cuda(cuda_count, monkeypatch):
-    """Its workers use the GPUs: a context of its own on them would be one too many."""
-    cuda_count(1)
-
-    def started_cuda():
-        raise AssertionError("the launcher's own process started CUDA")
-
-    monkeypatch.setattr(environment, "gpu_facts", started_cuda)
-    monkeypatch.setattr(environment, "gpu_facts_in_a_child", lambda: [("A GPU", 81559)])
-    described = environment.describe(4, cuda_in_a_child=True)
-    assert (described["gpus"], described["gpu_memory_mib"]) == (["A GPU"], [81559])
-
-
-def test_the_child_that_reads_the_gpus_runs(cpu_only):
-    assert environment.gpu_facts_in_a_child() == []  # the child sees what this process sees

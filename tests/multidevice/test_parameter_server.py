@@ -11,7 +11,7 @@ import torch.multiprocessing as mp
 
 from conftest import machine_record, verdict_of
 from d2lrepro.core import devices, results
-from d2lrepro.multidevice import figures, parameter_server
+from d2lrepro.multidevice import parameter_server
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 
@@ -392,24 +392,6 @@ def test_ring_bandwidth_against_ethernet_and_pcie():
     assert verdict_of("ps.nvlink", nvlink(33, 4), gpus) == NOT_REPRODUCED  # within the spread
     assert verdict_of("ps.nvlink", nvlink(25, 1, linked=False), gpus) == NOT_APPLICABLE  # PCIe
     assert verdict_of("ps.nvlink", nvlink(54, 2)) == NOT_APPLICABLE  # no GPUs
-
-
-def test_the_parameter_server_figure_draws_each_run_or_says_why(tmp_path):
-    measured = [
-        results.metric(f"{p}.{name}.{stat}_s", seconds)
-        for p, seconds in (("ps", 0.2), ("ps.all", 0.1))
-        for name in parameter_server.STRATEGIES
-        for stat in ("median", "iqr")
-    ]
-    workers = [results.metric("ps.workers", 2), results.metric("ps.all.workers", 4)]
-    both = pd.DataFrame(measured + workers)
-    figures.draw_param_server(both, tmp_path / "both.png", "footer")
-    only_two = both[~both["metric"].str.startswith("ps.all.")]
-    absent = pd.DataFrame(parameter_server.unmeasured_rows("this machine has 2 devices", "ps.all"))
-    figures.draw_param_server(pd.concat([only_two, absent]), tmp_path / "two.png", "footer")
-    none = pd.DataFrame(parameter_server.unmeasured_rows("needs 2 devices"))
-    figures.draw_param_server(none, tmp_path / "none.png", "footer")
-    assert all((tmp_path / f"{n}.png").stat().st_size > 0 for n in ("both", "two", "none"))
 
 
 def test_the_summary_draws_the_figure_naming_the_machine_that_measured(tmp_path, footers):

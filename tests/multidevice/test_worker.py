@@ -13,7 +13,7 @@ import torch
 
 from conftest import LENET, fake_fashion_mnist, ok, run
 from d2lrepro.core import paths
-from d2lrepro.multidevice import data_parallel, launcher, worker
+from d2lrepro.multidevice import data_parallel, worker
 
 
 @pytest.fixture(scope="module")
@@ -249,39 +249,6 @@ def test_parse_args_rejects_momentum_for_scratch_lenet():
         worker.parse_args(["--out", "y.csv"])  # training needs --data
 
 
-def test_two_jobs_at_once_do_not_collide(data, tmp_path):
-    """Each torchrun --standalone picks its own free port: two 2-worker jobs run side by side."""
-    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    jobs = [
-        subprocess.Popen(
-            launcher.command(
-                worker,
-                2,
-                [
-                    *map(str, LENET[:2]),
-                    "--epochs",
-                    "1",
-                    "--batch-size",
-                    "64",
-                    "--data",
-                    str(data),
-                    "--out",
-                    str(tmp_path / f"{i}.csv"),
-                ],
-            ),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for i in range(2)
-    ]
-    for job in jobs:
-        _, err = job.communicate(timeout=180)
-        assert job.returncode == 0, err[-3000:]
-    assert all(len(pd.read_csv(tmp_path / f"{i}.csv")) == 1 for i in range(2))
-
-
 FAKE_SRUN = """#!{python}
 # srun on a machine of its own: each task a process here, as if on its own node, its
 # processes marked by FAKE_NODE in their environment. The first task starts alone until the
@@ -375,13 +342,3 @@ def test_a_lost_node_fails_the_job_and_a_rerun_resumes_from_its_checkpoint(
     assert "resuming from" in (tmp_path / "nodes.log").read_text()
     whole = one_node(data, tmp_path, spec)
     assert resumed["train_loss"].tolist() == pytest.approx(whole["train_loss"].tolist(), rel=1e-6)
-
-
-def test_a_run_across_nodes_needs_an_allocation_of_them(monkeypatch):
-    monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
-    assert launcher.nodes_unavailable(2, 2).startswith("needs 2 nodes, this job has 1")
-    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
-    assert launcher.nodes_unavailable(2, 2) == ""
-    argv = launcher.torchrun_argv(worker, 4, [], nodes=2, endpoint="node1:29400", run_id="r")
-    assert {"--nnodes=2", "--nproc-per-node=2", "--rdzv-endpoint=node1:29400"} <= set(argv)
-    assert "--standalone" not in argv and "--standalone" in launcher.torchrun_argv(worker, 2, [])

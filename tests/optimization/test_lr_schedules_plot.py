@@ -3,7 +3,7 @@ import math
 import pandas as pd
 import pytest
 
-from d2lrepro.core import reference, results
+from d2lrepro.core import reference
 from d2lrepro.optimization import lr_schedules
 
 BOOK = reference.load()
@@ -122,7 +122,3 @@ def test_a_run_without_a_second_epoch_has_no_epoch_2_quirk():
     m = {r["metric"]: r["value"] for r in lr_schedules.training_metrics(h, BOOK)}
     assert math.isnan(m["warmup.as_written.test_acc_epoch2_minus_1"])
     assert math.isnan(m["warmup.as_written.param_change_epoch2"])
-
-
-def test_late_iqr_is_the_spread_of_the_last_epochs():
-    assert results.late_iqr([0.1, 0.2, 0.80, 0.82, 0.84, 0.86, 0.88]) == pytest.approx(0.04)

@@ -9,7 +9,7 @@ import torch
 
 from conftest import verdict_of
 from d2lrepro.core.results import not_applicable
-from d2lrepro.performance import hybridize, hybridize_cold
+from d2lrepro.performance import hybridize
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 FAST = {"min_run_time": 0.01, "max_run_time": 0.2}
@@ -205,35 +205,3 @@ def test_a_script_mode_that_returns_the_eager_module_fails_the_speed_claim(monke
     monkeypatch.setattr(hybridize, "convert", lambda net, m: net if m == "script" else real(net, m))
     rows = hybridize.hybridize(batch_sizes=(1,), modes=("eager", "script"), n_calls=100, **FAST)
     assert verdict_of("hyb.bench", rows) == NOT_REPRODUCED
-
-
-@pytest.mark.parametrize(
-    "machine, verdict",
-    [
-        ("rewards the second loop", NOT_REPRODUCED),  # order alone: script faster in 3 of 5
-        ("scripting is faster", REPRODUCED),  # all 5
-    ],
-)
-def test_the_book_s_cold_loop_is_judged_apart_from_its_order(machine, verdict):
-    """The book's eager-first cold loop favours whichever runs second: alternating the order
-    across fresh processes leaves an order effect short of the sign test."""
-    orders = []
-
-    def run(order, seed, batch, n_calls, device, threads):
-        orders.append(order)
-        if machine == "scripting is faster":
-            return {"eager": 1.0, "script": 0.8}
-        return {order[0]: 1.0, order[1]: 0.9}
-
-    rows = hybridize_cold.cold_pairs(
-        "hyb.batch1.naive", 1, n_calls=1, device="cpu", seed=0, run=run
-    )
-    assert orders[:2] == [("eager", "script"), ("script", "eager")]
-    assert verdict_of("hyb.bench.naive", rows) == verdict
-
-
-def test_each_cold_pair_runs_in_a_fresh_process():
-    seconds = hybridize_cold.in_fresh_process(("script", "eager"), 1, 1, 3, "cpu", 1)
-    assert set(seconds) == {"eager", "script"} and min(seconds.values()) > 0
-    with pytest.raises(RuntimeError, match="the cold loop's process failed"):
-        hybridize_cold.in_fresh_process(("eager",), 1, 1, 3, "no-such-device", 1)

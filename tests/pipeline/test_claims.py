@@ -406,13 +406,6 @@ def test_an_unknown_status_or_unit_stops_the_rule_naming_the_file_and_the_metric
         evaluate_with([metric("a", 2.0) | {"unit": "sec"}], check)
 
 
-def test_a_metric_is_written_with_a_known_unit_and_status_only():
-    with pytest.raises(ValueError, match="unknown unit 'sec'"):
-        metric("a", 1.0, "sec")
-    with pytest.raises(ValueError, match="unknown status 'skipped'"):
-        metric("a", 1.0, status="skipped")
-
-
 @pytest.mark.parametrize("denominator", [0.0, -0.5])
 @pytest.mark.parametrize("kind", ["ratio_above", "ratio_below"])
 def test_a_ratio_over_zero_or_a_negative_number_is_not_reproduced(kind, denominator):

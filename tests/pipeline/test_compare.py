@@ -1,93 +1,16 @@
-"""Runs side by side: flipped verdicts first, claims of one run only, escaped texts, figures."""
+"""Runs side by side: flipped verdicts first, claims of one run only, escaped texts."""
 
-import json
 import math
 
-import pandas as pd
-
+from conftest import archived_run, two_archived_runs
 from d2lrepro.core import reference
-from d2lrepro.pipeline import archive, claims, compare, compare_figures
+from d2lrepro.pipeline import claims, compare
 
 BOOK = reference.load()
-LEDGER = """\
-sections:
-  - id: s
-    title: Timings <b>bold</b>
-    claims:
-      - {id: s.fast, kind: measurement, statement: A is faster, printed: "2x",
-         evidence: results/s/metrics.csv,
-         checks: [{kind: ratio_above, numerator: a, denominator: b, bound: 1.5}]}
-      - {id: s.same, kind: measurement, statement: "<script>alert(1)</script>", printed: "1",
-         evidence: results/s/metrics.csv, checks: [{kind: below, metric: c, bound: 5}]}
-      - {id: s.extra, kind: output, statement: Only in one run, printed: "0",
-         evidence: results/s/metrics.csv, checks: [{kind: exact, metric: c, expected: 1}]}
-"""
-ENV = {"cpu_model": "CPU one", "usable_cores": 2, "logical_cpus": 2, "torch_version": "2.13.0"}
-
-
-def claim_row(claim_id, statement, verdict):
-    return {
-        "id": claim_id,
-        "section": "s",
-        "kind": "measurement",
-        "statement": statement,
-        "printed": "2x",
-        "measured": f"measured for {claim_id}",
-        "verdict": verdict,
-        "reason": "" if verdict == claims.REPRODUCED else "failed: a / b",
-        "device": "cpu",
-        "evidence": "results/s/metrics.csv",
-    }
-
-
-def make_run(tmp_path, name, verdicts, metrics, host="box", env=ENV, losses=None):
-    """An archive of a run whose claims have ``verdicts`` (id -> verdict), measuring
-    ``metrics`` (name -> value); ``losses``: airfoil loss curves by setting."""
-    root = tmp_path / name
-    statements = {"s.fast": "A is faster", "s.same": "<script>alert(1)</script>"}
-    table = pd.DataFrame(
-        [claim_row(i, statements.get(i, "Only in one run"), v) for i, v in verdicts.items()]
-    )
-    files = {
-        archive.LEDGER: LEDGER,
-        archive.CLAIMS: table.to_csv(index=False),
-        archive.ENVIRONMENT: json.dumps(env),
-        "results/s/metrics.csv": pd.DataFrame(
-            {"metric": list(metrics), "value": list(metrics.values())}
-        ).to_csv(index=False),
-    }
-    if losses is not None:
-        files[str(compare_figures.AIRFOIL)] = losses.to_csv(index=False)
-    for member, text in files.items():
-        (root / member).parent.mkdir(parents=True, exist_ok=True)
-        (root / member).write_text(text)
-    path = tmp_path / f"{name}.zip"
-    run = {"host": host, "date": "2026-01-02T00:00:00+00:00", "preset": "smoke", "commit": name}
-    archive.write(path, {m: root / m for m in files}, run)
-    return archive.read(path)
-
-
-def two_runs(tmp_path, **kwargs):
-    one = make_run(
-        tmp_path,
-        "one",
-        {"s.fast": claims.REPRODUCED, "s.same": claims.REPRODUCED, "s.extra": claims.REPRODUCED},
-        {"a": 3.0, "b": 1.0, "c": 1.0},
-        **kwargs,
-    )
-    two = make_run(
-        tmp_path,
-        "two",
-        {"s.same": claims.REPRODUCED, "s.fast": claims.NOT_REPRODUCED},
-        {"a": 1.2, "b": 1.0, "c": 1.0},
-        host="laptop",
-        env=ENV | {"cpu_model": "CPU two"},
-    )
-    return [one, two]
 
 
 def test_a_flipped_verdict_comes_first_then_claims_of_one_run(tmp_path):
-    runs = two_runs(tmp_path)
+    runs = two_archived_runs(tmp_path)
     names = compare.labels(runs)
     assert names == ["box 2026-01-02", "laptop 2026-01-02"]
     rows = compare.table(runs, names).set_index("id", drop=False)
@@ -104,7 +27,7 @@ def test_a_flipped_verdict_comes_first_then_claims_of_one_run(tmp_path):
 
 
 def test_the_page_escapes_every_text_of_an_archive(tmp_path):
-    runs = two_runs(tmp_path)
+    runs = two_archived_runs(tmp_path)
     html, rows = compare.render(runs, BOOK, commit="abc")
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
@@ -116,7 +39,7 @@ def test_the_page_escapes_every_text_of_an_archive(tmp_path):
 
 
 def test_the_environments_say_where_the_runs_differ(tmp_path):
-    runs = two_runs(tmp_path)
+    runs = two_archived_runs(tmp_path)
     rows = {r["field"]: r for r in compare.environments(runs)}
     assert rows["CPU"]["differs"] and rows["CPU"]["values"] == ["CPU one", "CPU two"]
     assert rows["commit"]["differs"] and not rows["torch"]["differs"]
@@ -124,8 +47,8 @@ def test_the_environments_say_where_the_runs_differ(tmp_path):
 
 
 def test_runs_of_one_host_and_day_are_told_apart_by_their_files(tmp_path):
-    one = make_run(tmp_path, "a", {"s.fast": claims.REPRODUCED}, {"a": 2.0, "b": 1.0})
-    two = make_run(tmp_path, "b", {"s.fast": claims.REPRODUCED}, {"a": 2.0, "b": 1.0})
+    one = archived_run(tmp_path, "a", {"s.fast": claims.REPRODUCED}, {"a": 2.0, "b": 1.0})
+    two = archived_run(tmp_path, "b", {"s.fast": claims.REPRODUCED}, {"a": 2.0, "b": 1.0})
     assert compare.labels([one, two]) == ["a", "b"]
     assert compare.labels([one, one]) == ["a (1)", "a (2)"]
 
@@ -147,26 +70,9 @@ def test_the_number_of_each_kind_of_check():
     assert math.isnan(compare.headline({"kind": "above", "metric": "absent"}, values))
 
 
-def test_curves_and_ratios_are_drawn_for_every_run_with_hostile_labels(tmp_path):
-    losses = pd.DataFrame(
-        {"setting": "adam.yogi", "seed": 0, "epoch": [0.5, 1.0], "loss": [0.3, 0.25]}
-    )
-    runs = two_runs(tmp_path, losses=losses, host="$\\alpha$ <host>")
-    names = compare.labels(runs)
-    figures = compare_figures.curves(runs, names, BOOK)
-    assert [f["title"] for f in figures] == [compare_figures.FAMILIES[0][0]]
-    numbers = [compare.claim_values(r) for r in runs]
-    rows = compare.table(runs, names)
-    ratios = compare_figures.ratios(rows, numbers, names, {"s": "Timings"})
-    assert [f["title"] for f in ratios] == ["Timings: ratios"]
-    assert all(f["src"].startswith("data:image/png;base64,") for f in figures + ratios)
-    html, _ = compare.render(runs, BOOK, commit="abc")
-    assert "&lt;host&gt;" in html and "<host>" not in html
-
-
 def test_a_flip_between_some_runs_outranks_a_claim_missing_from_another(tmp_path):
-    third = make_run(tmp_path, "three", {"s.same": claims.REPRODUCED}, {"c": 1.0}, host="gpu")
-    runs = [*two_runs(tmp_path), third]
+    third = archived_run(tmp_path, "three", {"s.same": claims.REPRODUCED}, {"c": 1.0}, host="gpu")
+    runs = [*two_archived_runs(tmp_path), third]
     rows = compare.table(runs, compare.labels(runs)).set_index("id")
     assert rows.loc["s.fast", "group"] == compare.DIFFERS
     assert rows.loc["s.fast", "gpu 2026-01-02: verdict"] == compare.ABSENT

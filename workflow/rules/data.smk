@@ -1,3 +1,8 @@
+# The chapter's results directory, and the data sets it prepares for the other chapters.
+DATA = paths.RESULTS / "data"
+FASHION_MNIST_DATA = DATA / "fashion_mnist.pt"
+AIRFOIL_DATA = DATA / "airfoil.pt"
+
 DATA_FILES = {spec.mirror_path: spec for spec in fetch.FILES.values()}
 
 
@@ -30,7 +35,7 @@ rule prepare_fashion_mnist:
         test_labels="resources/fashion-mnist/t10k-labels-idx1-ubyte.gz",
         code=code("prepare_fashion_mnist"),
     output:
-        "results/data/fashion_mnist.pt",
+        FASHION_MNIST_DATA,
     log:
         "logs/prepare_fashion_mnist.log",
     benchmark:
@@ -49,9 +54,9 @@ rule prepare_airfoil:
         table="resources/airfoil/airfoil_self_noise.dat",
         code=code("prepare_airfoil"),
     output:
-        tensors="results/data/airfoil.pt",
-        metrics="results/data/airfoil_metrics.csv",
-        machines=machines_of("results/data/airfoil_metrics.csv"),
+        tensors=AIRFOIL_DATA,
+        metrics=DATA / "airfoil_metrics.csv",
+        machines=machines_of(DATA / "airfoil_metrics.csv"),
     log:
         "logs/prepare_airfoil.log",
     benchmark:

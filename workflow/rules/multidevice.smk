@@ -2,6 +2,13 @@
 # cores (so that its timing is its own) and is not applicable, not failed, where the machine
 # lacks the devices.
 
+# Each experiment's results directory, named once, as the Python side names it (core.paths).
+DATA_PARALLEL = paths.experiment("multidevice", "data_parallel")
+COST_MODEL = paths.experiment("multidevice", "cost_model")
+PARAMETER_SERVER = paths.experiment("multidevice", "parameter_server")
+ARCHITECTURES = paths.experiment("multidevice", "architectures")
+SINGLE_PROCESS = paths.experiment("multidevice", "single_process")
+
 
 MULTIGPU_MODELS = sorted({run["model"] for run in S["data_parallel"]["runs"].values()})
 
@@ -17,12 +24,12 @@ SPANNING_NODES = {
 
 rule data_parallel_run:
     input:
-        data="results/data/fashion_mnist.pt",
+        data=FASHION_MNIST_DATA,
         code=code("data_parallel_run"),
     output:
-        history="results/multidevice/data_parallel/{run}.seed{seed}.csv",
-        topk="results/multidevice/data_parallel/{run}.seed{seed}.topk.csv",
-        machines=machines_of("results/multidevice/data_parallel/{run}.seed{seed}.csv"),
+        history=DATA_PARALLEL / "{run}.seed{seed}.csv",
+        topk=DATA_PARALLEL / "{run}.seed{seed}.topk.csv",
+        machines=machines_of(DATA_PARALLEL / "{run}.seed{seed}.csv"),
     log:
         "logs/data_parallel_run/{run}.seed{seed}.log",
     benchmark:
@@ -57,9 +64,9 @@ rule cost_model:
     input:
         code=code("cost_model"),
     output:
-        **{m: f"results/multidevice/cost_model/{m}.csv" for m in COST_STEPS},
-        examples="results/multidevice/cost_model/examples.csv",
-        machines="results/multidevice/cost_model/machines.json",
+        **{m: COST_MODEL / f"{m}.csv" for m in COST_STEPS},
+        examples=COST_MODEL / "examples.csv",
+        machines=COST_MODEL / "machines.json",
     log:
         "logs/cost_model.log",
     benchmark:
@@ -84,8 +91,8 @@ rule parameter_server:
     input:
         code=code("parameter_server"),
     output:
-        timings="results/multidevice/parameter_server/timings.csv",
-        machines=machines_of("results/multidevice/parameter_server/timings.csv"),
+        timings=PARAMETER_SERVER / "timings.csv",
+        machines=machines_of(PARAMETER_SERVER / "timings.csv"),
     log:
         "logs/parameter_server.log",
     benchmark:
@@ -108,8 +115,8 @@ rule architectures:
     input:
         code=code("architectures"),
     output:
-        metrics="results/multidevice/architectures/metrics.csv",
-        machines=machines_of("results/multidevice/architectures/metrics.csv"),
+        metrics=ARCHITECTURES / "metrics.csv",
+        machines=machines_of(ARCHITECTURES / "metrics.csv"),
     log:
         "logs/architectures.log",
     benchmark:
@@ -130,14 +137,11 @@ SINGLE_PROCESS_RUNS = [f"{m}.{d}" for m in MULTIGPU_MODELS for d in (1, 2)]
 
 rule single_process:
     input:
-        data="results/data/fashion_mnist.pt",
+        data=FASHION_MNIST_DATA,
         code=code("single_process"),
     output:
-        **{
-            run: f"results/multidevice/single_process/{run}.csv"
-            for run in SINGLE_PROCESS_RUNS
-        },
-        machines="results/multidevice/single_process/machines.json",
+        **{run: SINGLE_PROCESS / f"{run}.csv" for run in SINGLE_PROCESS_RUNS},
+        machines=SINGLE_PROCESS / "machines.json",
     log:
         "logs/single_process.log",
     benchmark:
@@ -157,15 +161,13 @@ rule single_process:
 
 rule single_process_summary:
     input:
-        runs=expand(
-            "results/multidevice/single_process/{run}.csv", run=SINGLE_PROCESS_RUNS
-        ),
+        runs=expand(SINGLE_PROCESS / "{run}.csv", run=SINGLE_PROCESS_RUNS),
         machines=rules.single_process.output.machines,
         book_curves="workflow/reference/book_curves.csv",
         code=code("single_process_summary"),
     output:
-        metrics="results/multidevice/single_process/metrics.csv",
-        machines=machines_of("results/multidevice/single_process/metrics.csv"),
+        metrics=SINGLE_PROCESS / "metrics.csv",
+        machines=machines_of(SINGLE_PROCESS / "metrics.csv"),
     log:
         "logs/single_process_summary.log",
     benchmark:
@@ -183,7 +185,7 @@ rule single_process_summary:
 rule data_parallel_summary:
     input:
         runs=expand(
-            "results/multidevice/data_parallel/{run}.seed{seed}.csv",
+            DATA_PARALLEL / "{run}.seed{seed}.csv",
             run=S["data_parallel"]["runs"],
             seed=S["data_parallel"]["seeds"],
         ),
@@ -191,13 +193,13 @@ rule data_parallel_summary:
         single_process=rules.single_process_summary.input.runs,
         # The top-k logs of the first seed: the seeds draw one run.
         topk=[
-            f"results/multidevice/data_parallel/{run}.seed{S['data_parallel']['seeds'][0]}.topk.csv"
+            DATA_PARALLEL / f"{run}.seed{S['data_parallel']['seeds'][0]}.topk.csv"
             for run, spec in S["data_parallel"]["runs"].items()
             if spec.get("topk")
         ],
         machines=[
             *expand(
-                machines_of("results/multidevice/data_parallel/{run}.seed{seed}.csv"),
+                machines_of(DATA_PARALLEL / "{run}.seed{seed}.csv"),
                 run=S["data_parallel"]["runs"],
                 seed=S["data_parallel"]["seeds"],
             ),
@@ -206,8 +208,8 @@ rule data_parallel_summary:
         book_curves="workflow/reference/book_curves.csv",
         code=code("data_parallel_summary"),
     output:
-        metrics="results/multidevice/data_parallel/metrics.csv",
-        machines=machines_of("results/multidevice/data_parallel/metrics.csv"),
+        metrics=DATA_PARALLEL / "metrics.csv",
+        machines=machines_of(DATA_PARALLEL / "metrics.csv"),
         mgpu_test_acc=figure("mgpu", "test_acc"),
         mgpu_epochs=figure("mgpu", "epochs"),
         mgpuc_test_acc=figure("mgpuc", "test_acc"),
@@ -229,13 +231,13 @@ rule data_parallel_summary:
 
 rule cost_model_summary:
     input:
-        costs=expand("results/multidevice/cost_model/{step}.csv", step=COST_STEPS),
-        examples="results/multidevice/cost_model/examples.csv",
+        costs=expand(COST_MODEL / "{step}.csv", step=COST_STEPS),
+        examples=COST_MODEL / "examples.csv",
         machines=rules.cost_model.output.machines,
         code=code("cost_model_summary"),
     output:
-        metrics="results/multidevice/cost_model/metrics.csv",
-        machines=machines_of("results/multidevice/cost_model/metrics.csv"),
+        metrics=COST_MODEL / "metrics.csv",
+        machines=machines_of(COST_MODEL / "metrics.csv"),
         figure=figure("mgpu", "cost_model"),
     log:
         "logs/cost_model_summary.log",

@@ -2,12 +2,21 @@
 # learning-rate schedules.
 from d2lrepro.optimization import schedules
 
+# Each experiment's results directory, named once, as the Python side names it (core.paths).
+INTRO = paths.experiment("optimization", "intro")
+TRACES = paths.experiment("optimization", "traces")
+WEIGHTS = paths.experiment("optimization", "weights")
+AIRFOIL = paths.experiment("optimization", "airfoil")
+EPS_SWEEP = paths.experiment("optimization", "eps_sweep")
+LR_SCHEDULES = paths.experiment("optimization", "lr_schedules")
+WARMUP_SWEEP = paths.experiment("optimization", "warmup_sweep")
+
 LR_RUNS = list(schedules.RUNS)
 
 
 # Every (run, semantics, seed) of the lr schedules; a constant lr has no schedule to apply late.
 LR_RUN_FILES = [
-    f"results/optimization/lr_schedules/runs/{r}.{s}.seed{seed}.csv"
+    LR_SCHEDULES / "runs" / f"{r}.{s}.seed{seed}.csv"
     for r, s in [("constant", "as_written")]
     + [(r, s) for r in LR_RUNS[1:] for s in S["lr_schedules"]["semantics"]]
     for seed in S["lr_schedules"]["seeds"]
@@ -15,13 +24,13 @@ LR_RUN_FILES = [
 WARMUP_VARIANTS = ["none", "linear"]
 # One output per peak lr of the warm-up sweep and variant (all seeds in one job).
 WARMUP_RUN_FILES = [
-    f"results/optimization/warmup_sweep/runs/lr{lr}.{variant}.csv"
+    WARMUP_SWEEP / "runs" / f"lr{lr}.{variant}.csv"
     for lr in S["warmup_sweep"]["lrs"]
     for variant in WARMUP_VARIANTS
 ]
 
 
-AIRFOIL = Paramspace(
+AIRFOIL_SETTINGS = Paramspace(
     pd.DataFrame({"setting": list(S["airfoil"]["settings"])}), filename_params="*"
 )
 
@@ -30,8 +39,8 @@ rule intro:
     input:
         code=code("intro"),
     output:
-        metrics="results/optimization/intro/metrics.csv",
-        machines=machines_of("results/optimization/intro/metrics.csv"),
+        metrics=INTRO / "metrics.csv",
+        machines=machines_of(INTRO / "metrics.csv"),
         risk=figure("intro", "risk"),
         local_min=figure("intro", "local_min"),
         saddle_x3=figure("intro", "saddle_x3"),
@@ -57,9 +66,9 @@ rule traces:
         code=code("traces"),
     output:
         **run_figures(S["traces"]["runs"]),
-        steps="results/optimization/traces/steps.csv",
-        metrics="results/optimization/traces/metrics.csv",
-        machines=machines_of("results/optimization/traces/metrics.csv"),
+        steps=TRACES / "steps.csv",
+        metrics=TRACES / "metrics.csv",
+        machines=machines_of(TRACES / "metrics.csv"),
     log:
         "logs/traces.log",
     benchmark:
@@ -81,8 +90,8 @@ rule weights:
     input:
         code=code("weights"),
     output:
-        metrics="results/optimization/weights/metrics.csv",
-        machines=machines_of("results/optimization/weights/metrics.csv"),
+        metrics=WEIGHTS / "metrics.csv",
+        machines=machines_of(WEIGHTS / "metrics.csv"),
         momentum_weights=figure("momentum", "eff_weight"),
         rmsprop_weights=figure("rmsprop", "weights"),
         scalar=figure("momentum", "scalar"),
@@ -103,17 +112,17 @@ rule weights:
 
 rule airfoil_run:
     input:
-        data="results/data/airfoil.pt",
+        data=AIRFOIL_DATA,
         code=code("airfoil_run"),
     output:
-        runs=f"results/optimization/airfoil/runs/{AIRFOIL.wildcard_pattern}.csv",
+        runs=AIRFOIL / "runs" / f"{AIRFOIL_SETTINGS.wildcard_pattern}.csv",
         machines=machines_of(
-            f"results/optimization/airfoil/runs/{AIRFOIL.wildcard_pattern}.csv"
+            AIRFOIL / "runs" / f"{AIRFOIL_SETTINGS.wildcard_pattern}.csv"
         ),
     log:
-        f"logs/airfoil_run/{AIRFOIL.wildcard_pattern}.log",
+        f"logs/airfoil_run/{AIRFOIL_SETTINGS.wildcard_pattern}.log",
     benchmark:
-        f"benchmarks/airfoil_run/{AIRFOIL.wildcard_pattern}.tsv"
+        f"benchmarks/airfoil_run/{AIRFOIL_SETTINGS.wildcard_pattern}.tsv"
     conda:
         ENV
     # Its training times are compared across settings: nothing runs beside it.
@@ -122,9 +131,9 @@ rule airfoil_run:
         **needs(2000, 30),
     params:
         ran_alone=TIMINGS_ALONE,
-        name=lambda w: plain(AIRFOIL.instance(w)["setting"]),
+        name=lambda w: plain(AIRFOIL_SETTINGS.instance(w)["setting"]),
         setting=lambda w: S["airfoil"]["settings"][
-            plain(AIRFOIL.instance(w)["setting"])
+            plain(AIRFOIL_SETTINGS.instance(w)["setting"])
         ],
         seeds=S["airfoil"]["seeds"],
         epochs=S["airfoil"]["epochs"],
@@ -142,11 +151,11 @@ COMPARED = [
 
 rule airfoil_compare:
     input:
-        data="results/data/airfoil.pt",
+        data=AIRFOIL_DATA,
         code=code("airfoil_compare"),
     output:
-        metrics="results/optimization/airfoil/compare/{setting}.csv",
-        machines=machines_of("results/optimization/airfoil/compare/{setting}.csv"),
+        metrics=AIRFOIL / "compare" / "{setting}.csv",
+        machines=machines_of(AIRFOIL / "compare" / "{setting}.csv"),
     log:
         "logs/airfoil_compare/{setting}.log",
     benchmark:
@@ -172,14 +181,14 @@ rule airfoil_compare:
 rule airfoil_summary:
     input:
         runs=expand(
-            "results/optimization/airfoil/runs/{setting}.csv",
-            setting=AIRFOIL.instance_patterns,
+            AIRFOIL / "runs" / "{setting}.csv",
+            setting=AIRFOIL_SETTINGS.instance_patterns,
         ),
         compared=expand(rules.airfoil_compare.output.metrics, setting=COMPARED),
         machines=[
             *expand(
-                machines_of("results/optimization/airfoil/runs/{setting}.csv"),
-                setting=AIRFOIL.instance_patterns,
+                machines_of(AIRFOIL / "runs" / "{setting}.csv"),
+                setting=AIRFOIL_SETTINGS.instance_patterns,
             ),
             *expand(rules.airfoil_compare.output.machines, setting=COMPARED),
         ],
@@ -187,9 +196,9 @@ rule airfoil_summary:
         code=code("airfoil_summary"),
     output:
         **run_figures(S["airfoil"]["settings"]),
-        runs="results/optimization/airfoil/losses.csv",
-        metrics="results/optimization/airfoil/metrics.csv",
-        machines=machines_of("results/optimization/airfoil/metrics.csv"),
+        runs=AIRFOIL / "losses.csv",
+        metrics=AIRFOIL / "metrics.csv",
+        machines=machines_of(AIRFOIL / "metrics.csv"),
     log:
         "logs/airfoil_summary.log",
     benchmark:
@@ -209,11 +218,11 @@ EPS = {f"{e:g}": e for e in S["airfoil"]["eps_sweep"]["eps"]}
 
 rule adam_eps_run:
     input:
-        data="results/data/airfoil.pt",
+        data=AIRFOIL_DATA,
         code=code("adam_eps_run"),
     output:
-        runs="results/optimization/eps_sweep/runs/eps{eps}.csv",
-        machines=machines_of("results/optimization/eps_sweep/runs/eps{eps}.csv"),
+        runs=EPS_SWEEP / "runs" / "eps{eps}.csv",
+        machines=machines_of(EPS_SWEEP / "runs" / "eps{eps}.csv"),
     log:
         "logs/adam_eps_run/eps{eps}.log",
     benchmark:
@@ -242,9 +251,9 @@ rule adam_eps_summary:
         machines=expand(rules.adam_eps_run.output.machines, eps=EPS),
         code=code("adam_eps_summary"),
     output:
-        runs="results/optimization/eps_sweep/finals.csv",
-        metrics="results/optimization/eps_sweep/metrics.csv",
-        machines=machines_of("results/optimization/eps_sweep/metrics.csv"),
+        runs=EPS_SWEEP / "finals.csv",
+        metrics=EPS_SWEEP / "metrics.csv",
+        machines=machines_of(EPS_SWEEP / "metrics.csv"),
         figure=figure("adam", "eps_sweep"),
     log:
         "logs/adam_eps_summary.log",
@@ -263,8 +272,8 @@ rule lr_schedules_plot:
     input:
         code=code("lr_schedules_plot"),
     output:
-        metrics="results/optimization/lr_schedules/plot_metrics.csv",
-        machines=machines_of("results/optimization/lr_schedules/plot_metrics.csv"),
+        metrics=LR_SCHEDULES / "plot_metrics.csv",
+        machines=machines_of(LR_SCHEDULES / "plot_metrics.csv"),
         sqrt=figure("lrs", "sqrt_plot"),
         factor=figure("lrs", "factor_plot"),
         multistep=figure("lrs", "multifactor_plot"),
@@ -285,13 +294,11 @@ rule lr_schedules_plot:
 
 rule lr_schedules_run:
     input:
-        data="results/data/fashion_mnist.pt",
+        data=FASHION_MNIST_DATA,
         code=code("lr_schedules_run"),
     output:
-        history="results/optimization/lr_schedules/runs/{run}.{semantics}.seed{seed}.csv",
-        machines=machines_of(
-            "results/optimization/lr_schedules/runs/{run}.{semantics}.seed{seed}.csv"
-        ),
+        history=LR_SCHEDULES / "runs" / "{run}.{semantics}.seed{seed}.csv",
+        machines=machines_of(LR_SCHEDULES / "runs" / "{run}.{semantics}.seed{seed}.csv"),
     log:
         "logs/lr_schedules_run/{run}.{semantics}.seed{seed}.log",
     benchmark:
@@ -318,13 +325,11 @@ rule lr_schedules_run:
 
 rule warmup_sweep:
     input:
-        data="results/data/fashion_mnist.pt",
+        data=FASHION_MNIST_DATA,
         code=code("warmup_sweep"),
     output:
-        runs="results/optimization/warmup_sweep/runs/lr{lr}.{warmup}.csv",
-        machines=machines_of(
-            "results/optimization/warmup_sweep/runs/lr{lr}.{warmup}.csv"
-        ),
+        runs=WARMUP_SWEEP / "runs" / "lr{lr}.{warmup}.csv",
+        machines=machines_of(WARMUP_SWEEP / "runs" / "lr{lr}.{warmup}.csv"),
     log:
         "logs/warmup_sweep/lr{lr}.{warmup}.log",
     benchmark:
@@ -352,9 +357,9 @@ rule lr_schedules_summary:
         book_curves="workflow/reference/book_curves.csv",
         code=code("lr_schedules_summary"),
     output:
-        history="results/optimization/lr_schedules/history.csv",
-        metrics="results/optimization/lr_schedules/metrics.csv",
-        machines=machines_of("results/optimization/lr_schedules/metrics.csv"),
+        history=LR_SCHEDULES / "history.csv",
+        metrics=LR_SCHEDULES / "metrics.csv",
+        machines=machines_of(LR_SCHEDULES / "metrics.csv"),
         lrs=figure("lrs", "epoch_lrs"),
         early=figure("lrs", "warmup_early"),
         constant=figure("lrs", "baseline"),
@@ -381,8 +386,8 @@ rule warmup_sweep_summary:
         machines=[machines_of(run) for run in WARMUP_RUN_FILES],
         code=code("warmup_sweep_summary"),
     output:
-        metrics="results/optimization/warmup_sweep/metrics.csv",
-        machines=machines_of("results/optimization/warmup_sweep/metrics.csv"),
+        metrics=WARMUP_SWEEP / "metrics.csv",
+        machines=machines_of(WARMUP_SWEEP / "metrics.csv"),
         figure=figure("lrs", "warmup_sweep"),
     log:
         "logs/warmup_sweep_summary.log",
@@ -398,14 +403,11 @@ rule warmup_sweep_summary:
 
 
 TIMED |= {
-    "lr_schedules": [
-        f"benchmarks/lr_schedules_run/{Path(p).stem}.tsv" for p in LR_RUN_FILES
-    ],
-    "warmup_sweep": [
-        f"benchmarks/warmup_sweep/{Path(p).stem}.tsv" for p in WARMUP_RUN_FILES
-    ],
+    "lr_schedules": [f"benchmarks/lr_schedules_run/{p.stem}.tsv" for p in LR_RUN_FILES],
+    "warmup_sweep": [f"benchmarks/warmup_sweep/{p.stem}.tsv" for p in WARMUP_RUN_FILES],
     "airfoil": expand(
-        "benchmarks/airfoil_run/{setting}.tsv", setting=AIRFOIL.instance_patterns
+        "benchmarks/airfoil_run/{setting}.tsv",
+        setting=AIRFOIL_SETTINGS.instance_patterns,
     ),
     "airfoil.eps_sweep": expand("benchmarks/adam_eps_run/eps{eps}.tsv", eps=EPS),
 }

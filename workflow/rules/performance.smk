@@ -2,14 +2,20 @@
 # automatic parallelism and the hardware. Every rule takes all cores so that nothing else runs
 # beside a timing, and records the thread count it ran with.
 
+# Each experiment's results directory, named once, as the Python side names it (core.paths).
+HYBRIDIZE = paths.experiment("performance", "hybridize")
+ASYNCHRONY = paths.experiment("performance", "asynchrony")
+AUTOPAR = paths.experiment("performance", "autopar")
+HARDWARE = paths.experiment("performance", "hardware")
+
 
 rule hybridize:
     input:
         code=code("hybridize"),
     output:
-        metrics="results/performance/hybridize/metrics.csv",
-        machines=machines_of("results/performance/hybridize/metrics.csv"),
-        model="results/performance/hybridize/my_mlp",
+        metrics=HYBRIDIZE / "metrics.csv",
+        machines=machines_of(HYBRIDIZE / "metrics.csv"),
+        model=HYBRIDIZE / "my_mlp",
         figure=figure("hyb", "bench"),
     log:
         "logs/hybridize.log",
@@ -32,8 +38,8 @@ rule asynchrony:
     input:
         code=code("asynchrony"),
     output:
-        metrics="results/performance/asynchrony/metrics.csv",
-        machines=machines_of("results/performance/asynchrony/metrics.csv"),
+        metrics=ASYNCHRONY / "metrics.csv",
+        machines=machines_of(ASYNCHRONY / "metrics.csv"),
     log:
         "logs/asynchrony.log",
     benchmark:
@@ -59,8 +65,8 @@ rule autopar:
     input:
         code=code("autopar"),
     output:
-        metrics="results/performance/autopar/metrics.csv",
-        machines=machines_of("results/performance/autopar/metrics.csv"),
+        metrics=AUTOPAR / "metrics.csv",
+        machines=machines_of(AUTOPAR / "metrics.csv"),
         figure=figure("autopar", "both"),
     log:
         "logs/autopar.log",
@@ -83,10 +89,10 @@ rule hardware:
     input:
         code=code("hardware"),
     output:
-        sweep="results/performance/hardware/memory_sweep.csv",
-        latency="results/performance/hardware/latency.csv",
-        metrics="results/performance/hardware/metrics.csv",
-        machines=machines_of("results/performance/hardware/metrics.csv"),
+        sweep=HARDWARE / "memory_sweep.csv",
+        latency=HARDWARE / "latency.csv",
+        metrics=HARDWARE / "metrics.csv",
+        machines=machines_of(HARDWARE / "metrics.csv"),
         figure=figure("hw", "memory_sweep"),
     log:
         "logs/hardware.log",

@@ -22,7 +22,7 @@ rule evaluate_claims:
         code=code("evaluate_claims"),
     output:
         report(
-            "results/claims.csv",
+            paths.CLAIMS,
             caption="../../report/captions/claims.rst",
             category="0. Claims",
         ),
@@ -47,7 +47,7 @@ rule evaluate_claims:
 rule report:
     input:
         ledger="workflow/claims.yaml",
-        claims="results/claims.csv",
+        claims=paths.CLAIMS,
         environment=ENVIRONMENT,
         machines=rules.evaluate_claims.input.machines,
         template="report/report.html.j2",
@@ -56,7 +56,7 @@ rule report:
         figures=claims.figure_files(LEDGER),
     output:
         html=report(
-            "results/report.html",
+            paths.REPORT,
             caption="../../report/captions/report.rst",
             category="0. Claims",
         ),
@@ -80,7 +80,7 @@ rule report:
 rule archive:
     input:
         ledger="workflow/claims.yaml",
-        claims="results/claims.csv",
+        claims=paths.CLAIMS,
         environment=ENVIRONMENT,
         evidence=claims.evidence_files(LEDGER),
         machines=rules.evaluate_claims.input.machines,
@@ -112,8 +112,8 @@ rule compare:
         template="report/compare.html.j2",
         code=code("compare"),
     output:
-        html="results/compare/compare.html",
-        table="results/compare/compare.csv",
+        html=paths.COMPARE / "compare.html",
+        table=paths.COMPARE / "compare.csv",
     log:
         "logs/compare.log",
     localrule: True

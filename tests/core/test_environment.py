@@ -1,0 +1,78 @@
+"""What this machine is, as footers and records state it (d2lrepro.core.environment)."""
+
+import subprocess
+
+from conftest import node_record
+from d2lrepro.core import environment
+
+
+def test_a_footer_names_each_machine_once():
+    text = environment.footer([node_record("a"), node_record("a"), node_record("b", gpus=1)])
+    assert text.count("a: Test CPU") == 1 and "b: Test CPU (2 cores, 2 threads), A GPU" in text
+    assert "threads" not in environment.footer(
+        [node_record("b", gpus=1)], threads=1, if_no_gpu=True
+    )
+
+
+def test_a_launcher_reads_its_gpus_from_a_child_and_never_starts_cuda(cuda_count, monkeypatch):
+    """Its workers use the GPUs: a context of its own on them would be one too many."""
+    cuda_count(1)
+
+    def started_cuda():
+        raise AssertionError("the launcher's own process started CUDA")
+
+    monkeypatch.setattr(environment, "gpu_facts", started_cuda)
+    monkeypatch.setattr(environment, "gpu_facts_in_a_child", lambda: [("A GPU", 81559)])
+    described = environment.describe(4, cuda_in_a_child=True)
+    assert (described["gpus"], described["gpu_memory_mib"]) == (["A GPU"], [81559])
+
+
+def test_the_child_that_reads_the_gpus_runs(cpu_only):
+    assert environment.gpu_facts_in_a_child() == []  # the child sees what this process sees
+
+
+def test_a_summary_names_the_host_the_cpu_its_cores_the_gpus_and_torch():
+    with_gpu = node_record("node1", cores=4, gpus=2)
+    assert environment.summary(with_gpu) == (
+        "node1: Test CPU (4 cores), A GPU, A GPU, torch 2.13.0"
+    )
+    assert environment.summary(with_gpu, threads=1) == (
+        "node1: Test CPU (4 cores, 1 thread), A GPU, A GPU, torch 2.13.0"
+    )
+    without_host = node_record(gpus=0) | {"host": ""}
+    assert environment.summary(without_host, threads=2) == (
+        "Test CPU (2 cores, 2 threads), no GPU, torch 2.13.0"
+    )
+
+
+def test_a_footer_states_the_threads_each_job_was_given_unless_told_otherwise():
+    jobs = [node_record("a", threads=2), node_record("b", threads=8)]
+    assert environment.footer(jobs) == (
+        "a: Test CPU (2 cores, 2 threads), no GPU, torch 2.13.0; "
+        "b: Test CPU (2 cores, 8 threads), no GPU, torch 2.13.0"
+    )
+    assert environment.footer(jobs, threads=1).count("1 thread)") == 2
+
+
+def test_the_machine_as_this_process_sees_it(cpu_only):
+    described = environment.describe(threads=3)
+    assert described["threads"] == 3 and described["cuda_devices"] == 0
+    assert described["gpus"] == [] and described["cuda_available"] is False
+    assert 1 <= described["usable_cores"] <= described["logical_cpus"]
+    assert described["cpu_model"] == environment.cpu_model() != ""
+
+
+def test_the_commit_says_whether_the_tree_differs_from_it(tmp_path):
+    assert environment.git_commit(tmp_path) == "unknown (not a git checkout)"
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("one\n")
+    git("add", "a.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "one")
+    head = environment.git_commit(tmp_path)
+    assert len(head) == 12 and int(head, 16) >= 0
+    (tmp_path / "a.txt").write_text("two\n")
+    assert environment.git_commit(tmp_path) == head + " +changes"

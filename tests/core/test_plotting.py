@@ -1,0 +1,86 @@
+"""Figures in the book's style, saved as PNG (d2lrepro.core.plotting)."""
+
+import pandas as pd
+import pytest
+
+from d2lrepro.core import plotting
+
+
+@pytest.fixture
+def axes():
+    fig, ax = plotting.figure()
+    yield ax
+    plotting.pyplot().close(fig)
+
+
+def test_a_figure_has_the_book_s_size_and_draws_to_files():
+    fig, _ = plotting.figure()
+    try:
+        assert tuple(fig.get_size_inches()) == plotting.BOOK_FIGSIZE
+        assert plotting.pyplot().get_backend().lower() == "agg"
+    finally:
+        plotting.pyplot().close(fig)
+
+
+def test_lines_take_the_book_s_formats_in_turn_and_their_labels(axes):
+    x = [1, 2, 3]
+    plotting.plot_lines(axes, x, [x] * 5, "epoch", "loss", legend=list("abcde"))
+    styles = [(line.get_linestyle(), line.get_color()) for line in axes.lines]
+    assert styles[1:4] == [("--", "m"), ("-.", "g"), (":", "r")]
+    assert styles[4][0] == "-"  # then the formats start over
+    assert [line.get_label() for line in axes.lines] == list("abcde")
+    assert (axes.get_xlabel(), axes.get_ylabel()) == ("epoch", "loss")
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == list("abcde")
+
+
+def test_lines_without_a_legend_draw_none(axes):
+    plotting.plot_lines(axes, [0, 1], [[0, 1], [1, 0]])
+    assert len(axes.lines) == 2 and axes.get_legend() is None
+
+
+def test_a_metric_table_splits_the_matching_names_into_columns():
+    metrics = pd.DataFrame(
+        {
+            "metric": ["hyb.batch1.eager.median_s", "hyb.batch8.script.median_s", "other"],
+            "value": ["0.5", "0.25", "1"],
+        }
+    )
+    table = plotting.metric_table(metrics, r"hyb\.batch(\d+)\.(\w+)\.median_s")
+    assert table.values.tolist() == [["1", "eager", 0.5], ["8", "script", 0.25]]
+    assert table["value"].dtype == float
+
+
+def test_grouped_bars_draw_one_series_per_bar_across_the_groups(axes):
+    table = pd.DataFrame(
+        {
+            "group": ["g1", "g1", "g2", "g2"],
+            "bar": ["a", "b", "a", "b"],
+            "median_s": [1.0, 2.0, 3.0, 4.0],
+            "iqr_s": [0.1, 0.2, 0.3, None],
+        }
+    ).set_index(["group", "bar"])
+    plotting.grouped_bars(axes, table, ["g1", "g2"], ["a", "b"])
+    bars = [c for c in axes.containers if hasattr(c, "patches")]
+    assert [[p.get_height() for p in c.patches] for c in bars] == [[1.0, 3.0], [2.0, 4.0]]
+    assert [c.get_label() for c in bars] == ["a", "b"]
+    assert list(axes.get_xticks()) == [0, 1]
+
+
+def test_a_divergence_is_marked_where_it_first_happens(axes):
+    history = pd.DataFrame({"epoch": [1, 2, 3, 4], "diverged": [False, False, True, True]})
+    plotting.mark_divergence(axes, history)
+    assert [line.get_xdata()[0] for line in axes.lines] == [3]
+    assert [t.get_text() for t in axes.texts] == [" diverged"]
+    plotting.mark_divergence(axes, history.assign(diverged=False))
+    plotting.mark_divergence(axes, history.drop(columns="diverged"))
+    assert len(axes.lines) == 1
+
+
+def test_save_writes_a_png_with_its_footer_and_closes_the_figure(tmp_path):
+    fig, ax = plotting.figure()
+    ax.plot([0, 1], [0, 1])
+    path = tmp_path / "figures" / "s" / "f.png"
+    plotting.save(fig, path, footer="node1: Test CPU")
+    assert path.read_bytes().startswith(b"\x89PNG")
+    assert [t.get_text() for t in fig.texts] == ["node1: Test CPU"]
+    assert not plotting.pyplot().fignum_exists(fig.number)

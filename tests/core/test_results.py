@@ -1,0 +1,96 @@
+"""Tidy result files and the numbers their rows hold (d2lrepro.core.results)."""
+
+import logging
+import math
+
+import pandas as pd
+import pytest
+
+from d2lrepro.core import machines, results
+from d2lrepro.core.results import metric
+
+
+def test_a_loss_far_above_its_start_is_divergence_too():
+    assert not results.exploded(2.5, 2.3) and results.exploded(7.0, 2.3)
+    assert results.exploded(math.nan, 2.3) and results.exploded(math.inf, 2.3)
+    assert results.diverged([2.3, 0.5, 7.0]) and not results.diverged([2.3, 0.5, 0.4])
+
+
+def test_late_iqr_is_the_spread_of_the_last_epochs():
+    assert results.late_iqr([0.1, 0.2, 0.80, 0.82, 0.84, 0.86, 0.88]) == pytest.approx(0.04)
+
+
+def test_a_metric_is_written_with_a_known_unit_and_status_only():
+    with pytest.raises(ValueError, match="unknown unit 'sec'"):
+        metric("a", 1.0, "sec")
+    with pytest.raises(ValueError, match="unknown status 'skipped'"):
+        metric("a", 1.0, status="skipped")
+
+
+def test_a_metric_without_a_number_says_why():
+    assert results.not_applicable("t", "needs CUDA", "s")["status"] == results.NOT_APPLICABLE
+    gone = results.failed("acc", "lenet.1 diverged at epoch 3")
+    assert gone["status"] == results.FAILED and math.isnan(gone["value"])
+    assert gone["note"] == "lenet.1 diverged at epoch 3"
+    with pytest.raises(ValueError, match="'failed' without a note"):
+        metric("acc", math.nan, status=results.FAILED)
+    rows = results.unmeasured([metric("a", 1.0, "s"), metric("b", 2.0)], "no GPU")
+    assert [(r["metric"], r["unit"], r["note"]) for r in rows] == [
+        ("a", "s", "no GPU"),
+        ("b", "", "no GPU"),
+    ]
+    assert all(r["status"] == results.NOT_APPLICABLE for r in rows)
+
+
+def test_only_a_positive_time_size_rate_or_speedup_is_a_measurement():
+    assert results.outside_domain(0.0, "s") and results.outside_domain(-1.0, "x")
+    assert not results.outside_domain(0.5, "GB/s")
+    assert not results.outside_domain(-0.3, "")  # a pure number may be anything finite
+
+
+def test_the_sign_test_counts_the_wins_against_a_coin():
+    assert results.sign_test_p(5, 5) == 1 / 32
+    assert results.sign_test_p(4, 5) == 6 / 32
+    assert results.sign_test_p(0, 5) == 1.0
+    assert results.sign_test_p(0, 0) == 1.0
+
+
+def test_the_spread_to_beat_is_across_seeds_where_there_are_several():
+    assert results.iqr([1.0]) == 0.0
+    assert results.seed_spread([0.1, 0.2, 0.3, 0.4, 0.5], one_run=9.0) == pytest.approx(0.2)
+    assert results.seed_spread([0.7], one_run=0.03) == 0.03
+
+
+def test_an_error_as_one_line_of_a_note():
+    assert results.one_line(RuntimeError("\n  kernel build broke\nat line 3")) == (
+        "RuntimeError: kernel build broke"
+    )
+    assert results.one_line(KeyError()) == "KeyError"
+
+
+def test_metrics_are_written_in_their_columns_and_logged(tmp_path, monkeypatch, caplog):
+    monkeypatch.delenv(machines.ATTRIBUTION, raising=False)  # outside a job
+    path = tmp_path / "out" / "metrics.csv"
+    with caplog.at_level(logging.INFO, logger="d2lrepro"):
+        results.write_metrics([metric("a.median_s", 0.25, "s", note="5 runs")], path)
+    written = pd.read_csv(path, keep_default_na=False)
+    assert list(written.columns) == results.METRIC_COLUMNS
+    assert written.iloc[0].to_dict() == {
+        "metric": "a.median_s",
+        "value": 0.25,
+        "unit": "s",
+        "device": "cpu",
+        "note": "5 runs",
+        "status": "",
+        "machine": "",
+    }
+    assert "a.median_s = 0.25 s 5 runs" in caplog.text
+
+
+def test_a_run_that_cannot_happen_here_writes_its_reason(tmp_path, monkeypatch):
+    monkeypatch.delenv(machines.ATTRIBUTION, raising=False)
+    path = tmp_path / "lenet.2.csv"
+    results.write_not_applicable(path, "needs 2 devices, this machine has 1 GPU")
+    assert pd.read_csv(path).to_dict("list") == {
+        "note": ["needs 2 devices, this machine has 1 GPU"]
+    }

@@ -1,0 +1,115 @@
+"""The figures of the multi-device sections (d2lrepro.multidevice.figures)."""
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from d2lrepro.core import plotting, reference, results
+from d2lrepro.multidevice import figures, parameter_server, runs
+
+BOOK = reference.load()
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Each figure drawn during the test and its footer, by the stem of the file it would be
+    saved as (nothing is saved)."""
+    found = {}
+
+    def save(fig, path, footer=None):
+        found[Path(path).stem] = (fig, footer)
+
+    monkeypatch.setattr(plotting, "save", save)
+    yield found
+    for fig, _ in found.values():
+        plotting.pyplot().close(fig)
+
+
+def labels(ax) -> list[str]:
+    return [line.get_label() for line in ax.lines]
+
+
+def test_the_parameter_server_figure_draws_each_run_or_says_why(tmp_path):
+    measured = [
+        results.metric(f"{p}.{name}.{stat}_s", seconds)
+        for p, seconds in (("ps", 0.2), ("ps.all", 0.1))
+        for name in parameter_server.STRATEGIES
+        for stat in ("median", "iqr")
+    ]
+    workers = [results.metric("ps.workers", 2), results.metric("ps.all.workers", 4)]
+    both = pd.DataFrame(measured + workers)
+    figures.draw_param_server(both, tmp_path / "both.png", "footer")
+    only_two = both[~both["metric"].str.startswith("ps.all.")]
+    absent = pd.DataFrame(parameter_server.unmeasured_rows("this machine has 2 devices", "ps.all"))
+    figures.draw_param_server(pd.concat([only_two, absent]), tmp_path / "two.png", "footer")
+    none = pd.DataFrame(parameter_server.unmeasured_rows("needs 2 devices"))
+    figures.draw_param_server(none, tmp_path / "none.png", "footer")
+    assert all((tmp_path / f"{n}.png").stat().st_size > 0 for n in ("both", "two", "none"))
+
+
+def test_the_throughput_shows_the_runs_made_here_on_a_log_scale(drawn):
+    values = {"lenet.1.samples_per_s": 100.0, "lenet.2.samples_per_s": 180.0}
+    values["resnet18.2.samples_per_s"] = math.nan  # not made here
+    figures.draw_throughput(values, ["lenet.1", "lenet.2", "resnet18.2"], "t.png", "node1")
+    fig, footer = drawn["t"]
+    (ax,) = fig.axes
+    assert [bar.get_height() for bar in ax.patches] == [100.0, 180.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["lenet.1", "lenet.2"]
+    assert ax.get_yscale() == "log" and footer == "node1"
+
+
+def test_the_cost_model_draws_a_panel_per_step_and_no_lines_where_none_was_measured(drawn):
+    lenet = pd.DataFrame(
+        {
+            "batch_per_device": [1, 4],
+            "t1": [0.1, 0.3],
+            "t2": [0.2, 0.2],
+            "max_t1_t2": [0.2, 0.3],
+            "measured_step": [0.25, 0.35],
+        }
+    )
+    resnet = pd.DataFrame({"note": ["needs 2 devices, this machine has 1 GPU"]})
+    figures.draw_cost({"lenet": lenet, "resnet18": resnet}, "cost.png", "node1")
+    drawn_lenet, drawn_resnet = drawn["cost"][0].axes
+    assert labels(drawn_lenet) == ["t1", "t2", "max_t1_t2", "t1_plus_t2", "measured_step"]
+    assert list(drawn_lenet.lines[3].get_ydata()) == pytest.approx([0.3, 0.5])
+    assert [ax.get_title() for ax in (drawn_lenet, drawn_resnet)] == ["lenet", "resnet18"]
+    assert len(drawn_resnet.lines) == 0 and drawn_lenet.get_xscale() == "log"
+
+
+def history(seed, accs):
+    epochs = range(1, len(accs) + 1)
+    return pd.DataFrame(
+        {"seed": seed, "epoch": epochs, "train_loss": 1.0, "train_acc": 0.5, "test_acc": accs}
+    )
+
+
+def test_the_curves_are_the_median_over_seeds_of_the_runs_made_here_beside_the_book(drawn):
+    made = pd.concat([history(0, [0.5, 0.7]), history(1, [0.6, 0.8]), history(2, [0.4, 0.9])])
+    histories = {"lenet.1": made, "lenet.2": pd.DataFrame({"note": ["needs 2 devices"]})}
+
+    def label(name, h):
+        return f"{name}, {h['seed'].nunique()} seeds"
+
+    figures.draw_test_acc(histories, label, "acc.png", "node1", BOOK, runs.BOOK_CURVE_IDS)
+    (ax,) = drawn["acc"][0].axes
+    ours = [line for line in ax.lines if line.get_label() == "lenet.1, 3 seeds"]
+    assert [list(line.get_ydata()) for line in ours] == [[0.5, 0.8]]
+    book = [name for name in labels(ax) if name.endswith("device(s)")]
+    assert {name.split()[-2] for name in book} == {"1", "2"}  # the book's curves of both runs
+    assert len(ax.lines) == len(book) + 1
+    figures.draw_epochs(histories, label, "epochs.png", "node1")
+    panels = drawn["epochs"][0].axes
+    assert [labels(ax) for ax in panels] == [["lenet.1, 3 seeds"]] * 3
+    assert [ax.get_ylabel() for ax in panels] == ["train loss", "train acc", "test acc"]
+
+
+def test_the_top_k_log_draws_loss_and_both_accuracies_of_each_run(drawn):
+    logged = pd.DataFrame({"train_loss": [2.3, 1.1], "top1": [0.1, 0.6], "top5": [0.5, 0.9]})
+    figures.draw_topk({"resnet18_momentum.1": logged}, "topk.png", "node1")
+    loss, accuracy = drawn["topk"][0].axes
+    assert labels(loss) == ["resnet18_momentum.1"]
+    assert labels(accuracy) == ["resnet18_momentum.1 top-1", "resnet18_momentum.1 top-5"]
+    assert list(accuracy.lines[1].get_ydata()) == [0.5, 0.9]
