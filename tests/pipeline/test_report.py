@@ -181,3 +181,13 @@ def test_the_set_up_lists_the_machines_when_the_jobs_used_several(tmp_path, monk
     assert "Machines this run" in two
     assert '<td class="mono">n1</td>' in two and "<td>1, 16</td><td>0, 2: H</td>" in two
     assert '<td class="mono">n2</td>' in two
+
+
+def test_a_reason_shows_only_what_it_adds_to_what_was_measured():
+    measured = "a = 2 (needs < 1)"
+    assert report.shown_reason(claims.FAILED_CHECK + measured, measured) == ""
+    noisy = report.shown_reason(claims.FAILED_WITHIN_NOISE + measured, measured)
+    assert noisy == "failed within the measured noise"
+    mixed = f"{claims.FAILED_CHECK}{measured}; note: warm-up only"
+    assert report.shown_reason(mixed, measured) == mixed
+    assert report.shown_reason(claims.RAN_BESIDE_OTHERS, measured) == claims.RAN_BESIDE_OTHERS

@@ -150,8 +150,9 @@ def latency_ratios(
 ) -> list[dict]:
     """How many times an L1 reference an L2 one costs, and an L2 one a 256 MiB one, judged on
     the spread over chains and rounds. For each of ``layouts`` chains per level, one after
-    another (each a permutation of its own in an allocation of its own: where a chain lands
-    in the caches changes from one run to the next), the three levels are timed side by side
+    another (each a permutation of its own, where a chain lands in the caches changing from
+    one run to the next; those up to :data:`CACHED` stay allocated, so that the next ones land
+    elsewhere), the three levels are timed side by side
     in ``rounds`` rounds (:func:`timed_rounds`), and each round gives one ratio per pair of
     levels: a load that comes and goes weighs on every level alike. Returns the median and
     IQR over every chain's rounds."""

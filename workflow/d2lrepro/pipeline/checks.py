@@ -18,9 +18,12 @@ class Outcome:
     within_noise: bool = False  # failed with its bound inside the measured spread
 
 
-# A check whose bound lies within the measured spread (over the rounds, chains, seeds or
-# epochs its IQR is taken over): this run cannot tell which side it is on, and says so.
-WITHIN_NOISE = "within the measured noise (the bound lies inside median ± IQR/2)"
+# A check whose bound lies within the measured spread (over the repeats, rounds, chains, seeds
+# or epochs its IQR is taken over): this run cannot tell which side it is on, and says so.
+WITHIN_NOISE = (
+    "within the measured noise (the bound lies between the pessimistic and the optimistic"
+    " ends, median ∓ IQR/2)"
+)
 
 
 def fmt(value: float) -> str:

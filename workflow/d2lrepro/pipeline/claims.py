@@ -115,7 +115,8 @@ FAILED_CHECK = "failed: "
 FAILED_WITHIN_NOISE = "failed within the measured noise: "
 # A job that times shares the machine only where the preset allows it (timings_alone: false).
 RAN_BESIDE_OTHERS = (
-    "measured by a job that times, which ran beside other jobs (timings_alone: false)"
+    "timed by a job that ran beside other jobs (timings_alone: false); a run whose timings"
+    " run alone (timings_alone: true, as in the book and cpu presets) judges it"
 )
 
 
@@ -213,11 +214,11 @@ def evaluate_claim(
         return verdict(NOT_REPRODUCED, f"no number was measured: {what}{also}")
     if scaled:
         return verdict(NOT_APPLICABLE, scaled)
-    if claim.get("timed") and _ran_beside_others(used, records):
-        return verdict(NOT_APPLICABLE, RAN_BESIDE_OTHERS)
     not_here = used[status == NOT_APPLICABLE_STATUS]
     if len(not_here):
         return verdict(NOT_APPLICABLE, _notes(not_here))
+    if claim.get("timed") and _ran_beside_others(used, records):
+        return verdict(NOT_APPLICABLE, RAN_BESIDE_OTHERS)
     failed = [o for o in outcomes if not o.passed]
     if not failed:
         return verdict(REPRODUCED, "")

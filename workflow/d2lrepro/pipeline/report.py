@@ -13,6 +13,8 @@ import pandas as pd
 
 from d2lrepro.core import machines, paths
 from d2lrepro.pipeline.claims import (
+    FAILED_CHECK,
+    FAILED_WITHIN_NOISE,
     NOT_APPLICABLE,
     NOT_REPRODUCED,
     REPRODUCED,
@@ -71,10 +73,23 @@ def _environment(template: Path) -> jinja2.Environment:
     )
 
 
+def shown_reason(reason: str, measured: str) -> str:
+    """What a claim's reason adds under its verdict to what it measured: nothing where it only
+    repeats the failed checks, the words "within the measured noise" where that is all."""
+    if reason == FAILED_CHECK + measured:
+        return ""
+    if reason == FAILED_WITHIN_NOISE + measured:
+        return FAILED_WITHIN_NOISE.removesuffix(": ")
+    return reason
+
+
 def with_explanations(claims: pd.DataFrame) -> pd.DataFrame:
-    """claims.csv's rows with empty cells as "", and an empty explanation where it has none."""
+    """claims.csv's rows with empty cells as "", an empty explanation where it has none, and
+    the reason each shows (:func:`shown_reason`)."""
     claims = claims.fillna("")
-    return claims if "explanation" in claims else claims.assign(explanation="")
+    claims = claims if "explanation" in claims else claims.assign(explanation="")
+    shown = [shown_reason(r, m) for r, m in zip(claims["reason"], claims["measured"])]
+    return claims.assign(shown_reason=shown)
 
 
 def tally(rows: list[dict]) -> dict:
