@@ -114,7 +114,7 @@ def draw_eps(finals: pd.DataFrame, path, footer: str) -> None:
     ax.plot(median.index, median.to_numpy(), "-o", markersize=3, label="median over seeds")
     ax.scatter(gap["eps"], gap["gap"], s=8, alpha=0.5, label="one seed")
     ax.axhline(0, color="0.55", linewidth=0.8)
-    ax.set(xscale="log", xlabel="ε", ylabel="best loss(inside) − best loss(outside)")
+    ax.set(xscale="log", xlabel="ε", ylabel="best final loss,\nε inside − ε outside")
     ax.set_yscale("symlog", linthresh=1e-6)  # the gaps span ulps at small ε to 1e-3
     ax.legend(fontsize=6)
     ax.grid(True)
