@@ -84,3 +84,13 @@ def test_a_ledger_of_another_shape_gives_no_numbers_and_no_error():
     assert compare.ledger_claims({"sections": ["x", {"claims": 3}, {"claims": [{"id": 1}]}]}) == {}
     ledger = {"sections": [{"claims": [{"id": "a", "checks": [{"kind": "above"}]}]}]}
     assert list(compare.ledger_claims(ledger)) == ["a"]
+
+
+def test_a_claim_shows_its_headline_with_its_statement_behind_it(tmp_path):
+    """As in the report: the headline, a click away from the statement; an archive whose
+    claims have no headline shows the statement."""
+    html, rows = compare.render(two_archived_runs(tmp_path), BOOK, commit="abc")
+    assert rows.set_index("id").loc["s.fast", "headline"] == "A & B: A is faster"
+    fast = '<details class="statement"><summary>A &amp; B: A is faster</summary>A is faster'
+    assert fast in html
+    assert "<div>Only in one run</div>" in html

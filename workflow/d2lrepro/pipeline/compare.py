@@ -121,6 +121,7 @@ def table(runs: list[Run], names: list[str]) -> pd.DataFrame:
             "id": claim_id,
             "section": first.get("section", ""),
             "kind": first.get("kind", ""),
+            "headline": first.get("headline", ""),
             "statement": first.get("statement", ""),
             "printed": first.get("printed", first.get("book", "")),
         }
