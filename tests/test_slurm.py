@@ -301,16 +301,22 @@ def test_a_partition_the_cluster_lacks_stops_with_the_rule_and_sbatchs_reason(
 def test_a_job_killed_for_time_names_its_rule_and_job_id_and_leaves_its_checkpoint(
     slurm, repo, mirror, tmp_path
 ):
-    """The 1-device LeNet at the book's scale (minutes here) given a 1-minute limit: SLURM
-    kills it after an epoch or two; the epochs done stay in its checkpoint, which a rerun
-    resumes from (tests/multidevice/test_worker.py checks the resumed result)."""
+    """The 1-device LeNet on all 60,000 images, made 50 epochs long (several minutes on the
+    fastest core seen, where the cpu preset's 10 epochs ended within SLURM's grace after the
+    limit), given a 1-minute limit: SLURM kills it after a few epochs; the epochs done stay in
+    its checkpoint, which a rerun resumes from (tests/multidevice/test_worker.py checks the
+    resumed result)."""
     workdir = tmp_path / "w"
+    longer = tmp_path / "longer.yaml"
+    longer.write_text("presets: {cpu: {data_parallel: {runs: {lenet.1: {epochs: 50}}}}}\n")
     done = _through_slurm(
         slurm,
         repo,
         mirror,
         workdir,
         ["results/multidevice/data_parallel/lenet.1.seed0.csv"],
+        "--configfile",
+        longer,
         "--set-resources",
         "data_parallel_run:runtime=1",
         "--set-threads",
