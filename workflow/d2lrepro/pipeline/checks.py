@@ -54,10 +54,9 @@ def apply(check: dict, value, name=lambda m: m) -> Outcome:
         m = check["metric"]
         v, bound, h = value(m), check["bound"], half(m)
         sign = ">" if kind == "above" else "<"
-        end, far = (v - h, v + h) if kind == "above" else (v + h, v - h)
-        margin, reach = (
-            (end > bound, far > bound) if kind == "above" else (end < bound, far < bound)
-        )
+        up = 1 if kind == "above" else -1  # the side of the bound the claim needs
+        end, far = v - up * h, v + up * h
+        margin, reach = up * (end - bound) > 0, up * (far - bound) > 0
         # Where the spread is judged, the pessimistic end shows how near the bound it came.
         shown = f"{fmt(v)} {'−' if kind == 'above' else '+'} IQR/2 = {fmt(end)}" if h else fmt(v)
         return noisy(f"{name(m)} = {shown} (needs {sign} {fmt(bound)})", margin, reach)
