@@ -7,6 +7,7 @@ import torch.multiprocessing as mp
 from torch.nn import functional as F
 
 from conftest import cpus, verdict_of
+from d2lrepro.core.data import Data
 from d2lrepro.core.models import lenet_forward, lenet_params
 from d2lrepro.multidevice import cost_model, scratch, single_process
 from d2lrepro.pipeline.claims import NOT_REPRODUCED, REPRODUCED
@@ -83,7 +84,7 @@ def test_the_printed_b1_comes_through_the_books_get_params(monkeypatch):
     real = single_process.get_params
     monkeypatch.setattr(single_process, "get_params", lambda p, d: calls.append(d) or real(p, d))
     X, y = _batch(8)
-    data = single_process.Data(X, y, X, y)
+    data = Data(X, y, X, y)
     history = single_process.train_scratch(data, cpus(2), epochs=1, batch_size=4, lr=0.1)
     assert len(calls) == 2 and history["train_loss"].notna().all()
 

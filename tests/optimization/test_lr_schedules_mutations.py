@@ -105,8 +105,8 @@ def test_an_unbroken_warmup_rescues_high_lr_runs(unbroken):
 def warm_up_over(monkeypatch, steps):
     """The mutation: the sweep's warm-up runs over ``steps(warmup_steps)`` steps instead."""
     real = training.train
-    monkeypatch.setattr(
-        warmup_sweep,
+    monkeypatch.setattr(  # the sweep imports train() when it trains
+        training,
         "train",
         lambda *args, warmup_steps=0, **kw: real(*args, warmup_steps=steps(warmup_steps), **kw),
     )

@@ -13,15 +13,11 @@ import logging
 import statistics
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
-import torch.distributed as dist
-from torch.nn import functional as F
 
-from d2lrepro.core.devices import describe, place, run_devices, unavailable, world_size
-from d2lrepro.core.models import ScratchLeNet
 from d2lrepro.core.results import (
     failed,
     metric,
@@ -29,9 +25,9 @@ from d2lrepro.core.results import (
     write_metrics,
     write_not_applicable,
 )
-from d2lrepro.core.timing import Clock
-from d2lrepro.multidevice.concise import concise_setup, ddp_setup
-from d2lrepro.multidevice.scratch import scratch_setup, sync_grads
+
+if TYPE_CHECKING:
+    import torch
 
 COST_COLUMNS = [
     "model",
@@ -72,6 +68,13 @@ log = logging.getLogger(__name__)
 
 def all_reduce_grads(params) -> None:
     """What a DDP step sends: one all-reduce of all the gradients, packed into one buffer."""
+    # Here and in the functions below that measure, not at the top: they import torch, which
+    # the summary's job does not need.
+    import torch
+    import torch.distributed as dist
+
+    from d2lrepro.core.devices import world_size
+
     grads = [p.grad for p in params if p.grad is not None]
     if world_size() == 1 or not grads:
         return
@@ -84,6 +87,11 @@ def all_reduce_grads(params) -> None:
 def setup(name: str, seed: int, lr: float, device: torch.device):
     """Step ``name`` of :data:`STEPS`: the network, ``step(x, y, global_batch)`` and
     ``communicate(params)``, the communication that step does."""
+    from d2lrepro.core.devices import place
+    from d2lrepro.core.models import ScratchLeNet
+    from d2lrepro.multidevice.concise import concise_setup, ddp_setup
+    from d2lrepro.multidevice.scratch import scratch_setup, sync_grads
+
     if name == "lenet":
         net, _, step = scratch_setup(seed, lr, device)
         return net, step, sync_grads
@@ -100,6 +108,11 @@ def setup(name: str, seed: int, lr: float, device: torch.device):
 def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
     """Median wall time of ``fn`` over ``repeats`` calls after :data:`WARMUP` untimed ones; all
     workers start each call together."""
+    import torch.distributed as dist
+
+    from d2lrepro.core.devices import world_size
+    from d2lrepro.core.timing import Clock
+
     for _ in range(WARMUP):
         fn()
     times = []
@@ -124,6 +137,11 @@ def cost_model(
     ``measured_step``: the full training step on all workers with a global batch of
     ``b * world_size``. One row per batch size (:data:`COST_COLUMNS`).
     """
+    import torch
+    from torch.nn import functional as F
+
+    from d2lrepro.core.devices import describe, run_devices, world_size
+
     net, step, communicate = setup(model, seed, lr, device)
     world = world_size()
     params = list(net.parameters())
@@ -162,6 +180,7 @@ def launch(costs: dict, outputs: dict, examples, seed: int, timeout: float, log_
     """One launch of 2 workers that train nothing: the cost model of each model of ``costs``,
     written to ``outputs[model]``, and the section's printed examples, written to
     ``examples``; or why they cannot be measured here."""
+    from d2lrepro.core.devices import unavailable
     from d2lrepro.multidevice import launcher, probes  # the probes import this module
 
     reason = unavailable(2)

@@ -15,8 +15,6 @@ import pandas as pd
 
 from d2lrepro.core import paths
 from d2lrepro.core.results import write_csv, write_metrics, write_not_applicable
-from d2lrepro.multidevice import worker
-from d2lrepro.multidevice.launcher import launch, nodes_unavailable
 
 
 def run_argv(run: dict) -> list[str]:
@@ -46,6 +44,10 @@ def train(
 
     The checkpoint lives outside the outputs, so an interrupted job resumes from it; its name
     carries the run's settings, so a changed setting never resumes from a stale one."""
+    # Here, not at the top: they import torch, which the summary's job does not need.
+    from d2lrepro.multidevice import worker
+    from d2lrepro.multidevice.launcher import launch, nodes_unavailable
+
     nodes = run.get("nodes", 1)
     reason = nodes_unavailable(nodes, run["devices"])
     if reason:

@@ -15,15 +15,10 @@ ours: a new experiment on several devices reuses the worker's loop
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import torch
-from torch import nn
-from torch.nn import functional as F
 
-from d2lrepro.core import models
-from d2lrepro.core.data import Data, evaluate_accuracy, load_data
-from d2lrepro.core.devices import describe, unavailable
 from d2lrepro.core.results import (
     HISTORY_COLUMNS,
     diverged,
@@ -31,7 +26,11 @@ from d2lrepro.core.results import (
     write_metrics,
     write_not_applicable,
 )
-from d2lrepro.core.timing import Clock
+
+if TYPE_CHECKING:
+    import torch
+
+    from d2lrepro.core.data import Data
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +57,11 @@ def allreduce(data: list[torch.Tensor]) -> None:
 def scatter(X: torch.Tensor, devices: list[torch.device]) -> list[torch.Tensor]:
     """``nn.parallel.scatter`` on CUDA devices; on others the same contiguous, nearly equal
     row chunks (``torch.tensor_split``: the first ones one row longer), copied."""
+    # Here and in the functions below that train, not at the top: they import torch, which the
+    # summary's job does not need.
+    import torch
+    from torch import nn
+
     if all(d.type == "cuda" for d in devices):
         return list(nn.parallel.scatter(X, devices))
     return [chunk.to(d) for chunk, d in zip(torch.tensor_split(X, len(devices)), devices)]
@@ -87,6 +91,11 @@ def _epochs(
     (evaluation excluded) of ``step(X, y)``, which returns the batch's summed loss and hits as
     tensors on the first device: they are summed there and read once per epoch, so no step
     waits for the GPUs (the book reads none)."""
+    import torch
+
+    from d2lrepro.core.devices import describe
+    from d2lrepro.core.timing import Clock
+
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for epoch in range(1, epochs + 1):
@@ -123,6 +132,13 @@ def train_scratch(
     data: Data, devices: list[torch.device], epochs: int, batch_size: int, lr: float, seed: int = 0
 ) -> pd.DataFrame:
     """The book's from-scratch multi-GPU LeNet: per-device parameter copies and allreduce."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    from d2lrepro.core import models
+    from d2lrepro.core.data import evaluate_accuracy
+
     params = models.lenet_params(seed)
     copies = [get_params(params, d) for d in devices]
 
@@ -161,6 +177,13 @@ def train_concise(
     data: Data, devices: list[torch.device], epochs: int, batch_size: int, lr: float, seed: int = 0
 ) -> pd.DataFrame:
     """The book's concise multi-GPU ResNet-18: ``nn.DataParallel`` over ``devices`` (CUDA)."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    from d2lrepro.core import models
+    from d2lrepro.core.data import evaluate_accuracy
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = models.resnet18()
@@ -190,6 +213,11 @@ def run_book(runs: dict, seed: int, data_path, outputs: dict) -> None:
     settings of that multi-device run, on as many GPUs), written to ``outputs[name]``, or why
     it cannot run here. 1 and 2 GPUs both run the book's code, so their times compare like
     with like."""
+    import torch
+
+    from d2lrepro.core.data import load_data
+    from d2lrepro.core.devices import unavailable
+
     for name, run in runs.items():
         reason = unavailable(cuda=run["devices"])
         if reason:

@@ -12,20 +12,16 @@ import math
 import socket
 import time
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 
 from d2lrepro.core import plotting, reference
 from d2lrepro.core.results import exploded, failed, iqr, metric, not_applicable
-from d2lrepro.optimization.optimizers import (
-    AdagradAudit,
-    adagrad_effective_lr,
-    init_states,
-    step,
-    torch_optimizer,
-)
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 HYPER = ("lr", "momentum", "gamma", "rho")
@@ -47,6 +43,8 @@ def squared_loss(y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def airfoil_start(dim: int, generator: torch.Generator, start: str) -> list[torch.Tensor]:
     """The weights w ~ N(0, 0.01^2) (d x 1) and bias b a run starts from: b = 0 as train_ch11
     ('ch11'), or nn.Linear's default bias U(±1/√d), which train_concise_ch11 keeps ('concise')."""
+    import torch  # here and in train_airfoil, not at the top: the summary's job needs none
+
     if start not in ("ch11", "concise"):
         raise ValueError(f"start must be 'ch11' or 'concise', not {start!r}")
     w = torch.normal(0.0, 0.01, size=(dim, 1), generator=generator)
@@ -85,6 +83,16 @@ def train_airfoil(
     initialisation and the shuffles, so a run is repeatable bit for bit; with start='ch11' both
     implementations start from the same w, b, so that they can be compared from one start.
     """
+    import torch
+
+    from d2lrepro.optimization.optimizers import (
+        AdagradAudit,
+        adagrad_effective_lr,
+        init_states,
+        step,
+        torch_optimizer,
+    )
+
     generator = torch.Generator().manual_seed(seed)
     start = start or BOOK_START.get(implementation, "ch11")
     params = airfoil_start(features.shape[1], generator, start)

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 
 from d2lrepro.core import plotting, reference
-from d2lrepro.core.data import load_data
-from d2lrepro.core.devices import device_for
-from d2lrepro.core.models import lenet
 from d2lrepro.core.results import failed, late_iqr, metric, seed_spread
-from d2lrepro.core.training import train
 from d2lrepro.optimization import schedules
+
+if TYPE_CHECKING:
+    import torch
 
 EARLY_EPOCHS = 5
 # The ledger id of each run's curve in the book (the book's code, so "as_written" semantics only).
@@ -58,6 +57,8 @@ def set_lr_by_hand(trainer: torch.optim.Optimizer, lr: float) -> None:
 def lr_after_setting_by_hand() -> float:
     """The lr SGD steps with once the book has set 0.1 by hand on its lr-0.3 trainer: one step
     on a known gradient, the step divided by the gradient."""
+    import torch  # here and in train_run, not at the top: the summary's job needs none
+
     param = torch.ones(1, dtype=torch.float64, requires_grad=True)
     trainer = torch.optim.SGD([param], lr=0.3)
     set_lr_by_hand(trainer, 0.1)
@@ -99,6 +100,13 @@ def train_run(
     seed ``seed``, on this job's device (its GPU, else the CPU): one row per epoch
     (:data:`~d2lrepro.core.training.COLUMNS`), labelled with the run, the device and torch's
     threads."""
+    import torch
+
+    from d2lrepro.core.data import load_data
+    from d2lrepro.core.devices import device_for
+    from d2lrepro.core.models import lenet
+    from d2lrepro.core.training import train
+
     device = device_for(0, 1)
     threads = torch.get_num_threads()
     log.info(

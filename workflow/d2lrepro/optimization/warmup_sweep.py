@@ -7,14 +7,9 @@ from __future__ import annotations
 import logging
 
 import pandas as pd
-import torch
 
 from d2lrepro.core import plotting
-from d2lrepro.core.data import load_data
-from d2lrepro.core.devices import device_for
-from d2lrepro.core.models import lenet
 from d2lrepro.core.results import metric, sign_test_p
-from d2lrepro.core.training import train
 
 # A run "trains" when it neither explodes nor dies: a LeNet whose ReLUs died predicts one
 # class, 0.1 on the balanced test set; one that learns anything is far above twice that.
@@ -29,6 +24,14 @@ def train_seeds(
     own weights, on this job's device (its GPU, else the CPU): one row per epoch
     (:data:`~d2lrepro.core.training.COLUMNS`), labelled with the run, the device and torch's
     threads."""
+    # Here, not at the top: they import torch, which the summary's job does not need.
+    import torch
+
+    from d2lrepro.core.data import load_data
+    from d2lrepro.core.devices import device_for
+    from d2lrepro.core.models import lenet
+    from d2lrepro.core.training import train
+
     device = device_for(0, 1)
     warmup_steps = sweep["warmup_steps"] if variant == "linear" else 0
     fashion = load_data(data_path, sweep["train_subset"], sweep["test_subset"], device)
