@@ -16,7 +16,7 @@ import yaml
 
 from conftest import OUTPUTS, TIMING_RULES, shipped_claims
 from d2lrepro.core import paths, results
-from d2lrepro.pipeline import archive, checks, claims, code_inputs, compare
+from d2lrepro.pipeline import archive, checks, claims, code_inputs, compare, settings
 
 # Rules that run only when asked for, outside `all`.
 ON_DEMAND = {"compare"}
@@ -273,17 +273,18 @@ def test_snakemake_report(smoke_run, mirror, tmp_path):
 
 
 def test_sweep_expands_one_job_per_setting(repo):
-    settings = yaml.safe_load((repo / "config.yaml").read_text())["airfoil"]["settings"]
+    config = yaml.safe_load((repo / "config.yaml").read_text())
+    smoke = settings.resolve({**config, "preset": "smoke"}).values
     result = snakemake(repo, "-n", "--forceall", "--quiet", "rules", "--config", "preset=smoke")
     counts = dict(
         line.split()[:2]
         for line in result.stdout.splitlines()
         if line.strip() and line.split()[-1].isdigit()
     )
-    assert int(counts["airfoil_run"]) == len(settings)
-    assert (
-        int(counts["lr_schedules_run"]) == 1 + 4 * 2
-    )  # constant once, four schedules under two semantics
+    assert int(counts["airfoil_run"]) == len(smoke["airfoil"]["settings"])
+    # the constant run once (as written), four schedules under each semantics the preset runs
+    semantics = smoke["lr_schedules"]["semantics"]
+    assert int(counts["lr_schedules_run"]) == 1 + 4 * len(semantics)
 
 
 @pytest.mark.parametrize("preset, threads", [("cpu", 3), ("smoke", 1)])

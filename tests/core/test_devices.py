@@ -181,7 +181,13 @@ def module_decisions(tmp_path, monkeypatch) -> dict:
     monkeypatch.setattr(hybridize, "imperative_vs_symbolic", lambda: ([], ""))
     monkeypatch.setattr(hybridize, "hybridize", lambda device, **_: timed.append(device) or [])
     monkeypatch.setattr(hybridize, "serialize", lambda *_: [])
-    cfg = {"batch_sizes": [1], "modes": ["eager"], "n_calls": 1, "max_run_time": 0.1}
+    cfg = {
+        "batch_sizes": [1],
+        "modes": ["eager"],
+        "n_calls": 1,
+        "max_run_time": 0.1,
+        "cold_pairs": 5,
+    }
     hybridize.measure(cfg, 0, tmp_path)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "a GPU")
     monkeypatch.setattr(

@@ -189,7 +189,13 @@ def test_the_figure_draws_the_gpu_beside_the_cpu(tmp_path, hybrid_rows, monkeypa
 
 
 def test_the_cpu_is_always_timed_and_a_gpu_gets_rows_of_its_own(tmp_path, cuda_count):
-    cfg = {"batch_sizes": [1], "modes": ["eager"], "n_calls": 2, "max_run_time": 0.05}
+    cfg = {
+        "batch_sizes": [1],
+        "modes": ["eager"],
+        "n_calls": 2,
+        "max_run_time": 0.05,
+        "cold_pairs": 5,
+    }
     cuda_count(0)
     names = {r["metric"] for r in hybridize.measure(cfg, 0, tmp_path)}
     assert "hyb.batch1.eager.median_s" in names and not any(".cuda." in n for n in names)

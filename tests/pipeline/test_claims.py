@@ -391,6 +391,33 @@ def test_no_number_under_a_scaled_preset_is_not_reproduced_with_the_scale_named(
     assert "preset cpu scaled lr_schedules.train_subset" in row["reason"]
 
 
+def test_a_metric_the_preset_left_out_is_not_applicable_naming_it():
+    """A preset that changes a setting the claim depends on may leave out what measures it
+    (lr_schedules.semantics without intended); the same gap under the book's settings is an
+    error (test_unknown_metric_is_an_error_not_a_verdict)."""
+    left_out = [("lr_schedules.semantics", ["as_written", "intended"], ["as_written"])]
+    check = {"kind": "ordering", "metrics": ["acc", "intended.acc"], "order": "increasing"}
+    row = evaluate_with(
+        [metric("acc", 0.4)],
+        check,
+        claim={"depends_on": ["lr_schedules.semantics"]},
+        deviations=left_out,
+        preset="smoke",
+    )
+    assert row["verdict"] == claims.NOT_APPLICABLE
+    assert "preset smoke scaled lr_schedules.semantics = ['as_written']" in row["reason"]
+    assert row["reason"].endswith("; this preset measures no intended.acc")
+    assert row["measured"] == "acc = 0.4"
+    with pytest.raises(KeyError, match="no metric"):
+        evaluate_with(
+            [metric("acc", 0.4)],
+            check,
+            claim={"depends_on": ["lr_schedules.epochs"]},
+            deviations=left_out,
+            preset="smoke",
+        )
+
+
 def test_a_negative_iqr_stops_the_rule_naming_the_file_and_the_metric():
     rows = [metric("a", 2.0, "s"), metric("a_iqr", -0.1, "s")]
     check = {"kind": "above", "metric": "a", "bound": 1, "spread": {"a": "a_iqr"}}

@@ -26,3 +26,11 @@ def test_a_scaled_setting_with_no_known_work_factor_still_names_the_job_time():
         ["hardware.latency_max_mib"], [("hardware.latency_max_mib", 256, 4)], "smoke", seconds
     )
     assert "this run's jobs of it took 42 s, the book's settings do more work" in reason
+
+
+def test_a_run_the_preset_left_out_is_named_as_left_out():
+    left_out = [("data_parallel.runs.resnet18_b256.2", {"model": "resnet18"}, scaling.LEFT_OUT)]
+    reason = scaling.scaled_reason(["data_parallel.runs.resnet18_b256.2"], left_out, "smoke", {})
+    assert reason.startswith(
+        f"{scaling.SCALED_REASON}: preset smoke scaled data_parallel.runs.resnet18_b256.2 left out"
+    )

@@ -50,6 +50,8 @@ def test_defaults_are_filled(config):
         (lambda c: c["intro"].update(grid_step=-1), "config key 'intro.grid_step'"),
         (lambda c: c["airfoil"].update(examples=5000), "config key 'airfoil.examples'"),
         (lambda c: c["presets"].update(turbo={}), "config key 'presets'"),
+        # the book's code is what the claims judge first: a preset may leave out only intended
+        (lambda c: c["lr_schedules"].update(semantics=["intended"]), "lr_schedules.semantics"),
     ],
 )
 def test_bad_config_names_the_key(config, edit, key):
@@ -85,6 +87,21 @@ def test_merge_does_not_touch_its_inputs():
     before = copy.deepcopy(base)
     assert settings.merge(base, {"a": {"b": 3}}) == {"a": {"b": 3, "c": 2}}
     assert base == before
+
+
+def test_null_in_place_of_a_run_leaves_it_out_and_says_so(config):
+    """null leaves out an entry that holds a dict (a run); in place of a value it is that
+    value (a subset of null is all the data)."""
+    config["presets"]["smoke"] = {
+        "data_parallel": {"runs": {"resnet18_b256.2": None}},
+        "lr_schedules": {"train_subset": None},
+    }
+    resolved = settings.resolve({**config, "preset": "smoke"})
+    assert "resnet18_b256.2" not in resolved.values["data_parallel"]["runs"]
+    assert "resnet18.2" in resolved.values["data_parallel"]["runs"]
+    (left_out,) = resolved.deviations
+    assert (left_out.key, left_out.value) == ("data_parallel.runs.resnet18_b256.2", "left out")
+    assert left_out.book["batch_size"] == 256
 
 
 def test_auto_is_decided_once_per_results_tree(tmp_path, config):

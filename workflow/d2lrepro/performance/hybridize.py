@@ -163,6 +163,7 @@ def hybridize(
     max_run_time: float = 10.0,
     prefix: str = "hyb",
     cold_batch: int | None = 1,
+    cold_pairs: int = 5,
 ) -> list[dict]:
     """Forward passes of the book's MLP run eagerly, by TorchScript and by torch.compile;
     metric names start with ``prefix``.
@@ -175,7 +176,8 @@ def hybridize(
     standing for the book's loop; max_abs_diff compares the output with eager's. A mode whose
     toolchain is missing (:func:`missing_toolchain`) is not applicable, with what is missing;
     a mode that raises anyway has failed, with the error's first line. At ``cold_batch`` (the
-    book's batch 1; None: none) the book's cold loop is also repeated in fresh processes.
+    book's batch 1; None: none) the book's cold loop is also repeated in ``cold_pairs`` fresh
+    processes.
     """
     device = torch.device(device)
     eager = mlp(seed).to(device)
@@ -237,7 +239,7 @@ def hybridize(
             continue
         name = f"{prefix}.batch{batch}.naive"
         if {"eager", "script"} <= medians.keys():
-            rows += hybridize_cold.cold_pairs(name, batch, n_calls, device, seed)
+            rows += hybridize_cold.cold_pairs(name, batch, n_calls, device, seed, cold_pairs)
         else:
             make, reason = unusable.get("script") or unusable["eager"]
             rows += [make(f"{name}.{m}", reason) for m in hybridize_cold.NAMES]
@@ -326,7 +328,7 @@ def measure(cfg: dict, seed: int, model_dir) -> list[dict]:
         seed=seed,
         max_run_time=cfg["max_run_time"],
     )
-    rows += hybridize(device="cpu", **timing)
+    rows += hybridize(device="cpu", cold_pairs=cfg["cold_pairs"], **timing)
     if devices.cuda_count():
         rows += hybridize(device="cuda:0", prefix="hyb.cuda", cold_batch=None, **timing)
     return rows + serialize(model_dir, seed)

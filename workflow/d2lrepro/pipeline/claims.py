@@ -145,8 +145,9 @@ def evaluate_claim(
     run's jobs took by setting (:func:`job_seconds`).
 
     "not applicable here": the machine lacks the hardware, cannot measure a metric, the
-    preset scaled a setting the claim depends on, or the claim is ``timed`` and a job that
-    timed it ran beside other jobs. "not reproduced": a check failed, or the run
+    preset scaled a setting the claim depends on (which may leave out what measures a metric:
+    a metric missing otherwise is an error), or the claim is ``timed`` and a job that timed it
+    ran beside other jobs. "not reproduced": a check failed, or the run
     behind a metric diverged, failed or measured nothing. The measured numbers are shown
     whenever there are any.
     """
@@ -156,7 +157,10 @@ def evaluate_claim(
     }
     names = [n for check in claim["checks"] for n in checks.metrics_of(check)]
     missing = sorted(set(names) - set(metrics["metric"]))
-    if missing:
+    scaled = scaled_reason(claim.get("depends_on", []), list(deviations), preset, seconds or {})
+    # A preset may leave out what measures a claim (a semantics, a mode) only by changing a
+    # setting the claim depends on; a metric missing otherwise is a broken ledger or summary.
+    if missing and not scaled:
         raise KeyError(f"claim {claim['id']}: {claim['evidence']} has no metric {missing}")
     used = metrics[metrics["metric"].isin(names)]
     if used["metric"].duplicated().any():
@@ -188,7 +192,7 @@ def evaluate_claim(
         if math.isfinite(values[m]) and outside_domain(values[m], units[m])
     )
     outcomes = []
-    if all(math.isfinite(v) for v in values.values()) and not broken:
+    if all(math.isfinite(v) for v in values.values()) and not broken and not missing:
         outcomes = [checks.apply(check, values.__getitem__, name) for check in claim["checks"]]
     measured = "; ".join(o.measured for o in outcomes) or "; ".join(
         shown(m) for m in values if math.isfinite(values[m])
@@ -202,7 +206,6 @@ def evaluate_claim(
     if unmet:
         return verdict(NOT_APPLICABLE, unmet)
     failed_rows = used[status == FAILED]
-    scaled = scaled_reason(claim.get("depends_on", []), list(deviations), preset, seconds or {})
     # A run that failed or measured no number is a finding even when the preset scaled it: a
     # smaller run that crashes, diverges or times nothing says something is wrong, and the
     # scale is named beside it.
@@ -213,7 +216,8 @@ def evaluate_claim(
         what = ", ".join(checks.no_number(m, values[m], units[m], name) for m in broken)
         return verdict(NOT_REPRODUCED, f"no number was measured: {what}{also}")
     if scaled:
-        return verdict(NOT_APPLICABLE, scaled)
+        left_out = f"; this preset measures no {', '.join(missing)}" if missing else ""
+        return verdict(NOT_APPLICABLE, scaled + left_out)
     not_here = used[status == NOT_APPLICABLE_STATUS]
     if len(not_here):
         return verdict(NOT_APPLICABLE, _notes(not_here))

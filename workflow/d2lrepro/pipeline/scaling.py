@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from d2lrepro.pipeline.settings import LEFT_OUT
+
 SCALED_REASON = "judged at the book's scale only"
 
 # Settings whose ratio says how much more work the book's run is (None: the full data set);
@@ -61,7 +63,10 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds:
     ]
     if not hits:
         return ""
-    parts = [f"{k} = {v} (book: {'all' if b is None else b})" for k, b, v in hits]
+    parts = [
+        f"{k} {LEFT_OUT}" if v == LEFT_OUT else f"{k} = {v} (book: {'all' if b is None else b})"
+        for k, b, v in hits
+    ]
     matched = [
         f
         for f in seconds

@@ -25,6 +25,10 @@ class ConfigError(ValueError):
     """A config that does not match the schema; the message names the offending key."""
 
 
+# The value of a deviation that leaves an entry out: a preset maps it to null (see merge).
+LEFT_OUT = "left out"
+
+
 @dataclass(frozen=True)
 class Deviation:
     key: str
@@ -92,10 +96,13 @@ def check_runs(runs: dict) -> None:
 
 
 def merge(base: dict, overlay: dict) -> dict:
-    """Deep-merge ``overlay`` into a copy of ``base``; dicts merge, anything else replaces."""
+    """Deep-merge ``overlay`` into a copy of ``base``; dicts merge, anything else replaces,
+    except that null in place of a dict leaves that entry out (a run, a setting of a sweep)."""
     merged = copy.deepcopy(base)
     for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+        if value is None and isinstance(merged.get(key), dict):
+            del merged[key]
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = merge(merged[key], value)
         else:
             merged[key] = copy.deepcopy(value)
@@ -103,7 +110,8 @@ def merge(base: dict, overlay: dict) -> dict:
 
 
 def deviations(book: dict, resolved: dict, prefix: str = "") -> list[Deviation]:
-    """Every leaf where ``resolved`` differs from ``book``, as dotted keys."""
+    """Every leaf where ``resolved`` differs from ``book``, and every entry it leaves out
+    (its value :data:`LEFT_OUT`), as dotted keys."""
     found = []
     for key, value in resolved.items():
         dotted = f"{prefix}{key}"
@@ -112,6 +120,8 @@ def deviations(book: dict, resolved: dict, prefix: str = "") -> list[Deviation]:
             found.extend(deviations(original, value, dotted + "."))
         elif value != original:
             found.append(Deviation(dotted, original, value))
+    left_out = sorted(book.keys() - resolved.keys())
+    found += [Deviation(f"{prefix}{key}", book[key], LEFT_OUT) for key in left_out]
     return found
 
 
