@@ -408,14 +408,19 @@ def test_a_metric_the_preset_left_out_is_not_applicable_naming_it():
     assert "preset smoke scaled lr_schedules.semantics = ['as_written']" in row["reason"]
     assert row["reason"].endswith("; this preset measures no intended.acc")
     assert row["measured"] == "acc = 0.4"
-    with pytest.raises(KeyError, match="no metric"):
-        evaluate_with(
-            [metric("acc", 0.4)],
-            check,
-            claim={"depends_on": ["lr_schedules.epochs"]},
-            deviations=left_out,
-            preset="smoke",
-        )
+    # Not where the claim does not depend on what was left out, nor for a metric that names
+    # nothing left out (a typo), however much else the preset scaled.
+    scaled = left_out + [("lr_schedules.epochs", 30, 6)]
+    typo = {**check, "metrics": ["acc", "intendd.acc"]}
+    for depends_on, judged in (["lr_schedules.epochs"], check), (["lr_schedules"], typo):
+        with pytest.raises(KeyError, match="no metric"):
+            evaluate_with(
+                [metric("acc", 0.4)],
+                judged,
+                claim={"depends_on": depends_on},
+                deviations=scaled,
+                preset="smoke",
+            )
 
 
 def test_a_negative_iqr_stops_the_rule_naming_the_file_and_the_metric():

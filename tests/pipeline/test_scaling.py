@@ -1,6 +1,8 @@
 """What a preset scaled that a claim depends on, and how long its book-scale run would take
 (d2lrepro.pipeline.scaling)."""
 
+import pytest
+
 from d2lrepro.pipeline import scaling
 
 
@@ -28,9 +30,37 @@ def test_a_scaled_setting_with_no_known_work_factor_still_names_the_job_time():
     assert "this run's jobs of it took 42 s, the book's settings do more work" in reason
 
 
-def test_a_run_the_preset_left_out_is_named_as_left_out():
+def test_a_run_the_preset_left_out_is_named_as_left_out_and_not_estimated():
     left_out = [("data_parallel.runs.resnet18_b256.2", {"model": "resnet18"}, scaling.LEFT_OUT)]
-    reason = scaling.scaled_reason(["data_parallel.runs.resnet18_b256.2"], left_out, "smoke", {})
-    assert reason.startswith(
-        f"{scaling.SCALED_REASON}: preset smoke scaled data_parallel.runs.resnet18_b256.2 left out"
+    seconds = {"data_parallel": 60.0}
+    reason = scaling.scaled_reason(
+        ["data_parallel.runs.resnet18_b256.2"], left_out, "smoke", seconds
     )
+    assert reason.startswith(
+        f"{scaling.SCALED_REASON}: preset smoke left out data_parallel.runs.resnet18_b256.2;"
+        " what it left out, this run did not time"
+    )
+    assert "at most" not in reason
+
+
+@pytest.mark.parametrize(
+    "metric, named",
+    [
+        ("resnet18_b256.2.test_acc", True),
+        ("resnet18.2.test_acc", False),  # another run
+        ("mgpu.2.speedup", False),  # "2" alone names no run
+        ("multistep.intended.test_acc", True),
+        ("multistep.as_written.test_acc", False),
+        ("multistep.intendd.test_acc", False),  # a typo is no left-out value
+    ],
+)
+def test_a_missing_metric_is_explained_only_by_what_the_preset_left_out(metric, named):
+    deviations = [
+        ("data_parallel.runs.resnet18_b256.2", {"model": "resnet18"}, scaling.LEFT_OUT),
+        ("lr_schedules.semantics", ["as_written", "intended"], ["as_written"]),
+        ("lr_schedules.epochs", 30, 6),
+    ]
+    depends_on = ["data_parallel.runs", "lr_schedules.semantics", "lr_schedules.epochs"]
+    assert scaling.names_left_out(metric, depends_on, deviations) is named
+    # a claim that does not depend on what was left out is not excused
+    assert not scaling.names_left_out(metric, ["lr_schedules.epochs"], deviations)

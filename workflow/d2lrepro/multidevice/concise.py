@@ -63,3 +63,15 @@ def ddp_setup(
         return y_hat.detach(), loss.detach()
 
     return net, optimizer, step
+
+
+def all_reduce_grads(params) -> None:
+    """What a DDP step sends: one all-reduce of all the gradients, packed into one buffer (the
+    cost model's t2 of the DDP steps)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if world_size() == 1 or not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    for grad, part in zip(grads, flat.split([g.numel() for g in grads])):
+        grad.copy_(part.view_as(grad))

@@ -66,30 +66,15 @@ STEPS = ("lenet", "lenet_ddp", "resnet18")
 log = logging.getLogger(__name__)
 
 
-def all_reduce_grads(params) -> None:
-    """What a DDP step sends: one all-reduce of all the gradients, packed into one buffer."""
-    # Here and in the functions below that measure, not at the top: they import torch, which
-    # the summary's job does not need.
-    import torch
-    import torch.distributed as dist
-
-    from d2lrepro.core.devices import world_size
-
-    grads = [p.grad for p in params if p.grad is not None]
-    if world_size() == 1 or not grads:
-        return
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat)
-    for grad, part in zip(grads, flat.split([g.numel() for g in grads])):
-        grad.copy_(part.view_as(grad))
-
-
 def setup(name: str, seed: int, lr: float, device: torch.device):
     """Step ``name`` of :data:`STEPS`: the network, ``step(x, y, global_batch)`` and
     ``communicate(params)``, the communication that step does."""
     from d2lrepro.core.devices import place
     from d2lrepro.core.models import ScratchLeNet
-    from d2lrepro.multidevice.concise import concise_setup, ddp_setup
+
+    # Here and in the functions below that measure, not at the top: they import torch, which
+    # the summary's job does not need.
+    from d2lrepro.multidevice.concise import all_reduce_grads, concise_setup, ddp_setup
     from d2lrepro.multidevice.scratch import scratch_setup, sync_grads
 
     if name == "lenet":

@@ -16,7 +16,7 @@ from d2lrepro.core import machines, paths
 from d2lrepro.core.results import FAILED, outside_domain
 from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
 from d2lrepro.pipeline import checks
-from d2lrepro.pipeline.scaling import scaled_reason
+from d2lrepro.pipeline.scaling import names_left_out, scaled_reason
 
 SCHEMA = paths.CLAIMS_SCHEMA
 LEDGER = paths.LEDGER
@@ -157,11 +157,13 @@ def evaluate_claim(
     }
     names = [n for check in claim["checks"] for n in checks.metrics_of(check)]
     missing = sorted(set(names) - set(metrics["metric"]))
-    scaled = scaled_reason(claim.get("depends_on", []), list(deviations), preset, seconds or {})
-    # A preset may leave out what measures a claim (a semantics, a mode) only by changing a
-    # setting the claim depends on; a metric missing otherwise is a broken ledger or summary.
-    if missing and not scaled:
-        raise KeyError(f"claim {claim['id']}: {claim['evidence']} has no metric {missing}")
+    depends_on, deviations = claim.get("depends_on", []), list(deviations)
+    scaled = scaled_reason(depends_on, deviations, preset, seconds or {})
+    # A metric may be missing only where it names what the preset left out of a setting the
+    # claim depends on (a run, a semantics); otherwise the ledger or a summary is broken.
+    unexplained = [m for m in missing if not names_left_out(m, depends_on, deviations)]
+    if unexplained:
+        raise KeyError(f"claim {claim['id']}: {claim['evidence']} has no metric {unexplained}")
     used = metrics[metrics["metric"].isin(names)]
     if used["metric"].duplicated().any():
         raise ValueError(f"claim {claim['id']}: {claim['evidence']} holds a metric more than once")

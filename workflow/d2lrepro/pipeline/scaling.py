@@ -51,22 +51,44 @@ def _under(key: str, family: str) -> bool:
     return key.startswith(family + ".") or family == parent or family.startswith(parent + ".")
 
 
-def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds: dict) -> str:
-    """Why a claim is judged only at the book's scale, when the preset changed a setting it
-    depends on ("" when it changed none): what was scaled, and how long the book's settings
-    would take here, from the ``seconds`` this run's jobs of each family took and the work
-    factor of that family's own settings (families add up), or else how much more work."""
-    hits = [
+def _hits(depends_on: list[str], deviations: list) -> list:
+    """The deviations of settings a claim ``depends_on`` (a key or one under it)."""
+    return [
         d
         for d in deviations
         if any(d[0] == key or d[0].startswith(key + ".") for key in depends_on)
     ]
+
+
+def names_left_out(metric: str, depends_on: list[str], deviations: list) -> bool:
+    """Whether ``metric`` names something a preset left out of a setting the claim depends
+    on: a run it mapped to null (``data_parallel.runs.resnet18_b256.2`` in
+    ``resnet18_b256.2.test_acc``) or a value it dropped from a list (``intended`` of
+    ``lr_schedules.semantics`` in ``multistep.intended.test_acc``), as whole dotted parts."""
+    names = set()
+    for key, book, value in _hits(depends_on, deviations):
+        if value == LEFT_OUT:
+            parts = key.split(".")
+            names |= {".".join(parts[i:]) for i in range(1, len(parts))}
+        elif isinstance(book, list) and isinstance(value, list):
+            names |= {str(v) for v in book if v not in value}
+    return any(f".{name}." in f".{metric}." for name in names if not name.isdigit())
+
+
+def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds: dict) -> str:
+    """Why a claim is judged only at the book's scale, when the preset changed a setting it
+    depends on ("" when it changed none): what was scaled or left out, and how long the
+    book's settings would take here, from the ``seconds`` this run's jobs of each family took
+    and the work factor of that family's own settings (families add up), or else how much
+    more work; a run left out was not timed, so nothing is estimated."""
+    hits = _hits(depends_on, deviations)
     if not hits:
         return ""
-    parts = [
-        f"{k} {LEFT_OUT}" if v == LEFT_OUT else f"{k} = {v} (book: {'all' if b is None else b})"
-        for k, b, v in hits
-    ]
+    scaled = [f"{k} = {v} (book: {'all' if b is None else b})" for k, b, v in hits if v != LEFT_OUT]
+    left_out = [k for k, _, v in hits if v == LEFT_OUT]
+    changes = [f"scaled {', '.join(scaled)}"] * bool(scaled) + [
+        f"left out {', '.join(left_out)}"
+    ] * bool(left_out)
     matched = [
         f
         for f in seconds
@@ -77,7 +99,9 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds:
     spent = sum(seconds[f] for f in families)
     book = sum(seconds[f] * _work_factor([h for h in hits if _under(h[0], f)]) for f in families)
     factor = _work_factor(hits)
-    if spent and book > spent:
+    if left_out:
+        more = "; what it left out, this run did not time"
+    elif spent and book > spent:
         more = (
             f"; the book's settings would take at most about {_minutes(book)} of job time"
             f" here, one job at a time (this run's {_minutes(spent)} scaled linearly, its"
@@ -93,8 +117,8 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds:
     else:
         more = ""
     return (
-        f"{SCALED_REASON}: preset {preset} scaled "
-        + ", ".join(parts)
+        f"{SCALED_REASON}: preset {preset} "
+        + " and ".join(changes)
         + more
         + " (run with --config preset=book to judge it)"
     )

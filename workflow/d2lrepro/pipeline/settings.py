@@ -97,7 +97,8 @@ def check_runs(runs: dict) -> None:
 
 def merge(base: dict, overlay: dict) -> dict:
     """Deep-merge ``overlay`` into a copy of ``base``; dicts merge, anything else replaces,
-    except that null in place of a dict leaves that entry out (a run, a setting of a sweep)."""
+    except that null in place of a dict leaves that entry out (a run, a setting of a sweep;
+    the schema's ``required`` keeps what the code always reads)."""
     merged = copy.deepcopy(base)
     for key, value in overlay.items():
         if value is None and isinstance(merged.get(key), dict):
