@@ -143,3 +143,19 @@ def test_a_curve_off_the_book_only_through_its_seeds_is_explained_by_them(raw):
     assert "0.050" in explain.explanation(claim, frame)
     alone = lr_schedules.training_metrics(off.assign(seed=1), book)
     assert explain.explanation(claim, measured_on(alone)[0]) == explain.NOT_EXPLAINED
+
+
+@pytest.mark.parametrize("semantics", [["as_written"], ["as_written", "intended"]])
+def test_the_lr_figure_has_a_panel_for_each_semantics_run(tmp_path, semantics):
+    """The smoke preset runs the book's semantics only."""
+    history = pd.DataFrame(
+        [
+            {"run": run, "semantics": s, "seed": 0, "epoch": e, "lr": 0.1 * e}
+            for s in semantics
+            for run in ("cosine", "warmup")
+            for e in (1, 2)
+        ]
+    )
+    path = tmp_path / "lrs.png"
+    lr_schedules.draw_lrs(history, path)
+    assert path.stat().st_size > 0

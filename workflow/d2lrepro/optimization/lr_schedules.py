@@ -257,7 +257,7 @@ def draw_lrs(history: pd.DataFrame, path) -> None:
             ax.plot(r["epoch"], r["lr"], label=run)
         ax.set(title=f"{semantics} semantics", xlabel="epoch", ylabel="lr")
         ax.grid(True)
-    axes[0].legend(fontsize=6)
+    axes[0, 0].legend(fontsize=6)
     plotting.save(fig, path)
 
 
