@@ -38,9 +38,17 @@ def test_a_run_the_preset_left_out_is_named_as_left_out_and_not_estimated():
     )
     assert reason.startswith(
         f"{scaling.SCALED_REASON}: preset smoke left out data_parallel.runs.resnet18_b256.2;"
-        " what it left out, this run did not time"
+        " no job of this run ran data_parallel.runs.resnet18_b256.2, so its book-scale time"
+        " is not estimated"
     )
-    assert "at most" not in reason
+    # beside a scaled run that was timed, the estimate covers that run only, and says so
+    both = [*left_out, ("data_parallel.runs.resnet18.2.epochs", 10, 1)]
+    reason = scaling.scaled_reason(["data_parallel.runs"], both, "smoke", seconds)
+    assert (
+        "preset smoke scaled data_parallel.runs.resnet18.2.epochs = 1 (book: 10) and left" in reason
+    )
+    assert "at most about 10 min of job time" in reason  # 60 s x 10 epochs / 1
+    assert "so that estimate leaves it out" in reason
 
 
 @pytest.mark.parametrize(

@@ -111,6 +111,12 @@ def test_null_cannot_leave_out_what_the_code_always_reads(config, section, entry
         settings.resolve({**config, "preset": "smoke"})
 
 
+def test_null_cannot_leave_out_a_run_the_one_process_code_needs(config):
+    config["presets"]["smoke"] = {"data_parallel": {"runs": {"lenet.2": None}}}
+    with pytest.raises(settings.ConfigError, match="'data_parallel.runs.lenet.2': missing"):
+        settings.resolve({**config, "preset": "smoke"})
+
+
 def test_auto_is_decided_once_per_results_tree(tmp_path, config):
     record = tmp_path / "results" / "auto_preset.txt"
     first = settings.resolve(config, cuda_available=True, record=record)

@@ -248,9 +248,8 @@ def draw_lrs(history: pd.DataFrame, path) -> None:
     """The learning rate each epoch ran with, as the book's code applies it and as intended
     (a panel for each semantics the run has)."""
     by_semantics = history.groupby("semantics", sort=False)
-    fig, axes = plotting.figure(
-        figsize=(7, 2.5), ncols=len(by_semantics), sharey=True, squeeze=False
-    )
+    n = len(by_semantics)
+    fig, axes = plotting.figure(figsize=(3.5 * n, 2.5), ncols=n, sharey=True, squeeze=False)
     for ax, (semantics, h) in zip(axes[0], by_semantics):
         for run, r in h.groupby("run", sort=False):
             r = r[r["seed"] == r["seed"].iloc[0]]  # every seed runs the same lrs

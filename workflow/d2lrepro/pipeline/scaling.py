@@ -69,10 +69,10 @@ def names_left_out(metric: str, depends_on: list[str], deviations: list) -> bool
     for key, book, value in _hits(depends_on, deviations):
         if value == LEFT_OUT:
             parts = key.split(".")
-            names |= {".".join(parts[i:]) for i in range(1, len(parts))}
+            names |= {".".join(parts[i:]) for i in range(1, len(parts)) if not parts[i].isdigit()}
         elif isinstance(book, list) and isinstance(value, list):
-            names |= {str(v) for v in book if v not in value}
-    return any(f".{name}." in f".{metric}." for name in names if not name.isdigit())
+            names |= {v for v in book if isinstance(v, str) and v not in value}
+    return any(f".{name}." in f".{metric}." for name in names)
 
 
 def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds: dict) -> str:
@@ -99,8 +99,8 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds:
     spent = sum(seconds[f] for f in families)
     book = sum(seconds[f] * _work_factor([h for h in hits if _under(h[0], f)]) for f in families)
     factor = _work_factor(hits)
-    if left_out:
-        more = "; what it left out, this run did not time"
+    if not scaled:  # only left out: nothing ran that an estimate could scale
+        more = ""
     elif spent and book > spent:
         more = (
             f"; the book's settings would take at most about {_minutes(book)} of job time"
@@ -116,6 +116,13 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds:
         )
     else:
         more = ""
+    if left_out:
+        gone = ", ".join(left_out)
+        more += (
+            f"; no job of this run ran {gone}, so that estimate leaves it out"
+            if more
+            else f"; no job of this run ran {gone}, so its book-scale time is not estimated"
+        )
     return (
         f"{SCALED_REASON}: preset {preset} "
         + " and ".join(changes)

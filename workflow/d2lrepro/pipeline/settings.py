@@ -81,6 +81,14 @@ def validate(config: dict, schema: dict | None = None) -> dict:
 def check_runs(runs: dict) -> None:
     """What the schema cannot say about the multi-device runs: the devices split evenly over
     the nodes, and the global batch over the devices."""
+    # The book's one-process code runs each model on 1 and 2 devices, as <model>.1 and .2.
+    for model in sorted({run["model"] for run in runs.values()}):
+        for devices in (1, 2):
+            if f"{model}.{devices}" not in runs:
+                raise ConfigError(
+                    f"config key 'data_parallel.runs.{model}.{devices}': missing, and a model"
+                    " with runs needs its 1- and 2-device runs (the one-process code runs both)"
+                )
     for name, run in runs.items():
         devices, nodes, batch = run["devices"], run.get("nodes", 1), run["batch_size"]
         if devices % nodes:
