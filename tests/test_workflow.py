@@ -67,6 +67,7 @@ def test_smoke_run_writes_report_and_ledger(smoke_run):
         assert (smoke_run / paths.claims_table(section["id"])).exists()
     assert html.count("data:image/png;base64,") == len(claims.figure_files(ledger))
     assert not re.search(r"\bseeds? 0\d\d", html, re.I)  # sources by title, not file number
+    assert not re.search(r"<td>\{'", html)  # a left-out run's book settings, not a dict
 
 
 # Metric names that say they hold a time, a size, a rate or a speed-up.

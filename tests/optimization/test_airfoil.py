@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 import torch
 
-from d2lrepro.core import reference
+from d2lrepro.core import reference, results
 from d2lrepro.optimization import airfoil
 
 BOOK = reference.load()
@@ -65,6 +65,15 @@ def test_summary_takes_the_median_final_loss(data):
     ]
     assert summary["airfoil.slowest_sec_per_epoch"] == max(per_epoch) > 0
     assert summary["airfoil.fastest_sec_per_epoch"] == min(per_epoch) > 0
+
+
+def test_without_a_setting_the_book_ran_its_times_are_not_applicable(data):
+    """Settings the book has no curve of do not stand in for its slowest and fastest."""
+    runs = run("momentum.lr0.02_m0.5", data).assign(setting="momentum.not_in_the_book")
+    summary = {m["metric"]: m for m in airfoil.summarize(runs, BOOK)}
+    slowest = summary["airfoil.slowest_sec_per_epoch"]
+    assert slowest["status"] == results.NOT_APPLICABLE, slowest
+    assert "none of the settings the book ran" in slowest["note"]
 
 
 def test_the_curve_judged_is_the_median_over_seeds(data):

@@ -117,32 +117,57 @@ def test_a_run_trains_its_schedule_and_is_labelled_with_it(tmp_path, cpu_only):
     assert intended["lr"].tolist() == pytest.approx([0.0, 0.06])
 
 
-def test_a_curve_off_the_book_only_through_its_seeds_is_explained_by_them(raw):
+@pytest.fixture(scope="module")
+def on_the_book(raw) -> pd.DataFrame:
+    """A constant-lr run that follows the book's: its test accuracy on the lower edge of the
+    editions' band at each epoch of the book's plot, its final train loss ZH's printed 0.128."""
+    band = reference.curve(reference.load(), "lrs.baseline", "test_acc")
+    band = band.groupby("epoch")["value"].min()
+    base = training.train(
+        models.lenet(seed=0), raw, 2, schedules.schedule("constant", "as_written"), batch_size=16
+    ).assign(run="constant", semantics="as_written", device="cpu", seed=0)
+    return pd.concat([base.iloc[[0]]] * len(band), ignore_index=True).assign(
+        epoch=list(band.index), test_acc=band.to_numpy(), train_loss=0.128
+    )
+
+
+def test_a_curve_off_the_book_only_through_its_seeds_is_explained_by_them(on_the_book):
     """Two seeds of the constant-lr run, one on the editions' band and one 0.1 below it: the
     median strays by 0.05, the range of the seeds not at all, and the claim's explanation
-    says so; one seed off alone is not explained."""
+    says so; one seed off alone is not explained, nor are seeds whose final train losses all
+    miss the book's."""
     from d2lrepro.pipeline import explain
 
     book = reference.load()
-    band = reference.curve(book, "lrs.baseline", "test_acc").groupby("epoch")["value"].min()
-    base = training.train(
-        models.lenet(seed=0), raw, 2, schedules.schedule("constant", "as_written"), batch_size=16
-    ).assign(run="constant", semantics="as_written", device="cpu")
-    epochs = band.index[: len(band)]
-    on = pd.concat([base.iloc[[0]]] * len(epochs), ignore_index=True).assign(
-        epoch=list(epochs), test_acc=band.to_numpy()
-    )
-    off = on.assign(test_acc=on["test_acc"] - 0.1)
-    two = pd.concat([on.assign(seed=0), off.assign(seed=1)], ignore_index=True)
+    off = on_the_book.assign(test_acc=on_the_book["test_acc"] - 0.1, seed=1)
+    two = pd.concat([on_the_book, off], ignore_index=True)
     rows = lr_schedules.training_metrics(two, book)
     m = {r["metric"]: r["value"] for r in rows}
     assert m["constant.as_written.curve_excess"] == pytest.approx(0.05)
     assert m["constant.as_written.curve_excess_nearest_seed"] == 0
     claim = shipped_claims()["lrs.baseline.curve"]
-    frame, _ = measured_on(rows)
-    assert "0.050" in explain.explanation(claim, frame)
-    alone = lr_schedules.training_metrics(off.assign(seed=1), book)
+    assert "0.050" in explain.explanation(claim, measured_on(rows)[0])
+    alone = lr_schedules.training_metrics(off, book)
     assert explain.explanation(claim, measured_on(alone)[0]) == explain.NOT_EXPLAINED
+    high = lr_schedules.training_metrics(two.assign(train_loss=0.16), book)
+    assert explain.explanation(claim, measured_on(high)[0]) == explain.NOT_EXPLAINED
+
+
+@pytest.mark.parametrize(
+    ("losses", "verdict"),
+    [
+        ((0.128,), claims.REPRODUCED),
+        ((0.12, 0.16), claims.REPRODUCED),  # the seeds' range spans the book's
+        ((0.155, 0.17), claims.NOT_REPRODUCED),  # every seed above CL's 0.154
+        ((0.11, 0.127), claims.NOT_REPRODUCED),  # every seed below ZH's 0.128
+    ],
+)
+def test_a_run_on_the_books_curve_must_also_end_at_its_train_loss(on_the_book, losses, verdict):
+    """The curve claim also needs the seeds' final train losses to meet the range the three
+    versions print (EN 0.145, ZH 0.128, CL 0.154), whatever the test-accuracy curve does."""
+    seeds = [on_the_book.assign(seed=s, train_loss=loss) for s, loss in enumerate(losses)]
+    rows = lr_schedules.training_metrics(pd.concat(seeds, ignore_index=True), reference.load())
+    assert verdict_of("lrs.baseline.curve", rows) == verdict
 
 
 @pytest.mark.parametrize("semantics", [["as_written"], ["as_written", "intended"]])

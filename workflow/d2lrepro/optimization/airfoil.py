@@ -229,8 +229,8 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     was fed (``state_gap``, ``step_gap``: :class:`~d2lrepro.optimization.optimizers.AdagradAudit`,
     the worst over seeds and steps); the losses of a setting
     where a seed diverged are failed, not numbers to compare. Over the settings the book ran
-    (those with a book curve): the slowest and fastest sec/epoch, not applicable where they
-    ran on different hosts."""
+    (those with a book curve): the slowest and fastest sec/epoch, not applicable where none of
+    them ran or where they ran on different hosts."""
     rows, per_epoch = [], {}
     for name, group in runs.groupby("setting", sort=False):
         finals = group.loc[group.groupby("seed")["examples"].idxmax()]
@@ -266,17 +266,18 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             for gap in ("state_gap", "step_gap"):  # the worst over every seed and step
                 if gap in group and group[gap].notna().all():
                     rows.append(metric(f"{name}.{gap}", float(group[gap].max())))
-    in_book = {n: v for n, v in per_epoch.items() if n in set(book["id"])} or per_epoch
+    in_book = {n: v for n, v in per_epoch.items() if n in set(book["id"])}
     hosts = sorted(runs.loc[runs["setting"].isin(in_book), "host"].unique())
+    ends = [f"airfoil.{e}_sec_per_epoch{s}" for e in ("slowest", "fastest") for s in ("", "_iqr")]
+    if not in_book:
+        why = "none of the settings the book ran (those with a book curve) ran here"
+        return rows + [not_applicable(name, why, "s") for name in ends]
     if len(hosts) > 1:
         why = (
             f"the settings ran on different hosts ({', '.join(hosts)}), so their times compare"
             " the machines too; run every airfoil_run job on one node (locally, or on SLURM"
             " with --nodelist): seconds each"
         )
-        ends = [
-            f"airfoil.{e}_sec_per_epoch{s}" for e in ("slowest", "fastest") for s in ("", "_iqr")
-        ]
         return rows + [not_applicable(name, why, "s") for name in ends]
     for end, pick in (("slowest", max), ("fastest", min)):
         name = pick(in_book, key=lambda n: in_book[n][0])

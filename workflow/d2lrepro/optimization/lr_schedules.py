@@ -199,6 +199,10 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             values["curve_excess_nearest_seed"] = reference.band_excess(
                 book, book_id, "test_acc", curve.index, by_epoch.min().values, by_epoch.max().values
             )
+            # The book's least noisy number, a mean over the last epoch's examples: the seeds'
+            # extremes say whether this run's range of final train losses meets the book's.
+            values["train_loss_lowest_seed"] = per_seed["train_loss"].min()
+            values["train_loss_highest_seed"] = per_seed["train_loss"].max()
         if g["diverged"].any():
             at = g[g["diverged"]].iloc[0]
             note = (
