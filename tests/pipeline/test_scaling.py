@@ -30,6 +30,13 @@ def test_a_scaled_setting_with_no_known_work_factor_still_names_the_job_time():
     assert "this run's jobs of it took 42 s, the book's settings do more work" in reason
 
 
+def test_a_preset_with_more_seeds_than_the_books_says_it_does_more_work():
+    more = [("lr_schedules.seeds", [0, 1, 2], [0, 1, 2, 3, 4, 5])]
+    reason = scaling.scaled_reason(["lr_schedules.seeds"], more, "many", {"lr_schedules": 90.0})
+    assert "this preset does about 2x the work of the book's settings" in reason
+    assert "book's settings do more work" not in reason
+
+
 def test_a_run_the_preset_left_out_is_named_as_left_out_and_not_estimated():
     left_out = [("data_parallel.runs.resnet18_b256.2", {"model": "resnet18"}, scaling.LEFT_OUT)]
     seconds = {"data_parallel": 60.0}

@@ -109,6 +109,8 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds:
         )
     elif factor > 1:
         more = f"; the book's settings are about {factor:.3g}x this run's work"
+    elif factor < 1:  # more seeds or settings than the book's: not a scaled-down run
+        more = f"; this preset does about {1 / factor:.3g}x the work of the book's settings"
     elif spent:
         more = (
             f"; this run's jobs of it took {_minutes(spent)}, the book's settings do more work"
