@@ -2,8 +2,8 @@ import math
 
 import pandas as pd
 
+from conftest import judged, verdict_of
 from conftest import training_history as history
-from conftest import verdict_of
 from d2lrepro.core import reference, results
 from d2lrepro.multidevice import runs
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
@@ -77,6 +77,40 @@ def test_resnet18_speedups_on_throughput_against_the_editions_less_20_percent():
         assert verdict(140) == REPRODUCED
         assert verdict(120) == NOT_REPRODUCED
         assert verdict(140, examples=512) == NOT_APPLICABLE  # not the same examples
+
+
+def test_the_speedup_spread_is_across_seeds_or_else_across_one_seeds_epochs():
+    """Each seed's speed-up is its own jobs' (its median epochs' ratio); with one seed, the
+    epoch-by-epoch ratios of its timed epochs (the first left out) give the spread."""
+    one = history([2.3] * 4, rate=[1.0, 100.0, 100.0, 100.0])
+    two = history([2.3] * 4, rate=[1.0, 110.0, 130.0, 150.0])
+    compared = compare(one, two)
+    assert compared["lenet.speedup"]["value"] == 1.3
+    assert compared["lenet.speedup_iqr"]["value"] == results.iqr([1.1, 1.3, 1.5])
+    ratios = [1.0, 1.2, 1.25, 1.6]  # four seeds, each on jobs of its own
+    seeds_one = pd.concat([one.assign(seed=s) for s in range(4)])
+    seeds_two = pd.concat(
+        [
+            history([2.3] * 4, rate=[1.0, *[100.0 * r] * 3]).assign(seed=s)
+            for s, r in enumerate(ratios)
+        ]
+    )
+    assert compare(seeds_one, seeds_two)["lenet.speedup_iqr"]["value"] == results.iqr(ratios)
+
+
+def test_no_meaningful_speedup_is_judged_with_its_spread():
+    """mgpu.2gpu.speed (below 1.2): 1.15 whose epochs reach past 1.2 is within the noise."""
+
+    def verdict(rates):
+        one = history([2.3] * 5, rate=[1.0, 100.0, 100.0, 100.0, 100.0])
+        rows = compare(one, history([2.3] * 5, rate=[1.0, *rates]))
+        return judged("mgpu.2gpu.speed", list(rows.values()))
+
+    assert verdict([115.0, 115.0, 115.0, 115.0])["verdict"] == REPRODUCED
+    noisy = verdict([100.0, 110.0, 120.0, 130.0])  # 1.15, IQR 0.15
+    assert noisy["verdict"] == NOT_REPRODUCED
+    assert "within the measured noise" in noisy["measured"]
+    assert verdict([125.0, 125.0, 125.0, 125.0])["verdict"] == NOT_REPRODUCED
 
 
 def test_a_speedup_without_a_whole_batch_after_the_first_is_not_applicable():
@@ -168,6 +202,7 @@ def test_final_accuracies_are_judged_within_the_editions_printed_disagreement():
     def book_code(acc):
         return [
             results.metric("single_process_lenet.speedup", 1.0),
+            results.metric("single_process_lenet.speedup_iqr", 0.0),
             results.metric("single_process_lenet.2.test_acc", acc),
         ]
 

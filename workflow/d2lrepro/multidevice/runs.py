@@ -20,6 +20,7 @@ import pandas as pd
 from d2lrepro.core import environment, machines, reference
 from d2lrepro.core.results import (
     failed,
+    iqr,
     late_iqr,
     metric,
     not_applicable,
@@ -38,9 +39,11 @@ BOOK_CURVE_IDS = {
 AGREEMENT = {"resnet18.2": "mgpuc.1gpu"}
 
 # The units of a run's and a comparison's numbers that are not pure numbers.
-UNITS = {"sec_per_epoch": "s", "speedup": "x"} | dict.fromkeys(
+UNITS = {"sec_per_epoch": "s", "speedup": "x", "speedup_iqr": "x"} | dict.fromkeys(
     ("samples_per_s", "steady_samples_per_s"), "samples/s"
 )
+# The metrics of two runs' speed: the speed-up, its spread and the scaling efficiency.
+SPEED = ("speedup", "speedup_iqr", "efficiency")
 
 
 # Runs of the book's one-process code (single_process) are named apart from the
@@ -158,6 +161,21 @@ def unequal_work(one: pd.DataFrame, two: pd.DataFrame) -> str:
     return ""
 
 
+def speedup_spread(one: pd.DataFrame, two: pd.DataFrame, rate: str) -> float:
+    """The spread of a speed-up: the IQR across seeds of each seed's own speed-up (each seed
+    trains in jobs of its own, so a drift of the machine between jobs is in it), or with one
+    seed the IQR of its epoch-by-epoch ratios, each timed epoch on 2 devices over the same
+    epoch on 1 (a drift between its two jobs moves every ratio alike and is not)."""
+
+    def rates(history: pd.DataFrame) -> pd.Series:
+        timed = timed_epochs(history)[0].set_index(["seed", "epoch"])
+        return timed[rate] if rate in timed else timed["samples_per_s"]  # the book's code
+
+    a, b = rates(one), rates(two)
+    per_seed = b.groupby("seed").median() / a.groupby("seed").median()
+    return seed_spread(per_seed, iqr((b / a).dropna()))
+
+
 def comparison_metrics(
     rows: dict[str, dict], model: str, histories: dict[str, pd.DataFrame]
 ) -> list[dict]:
@@ -169,7 +187,7 @@ def comparison_metrics(
     one, two = f"{model}.1", f"{model}.2"
     rate = "steady_samples_per_s"
     needed = [rows[f"{run}.{n}"] for run in (one, two) for n in (rate, "test_acc")]
-    names = ("speedup", "efficiency", "acc_diff", "acc_change")
+    names = (*SPEED, "acc_diff", "acc_change")
     for status, make in (("failed", failed), ("not applicable", not_applicable)):
         notes = sorted({r["note"] for r in needed if r["status"] == status})
         if notes:
@@ -177,14 +195,14 @@ def comparison_metrics(
     value = {r["metric"]: r["value"] for r in needed}
     speedup = value[f"{two}.{rate}"] / value[f"{one}.{rate}"]
     note = "; ".join(sorted({rows[f"{run}.{rate}"]["note"] for run in (one, two)} - {""}))
+    spread = speedup_spread(histories[one], histories[two], rate)
     speed = [
         metric(f"{model}.speedup", speedup, "x", note=note),
+        metric(f"{model}.speedup_iqr", spread, "x", note=note),
         metric(f"{model}.efficiency", speedup / 2, note=note),
     ]
     if "examples" in histories[one] and (why := unequal_work(histories[one], histories[two])):
-        speed = [
-            not_applicable(f"{model}.{n}", why, UNITS.get(n, "")) for n in ("speedup", "efficiency")
-        ]
+        speed = [not_applicable(f"{model}.{n}", why, UNITS.get(n, "")) for n in SPEED]
     return speed + [
         metric(f"{model}.acc_diff", abs(value[f"{two}.test_acc"] - value[f"{one}.test_acc"])),
         metric(f"{model}.acc_change", value[f"{two}.test_acc"] - value[f"{one}.test_acc"]),
