@@ -1,6 +1,7 @@
 import math
 
 import pandas as pd
+import pytest
 
 from conftest import judged, verdict_of
 from conftest import training_history as history
@@ -79,23 +80,42 @@ def test_resnet18_speedups_on_throughput_against_the_editions_less_20_percent():
         assert verdict(140, examples=512) == NOT_APPLICABLE  # not the same examples
 
 
-def test_the_speedup_spread_is_across_seeds_or_else_across_one_seeds_epochs():
-    """Each seed's speed-up is its own jobs' (its median epochs' ratio); with one seed, the
-    epoch-by-epoch ratios of its timed epochs (the first left out) give the spread."""
-    one = history([2.3] * 4, rate=[1.0, 100.0, 100.0, 100.0])
-    two = history([2.3] * 4, rate=[1.0, 110.0, 130.0, 150.0])
+def seeds_of(*rates) -> pd.DataFrame:
+    """One run's history: a seed per list of epoch rates (each seed's first epoch untimed)."""
+    return pd.concat([history([2.3] * len(r), rate=r).assign(seed=s) for s, r in enumerate(rates)])
+
+
+def test_the_speedup_is_the_median_of_each_seeds_own_and_its_spread_their_iqr():
+    """Each seed's speed-up is its own runs' (its median timed rates, 2 devices over 1): the
+    seeds of a slow and a fast job are not paired across. Their IQR is the spread, whatever
+    the epochs of one seed do."""
+    one = seeds_of([1.0, 100.0], [1.0, 200.0], [1.0, 300.0])
+    two = seeds_of([1.0, 150.0], [1.0, 150.0], [1.0, 450.0])  # 1.5, 0.75, 1.5
     compared = compare(one, two)
-    assert compared["lenet.speedup"]["value"] == 1.3
-    assert compared["lenet.speedup_iqr"]["value"] == results.iqr([1.1, 1.3, 1.5])
-    ratios = [1.0, 1.2, 1.25, 1.6]  # four seeds, each on jobs of its own
-    seeds_one = pd.concat([one.assign(seed=s) for s in range(4)])
-    seeds_two = pd.concat(
-        [
-            history([2.3] * 4, rate=[1.0, *[100.0 * r] * 3]).assign(seed=s)
-            for s, r in enumerate(ratios)
-        ]
+    assert compared["lenet.speedup"]["value"] == 1.5  # the pooled medians give 150 / 200
+    assert compared["lenet.speedup_iqr"]["value"] == results.iqr([1.5, 0.75, 1.5])
+    # Each seed 1.1 over the median of its epochs, though its epochs' ratios differ.
+    varied = compare(
+        seeds_of([1.0, 100.0, 120.0, 80.0], [1.0, 80.0, 100.0, 120.0]),
+        seeds_of([1.0, 110.0, 156.0, 96.0], [1.0, 156.0, 96.0, 110.0]),
     )
-    assert compare(seeds_one, seeds_two)["lenet.speedup_iqr"]["value"] == results.iqr(ratios)
+    assert varied["lenet.speedup"]["value"] == pytest.approx(1.1)
+    assert varied["lenet.speedup_iqr"]["value"] == 0
+
+
+def test_with_one_seed_the_spread_is_across_its_epochs_ratios_paired_by_epoch():
+    one = history([2.3] * 4, rate=[1.0, 100.0, 120.0, 80.0])
+    two = history([2.3] * 4, rate=[1.0, 110.0, 156.0, 96.0])  # 1.1, 1.3, 1.2 epoch by epoch
+    compared = compare(one, two)
+    assert compared["lenet.speedup"]["value"] == pytest.approx(1.1)  # 110 / 100
+    assert compared["lenet.speedup_iqr"]["value"] == pytest.approx(results.iqr([1.1, 1.3, 1.2]))
+    assert compared["lenet.speedup_iqr"]["note"] == ""
+
+
+def test_one_timed_ratio_has_no_spread_and_says_so():
+    compared = compare(history([2.3] * 2), history([2.3] * 2, rate=[1.0, 150.0]))
+    assert compared["lenet.speedup_iqr"]["value"] == 0
+    assert runs.NO_SPREAD in compared["lenet.speedup"]["note"]
 
 
 def test_no_meaningful_speedup_is_judged_with_its_spread():

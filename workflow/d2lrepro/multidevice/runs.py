@@ -44,6 +44,7 @@ UNITS = {"sec_per_epoch": "s", "speedup": "x", "speedup_iqr": "x"} | dict.fromke
 )
 # The metrics of two runs' speed: the speed-up, its spread and the scaling efficiency.
 SPEED = ("speedup", "speedup_iqr", "efficiency")
+NO_SPREAD = "one timed epoch of one seed: no spread measured, so the speed-up is judged as measured"
 
 
 # Runs of the book's one-process code (single_process) are named apart from the
@@ -161,29 +162,37 @@ def unequal_work(one: pd.DataFrame, two: pd.DataFrame) -> str:
     return ""
 
 
-def speedup_spread(one: pd.DataFrame, two: pd.DataFrame, rate: str) -> float:
-    """The spread of a speed-up: the IQR across seeds of each seed's own speed-up (each seed
-    trains in jobs of its own, so a drift of the machine between jobs is in it), or with one
-    seed the IQR of its epoch-by-epoch ratios, each timed epoch on 2 devices over the same
-    epoch on 1 (a drift between its two jobs moves every ratio alike and is not)."""
+def paired_speedup(one: pd.DataFrame, two: pd.DataFrame, rate: str) -> tuple[float, float, str]:
+    """Run ``two``'s speed-up over ``one``, its spread and a note, over the seeds both ran:
+    each seed's median timed ``rate`` on 2 devices over its median on 1, the median of these
+    over the seeds and their IQR (the part of a drift between jobs that differs from seed to
+    seed is in it; a drift common to every 1-device job against every 2-device one is not);
+    with one seed, the IQR of its epoch-by-epoch ratios (each timed epoch on 2 devices over
+    the same epoch on 1) instead; with one timed ratio, no spread (0), which the note says."""
 
     def rates(history: pd.DataFrame) -> pd.Series:
         timed = timed_epochs(history)[0].set_index(["seed", "epoch"])
         return timed[rate] if rate in timed else timed["samples_per_s"]  # the book's code
 
     a, b = rates(one), rates(two)
-    per_seed = b.groupby("seed").median() / a.groupby("seed").median()
-    return seed_spread(per_seed, iqr((b / a).dropna()))
+    per_seed = (b.groupby("seed").median() / a.groupby("seed").median()).dropna()
+    by_epoch = (b / a).dropna()
+    if len(per_seed) > 1:
+        return float(per_seed.median()), iqr(per_seed), ""
+    if len(by_epoch) > 1:
+        return float(per_seed.median()), iqr(by_epoch), ""
+    return float(per_seed.median()), 0.0, NO_SPREAD
 
 
 def comparison_metrics(
     rows: dict[str, dict], model: str, histories: dict[str, pd.DataFrame]
 ) -> list[dict]:
-    """Speed-up (steady throughput, 2 devices over 1) and scaling efficiency of run
-    ``<model>.2`` over ``<model>.1``, and the test accuracy difference (absolute, and 2
-    devices minus 1); these inherit "not applicable" or "failed" from the runs they compare,
-    and the speed-up is not applicable where the runs' epochs are not the same work
-    (:func:`unequal_work`); it carries the throughputs' notes (a run of one epoch)."""
+    """Speed-up (steady throughput, 2 devices over 1: :func:`paired_speedup`), its spread
+    and the scaling efficiency of run ``<model>.2`` over ``<model>.1``, and the test accuracy
+    difference (absolute, and 2 devices minus 1); these inherit "not applicable" or
+    "failed" from the runs they compare, and the speed-up is not applicable where the runs'
+    epochs are not the same work (:func:`unequal_work`); it carries the throughputs' notes (a
+    run of one epoch) and says where it has no spread."""
     one, two = f"{model}.1", f"{model}.2"
     rate = "steady_samples_per_s"
     needed = [rows[f"{run}.{n}"] for run in (one, two) for n in (rate, "test_acc")]
@@ -193,9 +202,9 @@ def comparison_metrics(
         if notes:
             return [make(f"{model}.{n}", "; ".join(notes), UNITS.get(n, "")) for n in names]
     value = {r["metric"]: r["value"] for r in needed}
-    speedup = value[f"{two}.{rate}"] / value[f"{one}.{rate}"]
-    note = "; ".join(sorted({rows[f"{run}.{rate}"]["note"] for run in (one, two)} - {""}))
-    spread = speedup_spread(histories[one], histories[two], rate)
+    speedup, spread, alone = paired_speedup(histories[one], histories[two], rate)
+    notes = {rows[f"{run}.{rate}"]["note"] for run in (one, two)} | {alone}
+    note = "; ".join(sorted(notes - {""}))
     speed = [
         metric(f"{model}.speedup", speedup, "x", note=note),
         metric(f"{model}.speedup_iqr", spread, "x", note=note),
