@@ -105,11 +105,23 @@ def test_the_speedup_is_the_median_of_each_seeds_own_and_its_spread_their_iqr():
 
 def test_with_one_seed_the_spread_is_across_its_epochs_ratios_paired_by_epoch():
     one = history([2.3] * 4, rate=[1.0, 100.0, 120.0, 80.0])
-    two = history([2.3] * 4, rate=[1.0, 110.0, 156.0, 96.0])  # 1.1, 1.3, 1.2 epoch by epoch
+    two = history([2.3] * 4, rate=[1.0, 110.0, 132.0, 112.0])  # 1.1, 1.1, 1.4 epoch by epoch
     compared = compare(one, two)
-    assert compared["lenet.speedup"]["value"] == pytest.approx(1.1)  # 110 / 100
-    assert compared["lenet.speedup_iqr"]["value"] == pytest.approx(results.iqr([1.1, 1.3, 1.2]))
+    assert compared["lenet.speedup"]["value"] == pytest.approx(1.12)  # 112 / 100
+    # paired by rank instead (80 with 110, 100 with 112, 120 with 132) the IQR would be 0.1375
+    assert compared["lenet.speedup_iqr"]["value"] == pytest.approx(results.iqr([1.1, 1.1, 1.4]))
     assert compared["lenet.speedup_iqr"]["note"] == ""
+
+
+def test_a_seed_one_run_lacks_is_left_out_of_its_speedup_and_spread():
+    one = seeds_of([1.0, 100.0, 120.0, 80.0], [1.0, 500.0, 500.0, 500.0])
+    two = seeds_of([1.0, 110.0, 132.0, 112.0])  # seed 0 only
+    compared = compare(one, two)
+    assert compared["lenet.speedup"]["value"] == pytest.approx(1.12)
+    assert compared["lenet.speedup_iqr"]["value"] == pytest.approx(results.iqr([1.1, 1.1, 1.4]))
+    apart = compare(one, two.assign(seed=7))
+    assert math.isnan(apart["lenet.speedup"]["value"])
+    assert "share no seed" in apart["lenet.speedup"]["note"]
 
 
 def test_one_timed_ratio_has_no_spread_and_says_so():

@@ -177,6 +177,8 @@ def paired_speedup(one: pd.DataFrame, two: pd.DataFrame, rate: str) -> tuple[flo
     a, b = rates(one), rates(two)
     per_seed = (b.groupby("seed").median() / a.groupby("seed").median()).dropna()
     by_epoch = (b / a).dropna()
+    if per_seed.empty:
+        return math.nan, math.nan, "the two runs share no seed: no speed-up to measure"
     if len(per_seed) > 1:
         return float(per_seed.median()), iqr(per_seed), ""
     if len(by_epoch) > 1:
