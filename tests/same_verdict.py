@@ -1,11 +1,14 @@
 """Benchmark: the timing rules of one preset run twice from this commit on this machine, and
-the verdicts of the claims they measure set side by side ("same machine, same verdict").
+the verdicts of the timed claims they measure set side by side ("same machine, same
+verdict").
 
-    .venv/bin/python tests/same_verdict.py [--preset cpu] [--rules autopar hardware ...]
+    .venv/bin/python tests/same_verdict.py [--preset cpu] [--rules autopar airfoil ...]
 
-Prints each timing claim's two verdicts and what each run measured, and the claims whose
-verdict flipped; it asserts nothing. Run it on a quiet machine: a job that shares the cores
-with something else measures that load too.
+By default the performance chapter's rules (about a minute a run on 2 cores); ``airfoil``
+(the optimizers' sec/epoch) and ``data_parallel`` (the 1- and 2-device speed-ups: minutes
+a run) may be named. Prints each timed claim's two verdicts and what each run measured, and
+the claims whose verdict flipped; it asserts nothing. Run it on a quiet machine: a job that
+shares the cores with something else measures that load too.
 """
 
 import argparse
@@ -24,14 +27,23 @@ from d2lrepro.pipeline import claims
 
 REPO = Path(__file__).resolve().parents[1]
 SKIP = {".git", ".venv", ".snakemake", "results", "resources", "logs", "benchmarks", "__pycache__"}
+# Each rule whose results hold timed claims, and its experiment's results folder.
+EXPERIMENTS = {
+    "hybridize": "performance/hybridize",
+    "asynchrony": "performance/asynchrony",
+    "autopar": "performance/autopar",
+    "hardware": "performance/hardware",
+    "airfoil": "optimization/airfoil",
+    "data_parallel": "multidevice/data_parallel",
+}
 TIMING_RULES = ("hybridize", "asynchrony", "autopar", "hardware")
 
 
 def run_once(workdir: Path, preset: str, rules: list[str], cores: int) -> dict[str, dict]:
-    """Run ``rules`` in a fresh copy of the repository; each timing claim's row of claims.csv,
+    """Run ``rules`` in a fresh copy of the repository; each timed claim's row of claims.csv,
     judged on what they measured (deviations of the preset as in the pipeline)."""
     shutil.copytree(REPO, workdir, ignore=lambda d, names: [n for n in names if n in SKIP])
-    evidence = [f"results/performance/{rule}/metrics.csv" for rule in rules]
+    evidence = [f"results/{EXPERIMENTS[rule]}/metrics.csv" for rule in rules]
     command = [sys.executable, "-m", "snakemake", *evidence, "--cores", str(cores)]
     command += ["--config", f"preset={preset}"]
     start = time.perf_counter()
@@ -42,7 +54,7 @@ def run_once(workdir: Path, preset: str, rules: list[str], cores: int) -> dict[s
     rows = {}
     for section in claims.load(workdir / "workflow" / "claims.yaml")["sections"]:
         for claim in section["claims"]:
-            if claim["evidence"] in evidence:
+            if claim["evidence"] in evidence and claim.get("timed"):
                 path = workdir / claim["evidence"]
                 records = machines.read(machines.sidecar(path))
                 rows[claim["id"]] = claims.evaluate_claim(claim, pd.read_csv(path), records)
@@ -52,7 +64,7 @@ def run_once(workdir: Path, preset: str, rules: list[str], cores: int) -> dict[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="cpu")
-    parser.add_argument("--rules", nargs="+", default=list(TIMING_RULES), choices=TIMING_RULES)
+    parser.add_argument("--rules", nargs="+", default=list(TIMING_RULES), choices=EXPERIMENTS)
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -66,7 +78,7 @@ def main() -> None:
         print(f"{claim_id}: {first[claim_id]['verdict']} | {second[claim_id]['verdict']}")
         for row in (first[claim_id], second[claim_id]):
             print(f"    {row['measured']}")
-    print(f"{len(flipped)} of {len(first)} timing claims flipped: {', '.join(flipped) or 'none'}")
+    print(f"{len(flipped)} of {len(first)} timed claims flipped: {', '.join(flipped) or 'none'}")
 
 
 if __name__ == "__main__":
