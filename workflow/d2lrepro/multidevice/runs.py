@@ -64,6 +64,12 @@ def load_runs(paths, prefix: str = "") -> dict[str, pd.DataFrame]:
     return {name: pd.concat(frames, ignore_index=True) for name, frames in runs.items()}
 
 
+def steady_rates(timed: pd.DataFrame) -> pd.Series:
+    """Each epoch's examples per second on its whole batches after its first; the book's
+    one-process code records no first batch, so its rate is the epoch's."""
+    return timed.get("steady_samples_per_s", timed["samples_per_s"])
+
+
 def timed_epochs(history: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The epochs whose times count, each seed's after its first, with no note; where every
     seed ran one epoch, those epochs, with a note that their times include the set-up."""
@@ -121,7 +127,7 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
         metric(f"{name}.samples_per_s", timed["samples_per_s"].median(), "samples/s", device, note),
         metric(
             f"{name}.steady_samples_per_s",
-            timed.get("steady_samples_per_s", timed["samples_per_s"]).median(skipna=False),
+            steady_rates(timed).median(skipna=False),
             "samples/s",
             device,
             note,
@@ -162,19 +168,15 @@ def unequal_work(one: pd.DataFrame, two: pd.DataFrame) -> str:
     return ""
 
 
-def paired_speedup(one: pd.DataFrame, two: pd.DataFrame, rate: str) -> tuple[float, float, str]:
+def paired_speedup(one: pd.DataFrame, two: pd.DataFrame) -> tuple[float, float, str]:
     """Run ``two``'s speed-up over ``one``, its spread and a note, over the seeds both ran:
-    each seed's median timed ``rate`` on 2 devices over its median on 1, the median of these
-    over the seeds and their IQR (the part of a drift between jobs that differs from seed to
-    seed is in it; a drift common to every 1-device job against every 2-device one is not);
+    each seed's median timed :func:`steady_rates` on 2 devices over its median on 1, the
+    median of these over the seeds and their IQR (the part of a drift between jobs that
+    differs from seed to seed is in it; a drift common to every 1-device job against every
+    2-device one is not);
     with one seed, the IQR of its epoch-by-epoch ratios (each timed epoch on 2 devices over
     the same epoch on 1) instead; with one timed ratio, no spread (0), which the note says."""
-
-    def rates(history: pd.DataFrame) -> pd.Series:
-        timed = timed_epochs(history)[0].set_index(["seed", "epoch"])
-        return timed[rate] if rate in timed else timed["samples_per_s"]  # the book's code
-
-    a, b = rates(one), rates(two)
+    a, b = (steady_rates(timed_epochs(h)[0].set_index(["seed", "epoch"])) for h in (one, two))
     per_seed = (b.groupby("seed").median() / a.groupby("seed").median()).dropna()
     by_epoch = (b / a).dropna()
     if per_seed.empty:
@@ -204,7 +206,7 @@ def comparison_metrics(
         if notes:
             return [make(f"{model}.{n}", "; ".join(notes), UNITS.get(n, "")) for n in names]
     value = {r["metric"]: r["value"] for r in needed}
-    speedup, spread, alone = paired_speedup(histories[one], histories[two], rate)
+    speedup, spread, alone = paired_speedup(histories[one], histories[two])
     notes = {rows[f"{run}.{rate}"]["note"] for run in (one, two)} | {alone}
     note = "; ".join(sorted(notes - {""}))
     speed = [
