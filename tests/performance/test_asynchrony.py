@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from conftest import verdict_of
@@ -41,63 +42,58 @@ def test_queue_memory_needs_cuda(cuda_count):
     cuda_count(0)
     rows = asynchrony.queue_memory()
     assert [r["metric"] for r in rows] == [
-        "async.memory.nosync_pinned_bytes",
-        "async.memory.sync_pinned_bytes",
+        "async.memory.nosync_copies_in_flight",
+        "async.memory.sync_copies_in_flight",
     ]
     assert all(math.isnan(r["value"]) and r["note"].startswith("needs CUDA") for r in rows)
 
 
-class HostAllocator:
-    """torch's pinned-memory accounting as held_pinned reads it: a buffer counts as held from
-    its allocation until the allocator takes it back, which it does, once the buffer's copies
-    are done, at the next allocation."""
+class SlowQueue:
+    """A GPU that finishes each queued copy ``lag`` steps after it was queued, or at once
+    when synchronized; its events are CUDA events as copies_in_flight uses them."""
 
-    def __init__(self, live: int, done: int):
-        self.live, self.done = live, done  # held by the process; copies done, not taken back
-        self.peak = live + done
+    def __init__(self, lag: int):
+        self.lag, self.now = lag, 0
+        queue = self
 
-    def stats(self) -> dict:
-        return {"active_bytes.current": self.live + self.done, "active_bytes.peak": self.peak}
+        class Event:
+            def record(self, stream=None):
+                self.done_at = queue.now + queue.lag
 
-    def allocate(self, *size, pin_memory=False):
-        assert pin_memory
-        self.done = 0
+            def query(self):
+                return queue.now >= self.done_at
 
-    def reset_peak(self):
-        self.peak = self.live + self.done
+        self.Event = Event
 
-    def hold(self, n: int):
-        self.live += n
-        self.peak = max(self.peak, self.live + self.done)
+    def step(self):
+        self.now += 1
+
+    def synchronize(self, device=None):
+        self.now += self.lag
 
 
-def test_only_what_the_loop_holds_at_once_counts(monkeypatch):
-    """Held before the loop: 1 MiB by the process, 8 MiB by copies done but not yet taken
-    back. The loop holds 3 MiB at once, then 2."""
-    host = HostAllocator(live=1 << 20, done=8 << 20)
-    monkeypatch.setattr(torch, "empty", host.allocate)
-    monkeypatch.setattr(torch.cuda, "host_memory_stats", host.stats)
-    monkeypatch.setattr(torch.cuda, "reset_peak_host_memory_stats", host.reset_peak)
-
-    def loop():
-        for n in (1 << 20, 2 << 20, -1 << 20):
-            host.hold(n)
-
-    assert asynchrony.held_pinned(loop, CPU) == 3 << 20
+@pytest.mark.parametrize("lag, held", [(0, 1), (1, 1), (2, 2), (3, 3), (20, 10)])
+def test_copies_count_from_queued_until_their_event_completes(monkeypatch, lag, held):
+    gpu = SlowQueue(lag)
+    monkeypatch.setattr(torch.cuda, "Event", gpu.Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
+    monkeypatch.setattr(asynchrony, "synchronize", gpu.synchronize)
+    assert asynchrony.copies_in_flight(gpu.step, 10, CPU, sync_each=False) == held
+    # Synchronized after every step, only the copy just queued is ever in flight.
+    assert asynchrony.copies_in_flight(gpu.step, 10, CPU, sync_each=True) == 1
 
 
 def memory_rows(nosync: float, sync: float) -> list[dict]:
     return [
-        metric("async.memory.nosync_pinned_bytes", nosync, "B", "cuda:0"),
-        metric("async.memory.sync_pinned_bytes", sync, "B", "cuda:0"),
+        metric("async.memory.nosync_copies_in_flight", nosync, "", "cuda:0"),
+        metric("async.memory.sync_copies_in_flight", sync, "", "cuda:0"),
     ]
 
 
 def test_a_queue_holds_more_only_where_copies_were_in_flight_at_once():
-    block = 4 << 20  # one product's copy, 1000 x 1000 float32, in a pinned block
-    assert verdict_of("async.memory", memory_rows(3 * block, block), ONE_GPU) == REPRODUCED
+    assert verdict_of("async.memory", memory_rows(3, 1), ONE_GPU) == REPRODUCED
     # A GPU that finishes each copy before Python queues the next holds one at a time.
-    assert verdict_of("async.memory", memory_rows(block, block), ONE_GPU) == NOT_REPRODUCED
-    # Copies that land in pageable memory hold no pinned buffer at all.
-    assert verdict_of("async.memory", memory_rows(0, 0), ONE_GPU) == NOT_REPRODUCED
-    assert verdict_of("async.memory", memory_rows(3 * block, block)) == NOT_APPLICABLE
+    assert verdict_of("async.memory", memory_rows(1, 1), ONE_GPU) == NOT_REPRODUCED
+    # A count of no copies at all is a broken measurement, not a synchronized queue.
+    assert verdict_of("async.memory", memory_rows(3, 0), ONE_GPU) == NOT_REPRODUCED
+    assert verdict_of("async.memory", memory_rows(3, 1)) == NOT_APPLICABLE

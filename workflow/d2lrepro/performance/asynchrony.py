@@ -4,7 +4,7 @@ queue hold.
 
 Metrics: ``async.numpy_s``; ``async.cuda.{nosync,sync}_s`` (medians), their ``_iqr_s`` and
 ``nosync_over_sync``; ``async.z0``, ``async.z1`` (on the GPU, as in the book);
-``async.memory.{nosync,sync}_pinned_bytes``.
+``async.memory.{nosync,sync}_copies_in_flight``.
 """
 
 from __future__ import annotations
@@ -93,50 +93,51 @@ def asynchrony(size: int = 1000, steps: int = 10, repeats: int = 3, seed: int = 
     )
 
 
-def held_pinned(loop, device: torch.device) -> int:
-    """The most pinned host memory (bytes) that ``loop`` holds at once: buffers torch's host
-    allocator has handed out and cannot hand out again, because a copy into them is still
-    queued on ``device`` (the allocator takes a buffer back only once its copies are done).
-    What the rest of the process holds when ``loop`` starts is not counted."""
+def copies_in_flight(step, steps: int, device: torch.device, sync_each: bool) -> int:
+    """The most copies to the host in flight at once while ``steps`` times ``step()`` queues
+    one on ``device``'s current stream (``sync_each``: the device is synchronized after each).
+    A CUDA event recorded after each copy completes when the copy does; a copy counts from
+    when it is queued until its event has completed, as seen each time the next one is queued
+    (``query()``, which never waits). Nothing is read from an allocator's counters."""
+    stream = torch.cuda.current_stream(device)
+    pending: list[torch.cuda.Event] = []
+    most = 0
+    for _ in range(steps):
+        step()
+        done = torch.cuda.Event()
+        done.record(stream)
+        pending = [event for event in pending if not event.query()] + [done]
+        most = max(most, len(pending))
+        if sync_each:
+            synchronize(device)
     synchronize(device)
-    # An allocation makes the allocator take back every buffer whose copies are done by now,
-    # so that buffers of earlier copies do not count as held.
-    torch.empty(1, pin_memory=True)
-    torch.cuda.reset_peak_host_memory_stats()
-    before = torch.cuda.host_memory_stats()["active_bytes.current"]
-    loop()
-    held = torch.cuda.host_memory_stats()["active_bytes.peak"] - before
-    synchronize(device)
-    return held
+    return most
 
 
 def queue_memory(size: int = 1000, steps: int = 10) -> list[dict]:
-    """The blog notes' warning that asynchrony takes more memory, where a PyTorch queue holds
-    memory: the book's loop (``steps`` products of a fresh ``size``² normal matrix), each
-    product copied to the host without blocking and dropped at once, as a loop that logs its
-    results does, run never synchronized and synchronized every step. Such a copy lands in
-    pinned memory that stays held until the GPU has done it, so the copies in flight at once
-    hold one buffer each (:func:`held_pinned`). The products themselves hold nothing extra:
-    the caching allocator gives a freed block to the next product as soon as Python drops it,
-    safely, as the GPU runs a stream's work in order. A warm-up run comes first (the book
-    warms up its device too): the buffers it leaves in the allocator's cache are what the
-    measured loops take before they ask CUDA for more."""
-    names = {False: "async.memory.nosync_pinned_bytes", True: "async.memory.sync_pinned_bytes"}
+    """A PyTorch analogue of the blog notes' warning that asynchrony takes more memory: the
+    book's loop (``steps`` products of a fresh ``size``² normal matrix), each product copied
+    to the host without blocking and dropped at once, as a loop that logs its results does,
+    run never synchronized and synchronized every step. Such a copy lands in pinned host
+    memory, a block of the product's size that torch's host allocator does not hand out again
+    until the copy is done; so the copies in flight at once (:func:`copies_in_flight`) are the
+    pinned blocks the loop holds. A warm-up run comes first, as the book warms up its device."""
+    names = {
+        False: "async.memory.nosync_copies_in_flight",
+        True: "async.memory.sync_copies_in_flight",
+    }
     reason = unavailable(cuda=1)
     if reason:
-        return [not_applicable(name, reason, "B") for name in names.values()]
+        return [not_applicable(name, reason) for name in names.values()]
     device = torch.device("cuda", 0)
 
-    def loop(sync_each: bool) -> None:
-        for _ in range(steps):
-            a = torch.randn(size, size, device=device)
-            torch.mm(a, a).to("cpu", non_blocking=True)
-            if sync_each:
-                synchronize(device)
+    def step() -> None:
+        a = torch.randn(size, size, device=device)
+        torch.mm(a, a).to("cpu", non_blocking=True)
 
-    loop(False)
-    held = {sync_each: held_pinned(lambda: loop(sync_each), device) for sync_each in names}
-    return [metric(names[s], held[s], "B", str(device)) for s in (False, True)]
+    copies_in_flight(step, steps, device, sync_each=False)
+    held = {s: copies_in_flight(step, steps, device, sync_each=s) for s in names}
+    return [metric(names[s], held[s], "", str(device)) for s in (False, True)]
 
 
 def measure(cfg: dict, seed: int) -> list[dict]:
