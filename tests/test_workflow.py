@@ -288,6 +288,19 @@ def test_rerunning_one_rule_touches_only_its_dependants(smoke_run, mirror):
 
 
 @pytest.mark.e2e
+def test_a_rerun_keeps_the_preset_of_its_results_tree(smoke_run, mirror):
+    """Without --config preset=, `auto` takes the tree's smoke preset (as cpu or book it would
+    replan the whole DAG); another explicit preset stops before any job, naming both."""
+    assert (smoke_run / paths.PRESET).read_text() == "smoke\n"
+    rerun = ["-n", "-R", "intro", "--cores", "2", "--config", f"data_mirror={mirror}"]
+    planned = snakemake(smoke_run, *rerun).stdout
+    assert "rule intro:" in planned and "rule airfoil_run:" not in planned
+    mixed = snakemake(smoke_run, *rerun, "preset=cpu", check=False)
+    assert mixed.returncode
+    assert "made with preset smoke" in mixed.stderr and "preset=cpu" in mixed.stderr
+
+
+@pytest.mark.e2e
 def test_snakemake_report(smoke_run, mirror, tmp_path):
     snakemake(
         smoke_run,

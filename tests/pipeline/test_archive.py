@@ -3,6 +3,7 @@
 import datetime as dt
 import hashlib
 import json
+import re
 import stat
 import zipfile
 
@@ -219,7 +220,16 @@ def test_the_name_is_given_or_decided_once_per_results_tree(tmp_path, monkeypatc
     monkeypatch.setattr(archive.socket, "gethostname", lambda: "node-7.cluster.example")
     chosen = archive.name(None, record)
     today = dt.datetime.now(dt.UTC).date().isoformat()
-    assert chosen == f"run-node-7-{today}.zip" and record.read_text().strip() == chosen
+    assert re.fullmatch(rf"run-node-7-{today}-[0-9a-f]{{6}}\.zip", chosen)
+    assert record.read_text().strip() == chosen
     monkeypatch.setattr(archive.socket, "gethostname", lambda: "another")
     assert archive.name(None, record) == chosen  # later parses keep it
-    assert archive.default_name("a b/$c", dt.date(2026, 1, 2)) == "run-a_b_c-2026-01-02.zip"
+    name = archive.default_name("a b/$c", dt.date(2026, 1, 2), "0a1b2c")
+    assert name == "run-a_b_c-2026-01-02-0a1b2c.zip"
+
+
+def test_two_trees_of_one_host_and_day_name_their_archives_apart(tmp_path, monkeypatch):
+    monkeypatch.setattr(archive.socket, "gethostname", lambda: "vm")
+    first = archive.name(None, tmp_path / "one" / "archive_name.txt")
+    second = archive.name(None, tmp_path / "two" / "archive_name.txt")
+    assert first != second and first.startswith("run-vm-") and second.startswith("run-vm-")

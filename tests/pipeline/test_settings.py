@@ -117,13 +117,18 @@ def test_null_cannot_leave_out_a_run_the_one_process_code_needs(config):
         settings.resolve({**config, "preset": "smoke"})
 
 
-def test_auto_is_decided_once_per_results_tree(tmp_path, config):
-    record = tmp_path / "results" / "auto_preset.txt"
+def test_a_results_tree_keeps_the_preset_it_was_made_with(tmp_path, config):
+    record = tmp_path / "results" / "preset.txt"
     first = settings.resolve(config, cuda_available=True, record=record)
-    assert first.preset == "book" and record.read_text() == "book\n"
-    # a later parse on a host without CUDA (--report, -n) keeps what the run used
+    assert first.preset == "book" and not record.exists()  # a parse alone records nothing
+    settings.record_preset(first.preset, record)
+    settings.record_preset("cpu", record)  # the first record stays
+    assert record.read_text() == "book\n"
+    # a later parse on a host without CUDA (--report, -n, -R) keeps what the run used
     assert settings.resolve(config, cuda_available=False, record=record).preset == "book"
+    assert settings.resolve(config | {"preset": "book"}, record=record).preset == "book"
+    with pytest.raises(settings.ConfigError, match="made with preset book .*preset=smoke"):
+        settings.resolve(config | {"preset": "smoke"}, record=record)
     record.write_text("nonsense\n")
     with pytest.raises(settings.ConfigError, match="names no preset"):
         settings.resolve(config, record=record)
-    assert settings.resolve(config | {"preset": "smoke"}, record=record).preset == "smoke"

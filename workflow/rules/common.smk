@@ -22,13 +22,19 @@ from d2lrepro.core import fetch, gpu_locks, machines, paths
 
 ENV = "../../envs/d2lrepro.yaml"
 
-# Validation happens here, at parse time: a bad config stops before any job runs.
-# `auto` is decided by the first run and recorded with its results (delete the file to decide
-# again, e.g. after moving the tree to a machine with a GPU).
-SETTINGS = settings.resolve(config, record=paths.AUTO_PRESET)
+# Validation happens here, at parse time: a bad config stops before any job runs. A results
+# tree keeps the preset its first run recorded (`auto` takes it; another explicit preset stops).
+SETTINGS = settings.resolve(config, record=paths.PRESET)
+
+
+onstart:
+    settings.record_preset(SETTINGS.preset, paths.PRESET)
+
+
 S = SETTINGS.values
-# This run's archive: config archive_name, else run-<host>-<date>.zip, named by the first run
-# of the results tree and recorded with it (a name that changed with the day would rerun it).
+# This run's archive: config archive_name, else run-<host>-<date>-<id>.zip (<id>: random, so that
+# two trees of one host and day differ), named by the first run of the results tree and recorded
+# with it (a name that changed with the day would rerun it).
 ARCHIVE = str(
     paths.RESULTS / archive.name(S["archive_name"], record=paths.ARCHIVE_NAME)
 )

@@ -27,9 +27,9 @@ RESULTS = Path("results")
 ENVIRONMENT = RESULTS / "environment.json"
 CLAIMS = RESULTS / "claims.csv"
 REPORT = RESULTS / "report.html"
-# `auto` resolved once per results tree (delete it to decide again).
-AUTO_PRESET = RESULTS / "auto_preset.txt"
-# The name of the run's archive (run-<host>-<date>.zip), decided once per results tree.
+# The preset a results tree was made with, written when its first jobs run: later runs keep it.
+PRESET = RESULTS / "preset.txt"
+# The name of the run's archive (run-<host>-<date>-<id>.zip), decided once per results tree.
 ARCHIVE_NAME = RESULTS / "archive_name.txt"
 # A comparison of the archives of several runs (rule compare).
 COMPARE = RESULTS / "compare"

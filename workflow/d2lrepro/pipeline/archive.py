@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import re
+import secrets
 import socket
 import stat
 import zipfile
@@ -57,23 +58,25 @@ class ArchiveError(ValueError):
     """An archive this reader refuses; the message names the file and what is wrong."""
 
 
-def default_name(host: str, date: dt.date) -> str:
-    """``run-<host>-<date>.zip``, the host's first label reduced to safe characters."""
+def default_name(host: str, date: dt.date, run_id: str) -> str:
+    """``run-<host>-<date>-<run_id>.zip``, the host's first label reduced to safe characters:
+    two trees of one host and day (or of two hosts of one name) name their archives apart."""
     safe = re.sub(r"[^A-Za-z0-9_-]+", "_", host.split(".")[0]).strip("_") or "host"
-    return f"run-{safe}-{date.isoformat()}.zip"
+    return f"run-{safe}-{date.isoformat()}-{run_id}.zip"
 
 
 def name(given: str | None, record: Path) -> str:
     """The archive's file name: ``given`` (config ``archive_name``), else the name recorded
-    for this results tree, else :func:`default_name` of this host and today (UTC), recorded at
-    ``record`` so that the name, and the DAG, stay the same on later days (delete the record
-    to name the next archive afresh)."""
+    for this results tree, else :func:`default_name` of this host, today (UTC) and a random
+    short id of the tree, recorded at ``record`` so that the name, and the DAG, stay the same
+    on later days (delete the record to name the next archive afresh)."""
     if given:
         return given
     record = Path(record)
     if record.exists():
         return record.read_text().strip()
-    chosen = default_name(socket.gethostname(), dt.datetime.now(dt.UTC).date())
+    today = dt.datetime.now(dt.UTC).date()
+    chosen = default_name(socket.gethostname(), today, secrets.token_hex(3))
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(chosen + "\n")
     return chosen

@@ -220,28 +220,44 @@ def resolve(
 ) -> Settings:
     """Validate ``config``, pick the preset (``auto``: book with CUDA, else cpu) and apply it.
 
-    With ``record``, ``auto`` is decided once per results tree: the first resolution is
-    written there and later ones read it back, so a ``--report`` or ``-n`` from a host
-    without the GPU the run used neither switches the preset nor reruns anything.
+    With ``record``, the preset a results tree was made with (:func:`record_preset`), the tree
+    keeps it: ``auto`` takes the recorded preset, so a ``--report``, ``-n`` or ``-R`` from a
+    host without the GPU the run used neither switches the preset nor reruns anything; an
+    explicit other preset stops here, before any job runs, naming both.
     """
     schema = schema if schema is not None else load_schema()
     config = validate(copy.deepcopy(config), schema)
     requested = config["preset"]
+    recorded = Path(record).read_text().strip() if record and Path(record).exists() else ""
+    if recorded and recorded not in config["presets"]:
+        raise ConfigError(f"{record} names no preset of the config: {recorded!r}")
+    if recorded and requested not in ("auto", recorded):
+        raise ConfigError(
+            f"this results tree was made with preset {recorded} ({record}); --config"
+            f" preset={requested} would mix two presets in it. Leave out --config preset= (or"
+            f" give preset={recorded}) to go on with this tree, or start a new one: move"
+            f" results/, logs/ and benchmarks/ aside (mv results results-{recorded}, and so on)"
+        )
     if requested != "auto":
         preset = requested
-    elif record is not None and Path(record).exists():
-        preset = Path(record).read_text().strip()
-        if preset not in config["presets"]:
-            raise ConfigError(f"{record} names no preset of the config: {preset!r}")
+    elif recorded:
+        preset = recorded
     else:
         cuda = _cuda_available() if cuda_available is None else cuda_available
         preset = "book" if cuda else "cpu"
-        if record is not None:
-            Path(record).parent.mkdir(parents=True, exist_ok=True)
-            Path(record).write_text(preset + "\n")
     book = {k: v for k, v in config.items() if k != "presets"}
     values = merge(book, config["presets"].get(preset, {}))
     # A preset overlay may only change known keys to valid values: validate the result too.
     validate(values | {"presets": {}}, schema)
     check_runs(values["data_parallel"]["runs"])
     return Settings(requested, preset, values, deviations(book, values))
+
+
+def record_preset(preset: str, record: Path) -> None:
+    """Record ``preset`` as the one the results tree at ``record`` is made with, unless one
+    is recorded already. The workflow calls this when its jobs start (``onstart``), so a dry
+    run or a lint decides nothing for the tree."""
+    record = Path(record)
+    if not record.exists():
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(preset + "\n")
