@@ -50,6 +50,17 @@ def cuda_count(monkeypatch):
     return fake
 
 
+@pytest.fixture(scope="module")
+def cuda():
+    """CUDA for a module of CUDA tests (``pytest.mark.usefixtures("cuda")``): this machine's
+    where it has CUDA, else the fake of tests/fake_cuda.py (2 GPUs whose tensors live on the
+    CPU), so that the tests run everywhere and at least bind and run the code."""
+    import fake_cuda
+
+    with fake_cuda.cuda_here():
+        yield
+
+
 @pytest.fixture
 def cpu_only(monkeypatch):
     """A machine without GPUs, for tests that mean the CPU wherever they run: torch in this

@@ -85,8 +85,31 @@ def test_airfoil_facts_of_a_small_table(tmp_path):
         3,
     )
     assert facts["get_data.gap_to_all_rows"] < 1e-6 < facts["get_data.gap_to_kept_rows"]
-    # six unknowns fit three rows exactly; zero weights leave the labels as the error
-    assert facts["reference.optimal_loss"] < 1e-10 < facts["reference.zero_loss"]
+
+
+def reference_losses(features, labels) -> tuple[float, float]:
+    """The book's half squared error at its least-squares optimum (w and b) and at w = 0,
+    b = 0, to 4 decimals."""
+    x, y = np.asarray(features, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    design = np.hstack([x, np.ones((len(x), 1))])
+    w = np.linalg.lstsq(design, y, rcond=None)[0]
+    return round(np.mean((design @ w - y) ** 2 / 2), 4), round(np.mean(y**2 / 2), 4)
+
+
+def test_the_prepared_airfoil_rows_have_the_reference_losses(mirror):
+    """The airfoil claims cite the least-squares optimum 0.2417 (0.4933 at zero) of the 1500
+    rows get_data_ch11 keeps: the mirror's rows as prepared have them, and rows standardized
+    with ddof=1 or over only the rows kept do not."""
+    path = mirror / "airfoil" / "airfoil_self_noise.dat"
+    prepared = data.prepare_airfoil(path)
+    assert reference_losses(prepared["features"], prepared["labels"]) == (0.2417, 0.4933)
+    table = np.genfromtxt(path, delimiter="\t")
+    for rows in (
+        (table - table.mean(axis=0)) / table.std(axis=0, ddof=1),
+        (table[:1500] - table[:1500].mean(axis=0)) / table[:1500].std(axis=0),
+    ):
+        optimum, zero = reference_losses(rows[:1500, :-1], rows[:1500, -1])
+        assert optimum != 0.2417 and zero != 0.4933
 
 
 def test_save_replaces_the_file_only_once_its_bytes_are_on_disk(tmp_path, monkeypatch):

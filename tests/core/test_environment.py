@@ -1,17 +1,9 @@
-"""What this machine is, as footers and records state it (d2lrepro.core.environment)."""
+"""What this machine is, as logs and records state it (d2lrepro.core.environment)."""
 
 import subprocess
 
 from conftest import node_record
 from d2lrepro.core import environment
-
-
-def test_a_footer_names_each_machine_once():
-    text = environment.footer([node_record("a"), node_record("a"), node_record("b", gpus=1)])
-    assert text.count("a: Test CPU") == 1 and "b: Test CPU (2 cores, 2 threads), A GPU" in text
-    assert "threads" not in environment.footer(
-        [node_record("b", gpus=1)], threads=1, if_no_gpu=True
-    )
 
 
 def test_a_launcher_reads_its_gpus_from_a_child_and_never_starts_cuda(cuda_count, monkeypatch):
@@ -36,22 +28,8 @@ def test_a_summary_names_the_host_the_cpu_its_cores_the_gpus_and_torch():
     assert environment.summary(with_gpu) == (
         "node1: Test CPU (4 cores), A GPU, A GPU, torch 2.13.0"
     )
-    assert environment.summary(with_gpu, threads=1) == (
-        "node1: Test CPU (4 cores, 1 thread), A GPU, A GPU, torch 2.13.0"
-    )
     without_host = node_record(gpus=0) | {"host": ""}
-    assert environment.summary(without_host, threads=2) == (
-        "Test CPU (2 cores, 2 threads), no GPU, torch 2.13.0"
-    )
-
-
-def test_a_footer_states_the_threads_each_job_was_given_unless_told_otherwise():
-    jobs = [node_record("a", threads=2), node_record("b", threads=8)]
-    assert environment.footer(jobs) == (
-        "a: Test CPU (2 cores, 2 threads), no GPU, torch 2.13.0; "
-        "b: Test CPU (2 cores, 8 threads), no GPU, torch 2.13.0"
-    )
-    assert environment.footer(jobs, threads=1).count("1 thread)") == 2
+    assert environment.summary(without_host) == "Test CPU (2 cores), no GPU, torch 2.13.0"
 
 
 def test_the_machine_as_this_process_sees_it(cpu_only):

@@ -82,7 +82,7 @@ def test_a_claim_s_requirements_are_judged_from_the_job_that_measured_it(cores, 
     claim = shipped_claims()["autopar.both.cpu"]
     rows = pd.DataFrame(
         [
-            results.metric(m, 1.0, "s", machine="job")
+            results.metric(m, 1.0, machine="job")
             for c in claim["checks"]
             for m in checks.metrics_of(c)
         ]
@@ -98,7 +98,7 @@ def test_a_claim_s_requirements_are_judged_from_the_job_that_measured_it(cores, 
 def test_a_gpu_claim_is_judged_on_the_gpus_its_job_could_use():
     claim = shipped_claims()["hw.gpu"]
     names = [m for c in claim["checks"] for m in checks.metrics_of(c)]
-    rows = pd.DataFrame([results.metric(m, 1.0, "s", machine="job") for m in names])
+    rows = pd.DataFrame([results.metric(m, 1.0, machine="job") for m in names])
     rows = rows.drop_duplicates("metric")
     on_cpu = claims.evaluate_claim(claim, rows, {"job": node_record(gpus=0)})
     assert on_cpu["verdict"] == claims.NOT_APPLICABLE
@@ -123,3 +123,45 @@ def test_distinct_machines_are_hosts_with_what_their_jobs_could_use():
         ("a", [1, 2], [0, 1]),
         ("b", [2], [2]),
     ]
+
+
+def test_a_summary_row_names_the_devices_of_its_runs_each_once():
+    gpu_runs = pd.DataFrame({"device": ["cuda:0", "cuda:0"]})
+    assert machines.devices_of(gpu_runs) == "cuda:0"
+    mixed = pd.DataFrame({"device": ["cuda:0", "cpu, cuda:0", None, ""]})
+    assert machines.devices_of(gpu_runs, mixed) == "cpu, cuda:0"
+    assert machines.devices_of(pd.DataFrame({"devices": ["2 x A GPU"]})) == "2 x A GPU"
+    assert machines.devices_of(pd.DataFrame({"note": ["needs 2 devices"]})) == ""
+
+
+def test_a_footer_of_cpu_runs_on_a_gpu_host_names_the_cpu_not_the_gpu():
+    """The airfoil's optimizers train on the CPU even where the job could use a GPU."""
+    records = {"gpu-host": node_record("node1", cores=16, gpus=1, threads=16)}
+    runs = pd.DataFrame({"loss": [0.3, 0.25], "device": "cpu", "machine": "gpu-host"})
+    assert machines.footer(records, runs, where="runs") == (
+        "measured on cpu (16 threads) of node1: Test CPU (16 cores), torch 2.13.0"
+    )
+    assert machines.footer(records, runs, where="runs", threads=1).startswith(
+        "measured on cpu (1 thread) of node1"
+    )
+
+
+def test_a_footer_names_the_gpus_a_job_s_cuda_devices_are_and_each_machine_once():
+    records = {
+        "a": node_record("node1", gpus=2) | {"gpus": ["GPU zero", "GPU one"]},
+        "b": node_record("node2", cores=4, threads=1),
+    }
+    timed = pd.DataFrame(
+        {"device": ["cpu", "cuda:1", "cuda:0+cuda:1", "cpu"], "machine": ["a", "a", "a", "b"]}
+    )
+    untimed = pd.DataFrame({"device": [None], "machine": ["b"]})
+    assert machines.footer(records, timed, untimed, where="t") == (
+        "measured on cpu (2 threads), cuda:0+cuda:1 (GPU zero, GPU one), cuda:1 (GPU one)"
+        " of node1: Test CPU (2 cores), torch 2.13.0; "
+        "measured on cpu (1 thread) of node2: Test CPU (4 cores), torch 2.13.0"
+    )
+    # a machine whose rows measured nothing is named alone; nothing drawn, no footer
+    assert machines.footer(records, untimed, where="t") == "node2: Test CPU (4 cores), torch 2.13.0"
+    assert machines.footer(records, where="t") == ""
+    with pytest.raises(ValueError, match="t: a row names no machine"):
+        machines.footer(records, timed.assign(machine=""), where="t")

@@ -2,6 +2,7 @@
 
 import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from d2lrepro.core import plotting
 
@@ -84,3 +85,20 @@ def test_save_writes_a_png_with_its_footer_and_closes_the_figure(tmp_path):
     assert path.read_bytes().startswith(b"\x89PNG")
     assert [t.get_text() for t in fig.texts] == ["node1: Test CPU"]
     assert not plotting.pyplot().fignum_exists(fig.number)
+
+
+def test_a_long_footer_wraps_inside_the_figure_one_machine_a_line(tmp_path):
+    """A line past the figure's edge is cut off in the PNG: the devices and machines that
+    measured the data must all show."""
+    fig, ax = plotting.figure()
+    ax.plot([0, 1], [0, 1])
+    one = "measured on cpu (16 threads), cuda:0 (NVIDIA H200) of vm: Intel(R) Xeon(R) Processor"
+    footer = f"{one} (16 cores), torch 2.11.0+cu130; measured on cpu (1 thread) of node2: CPU"
+    plotting.save(fig, tmp_path / "f.png", footer=footer)
+    (text,) = fig.texts
+    assert text.get_text().count("\n") >= 2 and text.get_text().endswith("node2: CPU")
+    renderer = FigureCanvasAgg(fig).get_renderer()  # at the figure's dpi, as its bbox
+    drawn = text.get_window_extent(renderer)
+    assert drawn.x1 <= fig.bbox.x1 and drawn.y0 >= 0
+    axes = ax.get_tightbbox(renderer)
+    assert axes.y0 >= drawn.y1  # the footer sits under the axes, their labels included

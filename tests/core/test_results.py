@@ -48,6 +48,57 @@ def test_only_a_positive_time_size_rate_or_speedup_is_a_measurement():
     assert not results.outside_domain(-0.3, "")  # a pure number may be anything finite
 
 
+@pytest.mark.parametrize("value, outside", [(-0.01, True), (0.0, False), (1.0, False), (1.2, True)])
+def test_a_p_value_lies_between_0_and_1(value, outside):
+    assert results.outside_domain(value, "p") == outside
+    assert results.domain("p") == "a p-value lies between 0 and 1"
+
+
+@pytest.mark.parametrize("value, outside", [(-1e-9, True), (0.0, False), (3.5, False)])
+def test_a_distance_is_never_negative(value, outside):
+    """How far a curve strays outside a band, the largest gap between two results, the size of
+    a difference: 0 where they agree, never below."""
+    assert results.outside_domain(value, "|Δ|") == outside
+    assert results.domain("|Δ|") == "a distance is at least 0"
+
+
+@pytest.mark.parametrize(
+    "name, unit",
+    [
+        ("hyb.batch1.eager.median_s", "s"),
+        ("async.cuda.nosync_iqr_s", "s"),
+        ("adam.concise.sec_per_epoch_iqr", "s"),
+        ("lenet.1.steady_samples_per_s", "samples/s"),
+        ("latency.h2d.pinned.mib1.us", "µs"),
+        ("lat.l1_ns", "ns"),
+        ("serial.file_bytes", "B"),
+        ("arch.alexnet.param_mb", "MB"),
+        ("arch.alexnet.flops_per_byte", "FLOP/B"),
+        ("ps.ring.busbw_iqr_gbps", "GB/s"),
+        ("resnet18.speedup_iqr", "x"),
+        ("warmup_sweep.sign_p", "p"),
+        ("lenet.1.curve_excess", "|Δ|"),
+        ("sqrt.as_written.curve_excess_nearest_seed", "|Δ|"),
+        ("adagrad.2d_eta2.state_gap", "|Δ|"),
+        ("hyb.batch1.script.max_abs_diff", "|Δ|"),
+        ("lenet.acc_diff", "|Δ|"),
+        # names that say no unit: a signed gap, a count, a ratio, an accuracy
+        ("sqrt.as_written.gap", None),
+        ("autopar.cpu.a.runs", None),
+        ("lat.l2_over_l1", None),
+        ("lenet.1.test_acc", None),
+    ],
+)
+def test_a_metric_s_name_says_its_unit(name, unit):
+    assert results.named_unit(name) == unit
+
+
+def test_a_unit_its_name_says_is_not_repeated_after_the_number():
+    assert results.with_unit("0.03", "p") == "0.03"  # "sign_p = 0.03", not "0.03 p"
+    assert results.with_unit("0.01", "|Δ|") == "0.01"
+    assert results.with_unit("2", "s") == "2 s" and results.with_unit("1", "") == "1"
+
+
 def test_the_sign_test_counts_the_wins_against_a_coin():
     assert results.sign_test_p(5, 5) == 1 / 32
     assert results.sign_test_p(4, 5) == 6 / 32
@@ -90,7 +141,6 @@ def test_metrics_are_written_in_their_columns_and_logged(tmp_path, monkeypatch, 
 def test_a_run_that_cannot_happen_here_writes_its_reason(tmp_path, monkeypatch):
     monkeypatch.delenv(machines.ATTRIBUTION, raising=False)
     path = tmp_path / "lenet.2.csv"
-    results.write_not_applicable(path, "needs 2 devices, this machine has 1 GPU")
-    assert pd.read_csv(path).to_dict("list") == {
-        "note": ["needs 2 devices, this machine has 1 GPU"]
-    }
+    reason = "needs 2 devices, the job that measured it could use 1 (1 GPU)"
+    results.write_not_applicable(path, reason)
+    assert pd.read_csv(path).to_dict("list") == {"note": [reason]}

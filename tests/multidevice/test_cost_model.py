@@ -3,7 +3,8 @@ the printed examples, and the figure."""
 
 import pandas as pd
 
-from conftest import machine_record, verdict_of
+from conftest import judged, machine_record, verdict_of
+from d2lrepro.core import devices
 from d2lrepro.multidevice import cost_model
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
@@ -81,3 +82,23 @@ def test_the_summary_writes_its_metrics_and_figure_naming_the_machine(tmp_path, 
     assert set(cost_model.EXAMPLE_METRICS) < set(m.index)
     assert "node2" in footers["cost"] and "node1" not in footers["cost"]
     assert (tmp_path / "cost.png").stat().st_size > 0
+
+
+def test_without_two_devices_get_params_is_made_on_the_one_there_is(
+    tmp_path, cpu_only, monkeypatch
+):
+    """mgpu.params needs one device: a job that may use one core (or one GPU) still judges
+    it, on that device; the examples and the cost model that need 2 are not applicable."""
+    monkeypatch.setattr(devices, "usable_cores", lambda: 1)
+    costs = {"lenet": {"batches": [2], "repeats": 1}}
+    outputs, examples = {"lenet": tmp_path / "lenet.csv"}, tmp_path / "examples.csv"
+    cost_model.launch(costs, outputs, examples, 0, 60, tmp_path / "probes.log")
+    rows = cost_model.example_metrics(pd.read_csv(examples))
+    assert [r["metric"] for r in rows] == cost_model.EXAMPLE_METRICS
+    assert {r["device"] for r in rows if r["metric"] in cost_model.ONE_DEVICE} == {"cpu"}
+    assert verdict_of("mgpu.params", rows) == REPRODUCED
+    for claim in ("mgpu.allreduce", "mgpu.scatter", "mgpu.split_and_load"):
+        unmeasured = judged(claim, rows)
+        assert unmeasured["verdict"] == NOT_APPLICABLE
+        assert unmeasured["reason"].startswith("needs 2 devices")
+    assert pd.read_csv(outputs["lenet"])["note"].iloc[0].startswith("needs 2 devices")

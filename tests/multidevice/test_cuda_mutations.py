@@ -1,6 +1,8 @@
 """Mutation tests of the claims only a GPU can measure: the code a claim is about, broken in a
 small plausible way, must turn the claim "not reproduced" where the same call unbroken reads
-"reproduced". Runs only with CUDA (skipped elsewhere, with the reason)."""
+"reproduced". On this machine's CUDA where it has one; elsewhere under the fake CUDA of
+fake_cuda.py at tiny sizes, where the unbroken and the broken code run and measure, and the
+verdicts, which need a GPU's numbers, are skipped."""
 
 import statistics
 import time
@@ -13,21 +15,40 @@ from conftest import REPO, assert_not_reproduced, skip_unless_reproduced, this_m
 from d2lrepro.core import devices
 from d2lrepro.core.results import metric
 from d2lrepro.performance import asynchrony, autopar, hardware
+from fake_cuda import GPUS, REAL, real_gpu, sized
 
-GPUS = devices.cuda_count()
-pytestmark = [
-    pytest.mark.cuda,
-    pytest.mark.skipif(GPUS == 0, reason="needs CUDA, this machine has none"),
-]
+pytestmark = [pytest.mark.cuda, pytest.mark.usefixtures("cuda")]
 two_gpus = pytest.mark.skipif(GPUS < 2, reason=f"needs 2 CUDA devices, this machine has {GPUS}")
 HERE = this_machine()
 ASYNC = yaml.safe_load((REPO / "config.yaml").read_text())["asynchrony"]
-BOOK_ASYNC = {name: ASYNC[name] for name in ("size", "steps", "repeats")}
-COPIES = {"size": 1000, "n": 50, "min_run_time": 0.2, "max_run_time": 2.0}
+BOOK_ASYNC = {
+    "size": sized(ASYNC["size"], 32),
+    "steps": sized(ASYNC["steps"], 3),
+    "repeats": sized(ASYNC["repeats"], 1),
+}
+COPIES = {"size": sized(1000, 32), "n": sized(50, 2), "max_run_time": sized(2.0, 0.05)}
+
+
+def unbroken(claim_id: str, rows: list[dict]) -> None:
+    """On a GPU, skip unless the unbroken code reproduces ``claim_id`` (only then can a
+    mutation show something); under the fake CUDA, its rows must be measured numbers."""
+    if REAL:
+        skip_unless_reproduced(claim_id, rows, HERE)
+    else:
+        assert all(not row["status"] for row in rows), rows
+
+
+def broken(claim_id: str, rows: list[dict]) -> None:
+    """The mutated code's numbers must fail ``claim_id``; under the fake CUDA they must be
+    measured, and the verdict is skipped."""
+    if not REAL:
+        assert all(not row["status"] for row in rows), rows
+        real_gpu(f"the verdict on {claim_id}")
+    assert_not_reproduced(claim_id, rows, HERE)
 
 
 @pytest.fixture(scope="module")
-def book_asynchrony():
+def book_asynchrony(cuda):
     """The unbroken benchmark at the book's size: the 100× of async.warmup+bench depends on it
     (numpy's time grows with size³, the unsynchronized GPU loop only queues 20 launches)."""
     return asynchrony.asynchrony(**BOOK_ASYNC)
@@ -37,17 +58,17 @@ def test_a_torch_loop_left_on_the_host_is_no_faster_than_numpy(book_asynchrony, 
     """async.warmup+bench. Mutation: the loop's matrices made without their device, so torch
     computes on the host CPU as numpy does (float32 against float64: a few times faster at
     most, not 100)."""
-    skip_unless_reproduced("async.warmup+bench", book_asynchrony, HERE)
+    unbroken("async.warmup+bench", book_asynchrony)
     real = torch.randn
     monkeypatch.setattr(torch, "randn", lambda *size, device=None, **kw: real(*size, **kw))
-    assert_not_reproduced("async.warmup+bench", asynchrony.asynchrony(**BOOK_ASYNC), HERE)
+    broken("async.warmup+bench", asynchrony.asynchrony(**BOOK_ASYNC))
 
 
 def test_products_that_wait_for_the_gpu_leave_nothing_to_synchronize(book_asynchrony, monkeypatch):
     """async.sync. Mutation: each product waits for the GPU before it returns, so Python never
     runs ahead of the GPU: the loop takes as long without the final synchronize as with it (a
     ratio about 1, the bound 0.5)."""
-    skip_unless_reproduced("async.sync", book_asynchrony, HERE)
+    unbroken("async.sync", book_asynchrony)
     real = torch.mm
 
     def blocking(a, b):
@@ -56,19 +77,19 @@ def test_products_that_wait_for_the_gpu_leave_nothing_to_synchronize(book_asynch
         return product
 
     monkeypatch.setattr(torch, "mm", blocking)
-    assert_not_reproduced("async.sync", asynchrony.asynchrony(**BOOK_ASYNC), HERE)
+    broken("async.sync", asynchrony.asynchrony(**BOOK_ASYNC))
 
 
 def test_copies_that_wait_for_the_gpu_hold_one_buffer_at_a_time(monkeypatch):
     """async.memory at the book's size. Mutation: each copy to the host waits for the GPU
     before it returns, so Python never queues a copy while another is in flight: the loop
-    that is never synchronized holds one pinned buffer at a time, as the synchronized one
+    that is never synchronized has one copy in flight at a time, as the synchronized one
     does (a ratio of 1)."""
 
     def measure():
         return asynchrony.queue_memory(BOOK_ASYNC["size"], BOOK_ASYNC["steps"])
 
-    skip_unless_reproduced("async.memory", measure(), HERE)
+    unbroken("async.memory", measure())
     real = torch.Tensor.to
 
     def waiting(self, *args, **kw):
@@ -77,7 +98,7 @@ def test_copies_that_wait_for_the_gpu_hold_one_buffer_at_a_time(monkeypatch):
         return copy
 
     monkeypatch.setattr(torch.Tensor, "to", waiting)
-    assert_not_reproduced("async.memory", measure(), HERE)
+    broken("async.memory", measure())
 
 
 @two_gpus
@@ -88,24 +109,25 @@ def test_a_chain_left_on_the_host_is_no_match_for_the_other_gpu(monkeypatch):
     1's matrix made on the host, so chain b runs on the CPU, tens of times slower than a."""
 
     def measure():
-        return autopar.autopar_gpus(size=1000, n=50, min_run_time=0.2, max_run_time=2.0)
+        return autopar.autopar_gpus(
+            size=sized(1000, 32), n=sized(50, 2), max_run_time=sized(2.0, 0.05)
+        )
 
-    skip_unless_reproduced("autopar.single", measure(), HERE)
+    unbroken("autopar.single", measure())
     real, gpu1 = torch.rand, torch.device("cuda", 1)
 
     def rand(*size, device=None, **kw):
         return real(*size, device="cpu" if device == gpu1 else device, **kw)
 
     monkeypatch.setattr(torch, "rand", rand)
-    assert_not_reproduced("autopar.single", measure(), HERE)
+    broken("autopar.single", measure())
 
 
 @pytest.fixture(scope="module")
-def copies():
-    """copy_overlap unbroken at 1000² rather than the book's 4000²: its sums of parts hold at
-    any size where a product and a copy (some 70 and 80 µs on an H100) outweigh the launches and
-    waits of a step (about 10 µs), and the wait a serialized overlap adds to each step is then
-    some 5% of the whole, not the 0.4% that the spread of separate timings could hide."""
+def copies(cuda):
+    """copy_overlap unbroken at 1000² rather than the book's 4000²: a side stream hides most of
+    the shorter of computing and copying at any size where a product and a copy (some 70 and
+    80 µs on an H100) outweigh the launches and waits of a step (about 10 µs)."""
     return autopar.copy_overlap(**COPIES)
 
 
@@ -113,7 +135,7 @@ def test_results_left_on_the_gpu_cost_nothing_to_copy(copies, monkeypatch):
     """autopar.copy. Mutation: the results "copied" to the device they are on (``.to(device)``
     for ``.to("cpu")``), which hands them back as they are: nothing crosses the bus, so the
     copy no longer takes longer than computing."""
-    skip_unless_reproduced("autopar.copy", copies, HERE)
+    unbroken("autopar.copy", copies)
     real = torch.Tensor.to
 
     def to(self, *args, **kw):
@@ -122,20 +144,20 @@ def test_results_left_on_the_gpu_cost_nothing_to_copy(copies, monkeypatch):
         return real(self, *args, **kw)
 
     monkeypatch.setattr(torch.Tensor, "to", to)
-    assert_not_reproduced("autopar.copy", autopar.copy_overlap(**COPIES), HERE)
+    broken("autopar.copy", autopar.copy_overlap(**COPIES))
 
 
 def test_blocking_copies_leave_nothing_to_overlap(copies, monkeypatch):
-    """autopar.overlap. Mutation: the overlap's copies made blocking (``non_blocking`` lost), so
-    the host waits for each product and its copy before it queues the next product: compute and
-    copies run one after the other, plus a launch between them, and take no less than computing
-    and then copying into the same pinned buffers."""
-    skip_unless_reproduced("autopar.overlap", copies, HERE)
+    """autopar.overlap.stream. Mutation: the side stream's copies made blocking
+    (``non_blocking`` lost), so the host waits for each product and its copy before it queues
+    the next product: compute and copies run one after the other, plus a launch between them,
+    and hide none of the shorter of computing and copying into pinned memory."""
+    unbroken("autopar.overlap.stream", copies)
     real = torch.Tensor.copy_
     monkeypatch.setattr(
         torch.Tensor, "copy_", lambda self, src, non_blocking=False: real(self, src)
     )
-    assert_not_reproduced("autopar.overlap", autopar.copy_overlap(**COPIES), HERE)
+    broken("autopar.overlap.stream", autopar.copy_overlap(**COPIES))
 
 
 def test_pieces_read_in_mib_copy_as_fast_as_the_whole(monkeypatch):
@@ -144,11 +166,16 @@ def test_pieces_read_in_mib_copy_as_fast_as_the_whole(monkeypatch):
     transfers: as fast as one copy of the whole, not 1.5 times slower."""
 
     def measure():
-        return hardware.transfer_cost(torch.device("cuda", 0), total_mib=16, chunk_kib=4)
+        return hardware.transfer_cost(
+            torch.device("cuda", 0),
+            total_mib=sized(16, 1),
+            chunk_kib=4,
+            max_run_time=sized(2.0, 0.1),
+        )
 
-    skip_unless_reproduced("hw.transfers.gpu", measure(), HERE)
+    unbroken("hw.transfers.gpu", measure())
     monkeypatch.setattr(hardware, "KIB", hardware.MIB)
-    assert_not_reproduced("hw.transfers.gpu", measure(), HERE)
+    broken("hw.transfers.gpu", measure())
 
 
 def launch_rows() -> list[dict]:
@@ -176,4 +203,4 @@ def test_a_queue_timed_whole_is_no_launch(monkeypatch):
         return statistics.median(times[1:]) * 1e6
 
     monkeypatch.setattr(hardware, "launch_us", queue_us)
-    assert_not_reproduced("hw.launch", launch_rows(), HERE)
+    broken("hw.launch", launch_rows())

@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+import fake_cuda
 from conftest import machine_record, verdict_of
 from d2lrepro.core import devices, results
 from d2lrepro.multidevice import parameter_server
@@ -67,6 +68,8 @@ def test_rank_0_reports_every_strategy(tmp_path, world):
 
 def _gathers(rank, world, store, out, cuda):
     torch.set_num_threads(1)
+    if cuda:  # without CUDA, this worker's own fake (NCCL on gloo)
+        fake_cuda.install_for_good(world)
     device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
@@ -119,7 +122,7 @@ def test_the_gather_sends_every_gradient_whole_to_worker_0(tmp_path):
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(devices.cuda_count() < 2, reason="needs 2 CUDA devices")
+@pytest.mark.skipif(fake_cuda.GPUS < 2, reason="needs 2 CUDA devices, this machine has 1")
 def test_the_gather_sends_every_gradient_whole_to_gpu_0(tmp_path):
     check_gathered_on_worker_0(gathers(tmp_path, 2, cuda=True), 2)
 
@@ -192,6 +195,7 @@ def test_o_m_over_n_is_judged_on_the_work_not_on_the_fixed_cost(one_worker, monk
 
 
 def _amortized_on_gpu(rank, store, out):
+    fake_cuda.install_for_good(1)  # without CUDA (NCCL on gloo)
     cuda = torch.device("cuda", 0)
     torch.cuda.set_device(cuda)
     dist.init_process_group(
@@ -210,12 +214,12 @@ def _amortized_on_gpu(rank, store, out):
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(devices.cuda_count() < 1, reason="needs a CUDA device")
 def test_on_a_gpu_back_to_back_calls_shed_the_launch_and_the_wait(tmp_path):
     out = tmp_path / "timed"
     mp.spawn(_amortized_on_gpu, args=(tmp_path / "store", out), nprocs=1)
     got = torch.load(out)
     assert got["calls"] > 1, got  # a 1 KB kernel takes far less than a sample
+    fake_cuda.real_gpu("shedding the launch and the wait")
     # Back to back, launches overlap the kernels before them and one wait serves them all.
     assert got["amortized"] < got["single"] / 2, got
 

@@ -1,5 +1,7 @@
 """Training on several devices from scratch, one process each (d2lrepro.multidevice.scratch)."""
 
+import math
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -24,6 +26,10 @@ def test_dist_allreduce_without_process_group_is_identity():
     tensor = torch.arange(3.0)
     assert scratch.dist_allreduce_(tensor) is tensor
     assert torch.equal(tensor, torch.arange(3.0))
+
+
+def test_one_worker_has_no_replicas_to_compare():
+    assert math.isnan(scratch.replica_gap(lenet_params(seed=0)))
 
 
 def _batch(n=24, seed=0):

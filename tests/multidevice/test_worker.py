@@ -10,10 +10,15 @@ from datetime import timedelta
 import pandas as pd
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
-from conftest import LENET, fake_fashion_mnist, ok, run
-from d2lrepro.core import paths
-from d2lrepro.multidevice import data_parallel, worker
+from conftest import LENET, fake_fashion_mnist, ok, run, verdict_of
+from d2lrepro.core import paths, reference
+from d2lrepro.multidevice import concise, data_parallel, runs, scratch, worker
+from d2lrepro.pipeline.claims import NOT_REPRODUCED, REPRODUCED
+
+BOOK = reference.load()
 
 
 @pytest.fixture(scope="module")
@@ -342,3 +347,50 @@ def test_a_lost_node_fails_the_job_and_a_rerun_resumes_from_its_checkpoint(
     assert "resuming from" in (tmp_path / "nodes.log").read_text()
     whole = one_node(data, tmp_path, spec)
     assert resumed["train_loss"].tolist() == pytest.approx(whole["train_loss"].tolist(), rel=1e-6)
+
+
+def _replicas(rank, world, store, runs_argv, out):
+    """One of 2 gloo workers: each run of ``runs_argv`` as the worker trains it, then each
+    again with every replica keeping its own gradient (the from-scratch allreduce and DDP's
+    skipped); rank 0 saves the histories, unbroken and broken, by run."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    cpu = torch.device("cpu")
+    args = {name: worker.parse_args(list(map(str, argv))) for name, argv in runs_argv.items()}
+    unbroken = {name: worker.train(a, cpu, rank)[0] for name, a in args.items()}
+    scratch.sync_grads = lambda params: None
+    concise.DistributedDataParallel = lambda net, **kwargs: net
+    broken = {name: worker.train(a, cpu, rank)[0] for name, a in args.items()}
+    if rank == 0:
+        torch.save({name: (unbroken[name], broken[name]) for name in args}, out)
+    dist.destroy_process_group()
+
+
+def test_replicas_that_skip_the_allreduce_drift_apart_and_fail_the_claim(data, tmp_path):
+    """The unbroken runs keep their replicas identical (mgpu.2gpu.replicas reproduced); runs
+    whose replicas each step with their own gradient fail it, whichever code path drifts."""
+    tiny = ["--epochs", 1, "--data", data, "--out", tmp_path / "unused.csv"]
+    runs_argv = {
+        "lenet.2": [*LENET[:2], "--batch-size", 32, "--train-subset", 64, "--test-subset", 8],
+        "resnet18.2": ["--model", "resnet18", "--batch-size", 8, "--train-subset", 8],
+    }
+    runs_argv = {name: [*argv, *tiny, "--test-subset", 8] for name, argv in runs_argv.items()}
+    out = tmp_path / "histories.pt"
+    mp.spawn(_replicas, args=(2, tmp_path / "store", runs_argv, out), nprocs=2)
+    trained = {
+        name: [pd.DataFrame(h).assign(seed=0) for h in pair]
+        for name, pair in torch.load(out, weights_only=False).items()
+    }
+
+    def verdict(broken: str = "") -> str:
+        rows = [
+            r
+            for name, (unbroken, mutated) in trained.items()
+            for r in runs.run_metrics(name, mutated if name == broken else unbroken, BOOK)
+        ]
+        return verdict_of("mgpu.2gpu.replicas", rows)
+
+    assert {h["replica_gap"].max() for h, _ in trained.values()} == {0.0}
+    assert all(h["replica_gap"].min() > 1e-6 for _, h in trained.values())
+    assert verdict() == REPRODUCED
+    assert verdict("lenet.2") == verdict("resnet18.2") == NOT_REPRODUCED

@@ -242,3 +242,20 @@ def test_rows_every_200_examples(data):
     assert df["epoch"].tolist() == pytest.approx([n / len(data["labels"]) for n in seen])
     assert df["elapsed"].is_monotonic_increasing and (df["elapsed"] > 0).all()
     assert not df["diverged"].any()
+
+
+def test_the_runs_train_on_the_cpu_and_every_summary_row_names_the_runs_devices(data):
+    """On a GPU box too: the figure's footer and the claims' device come from these."""
+    from conftest import node_record
+    from d2lrepro.core import machines
+
+    runs = pd.concat([run("momentum.lr0.02_m0.5", data), run("momentum.concise", data)])
+    assert set(runs["device"]) == {"cpu"}
+    assert {r["device"] for r in airfoil.summarize(runs, BOOK)} == {"cpu"}
+    # The rows name the runs' devices, not a default: runs elsewhere are named as such.
+    elsewhere = airfoil.summarize(runs.assign(device="cuda:0"), BOOK)
+    assert {r["device"] for r in elsewhere if r["status"] != "not applicable"} == {"cuda:0"}
+    records = {"gpu-job": node_record("gpu-host", cores=16, gpus=1, threads=16)}
+    footer = machines.footer(records, runs.assign(machine="gpu-job"), where="the airfoil runs")
+    assert footer.startswith("measured on cpu (16 threads) of gpu-host: Test CPU")
+    assert "GPU" not in footer

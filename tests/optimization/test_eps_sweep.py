@@ -106,3 +106,17 @@ def test_eps_outside_is_judged_by_one_vote_per_seed(airfoil_data, monkeypatch):
     rows = eps_rows(airfoil_data)
     assert {r["metric"]: r["value"] for r in rows}["adam.eps_sweep.sign_p"] == 1.0
     assert verdict_of("adam.eps_outside", rows) == claims.NOT_REPRODUCED
+
+
+def test_the_runs_name_their_device_and_the_summary_rows_those_of_the_runs():
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    data = {"features": torch.randn(100, 5, generator=g), "labels": torch.randn(100, generator=g)}
+    assert set(eps_sweep.runs_at(1e-6, data, [0], [0.01], 1, 10, 100)["device"]) == {"cpu"}
+    gaps = [(1e-2, 0, 0.240, 0.245), (1e-2, 1, 0.240, 0.243)]
+    rows = eps_sweep.eps_metrics(eps_finals(gaps).assign(device="cuda:0"))
+    assert {r["device"] for r in rows} == {"cuda:0"}
+    gaps[-1] = (1e-2, 1, 0.240, math.nan)  # failed: still measured on the runs' device
+    (row,) = eps_sweep.eps_metrics(eps_finals(gaps).assign(device="cuda:0"))
+    assert (row["status"], row["device"]) == ("failed", "cuda:0")

@@ -154,6 +154,13 @@ def test_a_curve_off_the_book_only_through_its_seeds_is_explained_by_them(on_the
     assert explain.explanation(claim, measured_on(high)[0]) == explain.NOT_EXPLAINED
 
 
+def test_a_run_s_rows_name_the_devices_of_all_its_seeds(on_the_book):
+    """Seeds of one run that trained on different devices (jobs on different machines)."""
+    two = pd.concat([on_the_book, on_the_book.assign(seed=1, device="cuda:0")])
+    rows = lr_schedules.training_metrics(two, reference.load())
+    assert {r["device"] for r in rows} == {"cpu, cuda:0"}
+
+
 # Each curve claim's run and the final train losses its three versions print (EN, ZH, CL).
 PRINTED_TRAIN_LOSS = {
     "lrs.baseline.curve": ("constant", (0.145, 0.128, 0.154)),
@@ -213,5 +220,5 @@ def test_the_lr_figure_has_a_panel_for_each_semantics_run(tmp_path, semantics):
         ]
     )
     path = tmp_path / "lrs.png"
-    lr_schedules.draw_lrs(history, path)
+    lr_schedules.draw_lrs(history, path, "footer")
     assert path.stat().st_size > 0

@@ -3,8 +3,10 @@ import math
 import pandas as pd
 import pytest
 
+from conftest import judged, shipped_claims
 from d2lrepro.core import reference
 from d2lrepro.optimization import lr_schedules
+from d2lrepro.pipeline import claims
 
 BOOK = reference.load()
 
@@ -97,7 +99,7 @@ def test_figures(tmp_path):
             for seed in (0, 1)
         ]
     )
-    lr_schedules.draw_lrs(h, tmp_path / "lrs.png")
+    lr_schedules.draw_lrs(h, tmp_path / "lrs.png", "footer")
     lr_schedules.draw_early(h, tmp_path / "early.png", "footer")
     lr_schedules.draw_run(
         h[(h.run == "cosine") & (h.semantics == "as_written")], tmp_path / "run.png", "footer", BOOK
@@ -122,3 +124,37 @@ def test_a_run_without_a_second_epoch_has_no_epoch_2_quirk():
     m = {r["metric"]: r["value"] for r in lr_schedules.training_metrics(h, BOOK)}
     assert math.isnan(m["warmup.as_written.test_acc_epoch2_minus_1"])
     assert math.isnan(m["warmup.as_written.param_change_epoch2"])
+
+
+def constant_run(gaps) -> list[dict]:
+    """The metrics of the constant-lr run, a seed per final train-test gap: test accuracy
+    stalls (its best gains 0.01 over the second half) while train accuracy rises to it plus
+    the gap."""
+    test = [0.70, 0.80, 0.87, 0.875, 0.88, 0.877]
+    seeds = [
+        history("constant", "as_written", test, seed=seed).assign(
+            train_acc=[0.70, 0.82, 0.84, 0.86, 0.87, test[-1] + gap]
+        )
+        for seed, gap in enumerate(gaps)
+    ]
+    return lr_schedules.training_metrics(pd.concat(seeds), BOOK)
+
+
+def test_the_constant_lr_gap_is_judged_against_the_printed_ones_with_its_spread():
+    """lrs.baseline: the median gap over seeds less half its IQR must exceed 0.051, the
+    smallest printed gap (CL's 0.052) less its rounding. The book's own three runs pass; gaps
+    that passed the old 0.02 but are narrower than any version's do not; a median above the
+    bound whose spread reaches below it is within the measured noise."""
+    checks = shipped_claims()["lrs.baseline"]["checks"]
+    (check,) = [c for c in checks if c.get("metric") == "constant.as_written.gap"]
+    printed = [0.944 - 0.877, 0.951 - 0.885, 0.941 - 0.889]  # EN, ZH, CL
+    assert check["bound"] == round(min(printed) - 0.001, 3) == 0.051
+    assert judged("lrs.baseline", constant_run(printed))["verdict"] == claims.REPRODUCED
+    assert judged("lrs.baseline", constant_run([0.055] * 3))["verdict"] == claims.REPRODUCED
+    for gaps in ([0.03, 0.035, 0.04], [0.05] * 3):
+        narrow = judged("lrs.baseline", constant_run(gaps))
+        assert narrow["verdict"] == claims.NOT_REPRODUCED
+        assert not narrow["reason"].startswith(claims.FAILED_WITHIN_NOISE)
+    noisy = judged("lrs.baseline", constant_run([0.04, 0.055, 0.07]))  # 0.055, IQR 0.015
+    assert noisy["verdict"] == claims.NOT_REPRODUCED
+    assert noisy["reason"].startswith(claims.FAILED_WITHIN_NOISE)

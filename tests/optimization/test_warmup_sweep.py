@@ -72,3 +72,11 @@ def test_the_sweep_trains_every_seed_and_labels_what_its_summary_reads(tmp_path,
     runs = pd.concat([linear, none])
     assert {r["metric"] for r in warmup_sweep.sweep_metrics(runs)} >= {"warmup_sweep.sign_p"}
     warmup_sweep.draw_sweep(runs, tmp_path / "sweep.png", "footer")
+
+
+def test_the_summary_rows_name_the_devices_of_the_runs_not_the_summary_job_s():
+    runs = sweep_runs([True, True, False, False], [True, False, True, True])
+    rows = warmup_sweep.sweep_metrics(runs.assign(device="cuda:0"))
+    assert {r["device"] for r in rows} == {"cuda:0"}
+    mixed = runs.assign(device=["cpu", "cuda:0"] * (len(runs) // 2))
+    assert {r["device"] for r in warmup_sweep.sweep_metrics(mixed)} == {"cpu, cuda:0"}

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import verdict_of
-from d2lrepro.core.results import not_applicable
+from d2lrepro.core.results import metric, not_applicable
 from d2lrepro.performance import hybridize
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
@@ -197,8 +197,13 @@ def test_the_cpu_is_always_timed_and_a_gpu_gets_rows_of_its_own(tmp_path, cuda_c
         "cold_pairs": 5,
     }
     cuda_count(0)
-    names = {r["metric"] for r in hybridize.measure(cfg, 0, tmp_path)}
-    assert "hyb.batch1.eager.median_s" in names and not any(".cuda." in n for n in names)
+    measured = hybridize.measure(cfg, 0, tmp_path)
+    assert by_name(measured)["hyb.batch1.eager.median_s"]["value"] > 0
+    # The GPU's metrics, every one the first GPU would have, say why they are not measured.
+    gpu = {r["metric"]: r for r in measured if r["metric"].startswith("hyb.cuda.")}
+    assert "hyb.cuda.batch1.eager_over_compile" in gpu and "hyb.cuda.batch1.script.runs" in gpu
+    assert all(r["status"] == "not applicable" and "CUDA" in r["note"] for r in gpu.values())
+    assert verdict_of("hyb.bench.compile.gpu", measured) == NOT_APPLICABLE
     rows = hybridize.hybridize(
         batch_sizes=(1,), modes=("eager",), n_calls=2, prefix="hyb.cuda", **FAST
     )
@@ -211,3 +216,45 @@ def test_a_script_mode_that_returns_the_eager_module_fails_the_speed_claim(monke
     monkeypatch.setattr(hybridize, "convert", lambda net, m: net if m == "script" else real(net, m))
     rows = hybridize.hybridize(batch_sizes=(1,), modes=("eager", "script"), n_calls=100, **FAST)
     assert verdict_of("hyb.bench", rows) == NOT_REPRODUCED
+
+
+def compiled(prefix: str, device: str, ratio: float, iqr: float) -> list[dict]:
+    """Rows of torch.compile's speed-up at batch 1 under ``prefix``, outputs equal to eager's."""
+    name = f"{prefix}.batch1"
+    return [
+        metric(f"{name}.eager_over_compile", ratio, "x", device),
+        metric(f"{name}.eager_over_compile_iqr", iqr, "x", device),
+        metric(f"{name}.compile.max_abs_diff", 0.0, "|Δ|", device),
+    ]
+
+
+def test_torch_compile_is_judged_on_the_cpu_and_on_the_gpu_apart():
+    gpu = {"cuda_devices": 1, "usable_cores": 2}
+    # The H200's numbers: compiled, the MLP's batch-1 passes took twice eager's on either.
+    h200 = compiled("hyb", "cpu", 0.461, 0.030) + compiled("hyb.cuda", "cuda:0", 0.504, 0.018)
+    assert verdict_of("hyb.bench.compile", h200, gpu) == NOT_REPRODUCED
+    assert verdict_of("hyb.bench.compile.gpu", h200, gpu) == NOT_REPRODUCED
+    # Faster on the GPU only: each claim reads its own device's numbers.
+    gpu_faster = compiled("hyb", "cpu", 0.461, 0.030) + compiled("hyb.cuda", "cuda:0", 1.3, 0.05)
+    assert verdict_of("hyb.bench.compile", gpu_faster, gpu) == NOT_REPRODUCED
+    assert verdict_of("hyb.bench.compile.gpu", gpu_faster, gpu) == REPRODUCED
+    near = compiled("hyb", "cpu", 1.3, 0.05) + compiled("hyb.cuda", "cuda:0", 1.05, 0.2)
+    assert verdict_of("hyb.bench.compile", near, gpu) == REPRODUCED
+    assert verdict_of("hyb.bench.compile.gpu", near, gpu) == NOT_REPRODUCED  # within its IQR
+    # Measured by a job that saw no GPU: not applicable, whatever the rows say.
+    assert verdict_of("hyb.bench.compile.gpu", gpu_faster) == NOT_APPLICABLE
+
+
+def test_the_saved_file_is_judged_by_what_ls_lh_printed(tmp_path):
+    """hyb.serialize: ls -lh rounds up to a whole KiB, so 651K and 652K mean 650 to 652 KiB."""
+    rows = hybridize.serialize(tmp_path)
+    assert verdict_of("hyb.serialize", rows) == REPRODUCED
+
+    def of_size(size):
+        return [{**r, "value": size} if r["metric"] == "serial.file_bytes" else r for r in rows]
+
+    for size in (650 * 1024 + 1, 651 * 1024, 652 * 1024):  # 651K and 652K
+        assert verdict_of("hyb.serialize", of_size(size)) == REPRODUCED
+    # 649K and 653K, which the old ±2% of 651 KiB took (638 to 664 KiB)
+    for size in (649 * 1024, 652 * 1024 + 1, 660 * 1024):
+        assert verdict_of("hyb.serialize", of_size(size)) == NOT_REPRODUCED

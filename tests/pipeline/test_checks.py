@@ -56,3 +56,19 @@ def test_a_denominator_whose_spread_reaches_zero_can_reach_any_ratio():
     noisy = checks.apply(check | {"spread": {"d": "d_iqr"}}, values.__getitem__)
     assert not plain.passed and checks.WITHIN_NOISE not in plain.measured
     assert not noisy.passed and noisy.measured.endswith(checks.WITHIN_NOISE)
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        {"kind": "ratio_above", "numerator": "big", "denominator": "tiny", "bound": 2},
+        {"kind": "sum_of_parts", "whole": "a", "parts": ["big", "big"], "bound": 2},
+    ],
+)
+def test_a_derived_number_that_overflows_fails_as_no_number(check):
+    """1e308 / 1e-308 and 1e308 + 1e308 are inf, which is above any bound."""
+    values = {"a": 1.0, "big": 1e308, "tiny": 1e-308}
+    broken = checks.apply(check, values.__getitem__)
+    assert not broken.passed and not broken.finite and "inf" in broken.measured
+    sane = checks.apply(check, (values | {"big": 3.0, "tiny": 1.0}).__getitem__)
+    assert sane.passed and sane.finite

@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, measured_on
+from d2lrepro.core import shortfall
 from d2lrepro.core.results import failed, metric, not_applicable
-from d2lrepro.pipeline import checks, claims, scaling
+from d2lrepro.pipeline import checks, claims, scaling, settings
 
 METRICS = pd.DataFrame(
     [
@@ -83,7 +84,7 @@ def test_unmeasured_metric_is_not_applicable_with_its_reason():
 def test_missing_devices_are_not_applicable():
     row = verdict({"kind": "above", "metric": "a", "bound": 0}, requires={"cuda_devices": 2})
     assert row["verdict"] == claims.NOT_APPLICABLE
-    assert row["reason"] == "needs 2 CUDA devices, the job that measured it could use 0"
+    assert row["reason"] == "needs 2 GPUs, the job that measured it could use none"
     assert (
         verdict(
             {"kind": "above", "metric": "a", "bound": 0},
@@ -703,3 +704,145 @@ def test_a_claim_fails_within_its_noise_only_where_every_failed_check_did():
     mixed = evaluate_with(rows, noisy, clear)
     assert mixed["reason"].startswith(claims.FAILED_CHECK)
     assert checks.WITHIN_NOISE in mixed["reason"]  # each check says how it failed
+
+
+# What the job of a 2-device run wrote on a machine with one GPU and 16 cores: its devices are
+# GPUs, so it could not run (devices.unavailable(2) there).
+ONE_GPU = {"cuda_devices": 1, "usable_cores": 16, "host": "vm"}
+LACKS_A_GPU = shortfall.reason(2, have_cuda=1, cores=16)
+
+
+def cpu_preset_deviations() -> list[tuple]:
+    import yaml
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text()) | {"preset": "cpu"}
+    return [(d.key, d.book, d.value) for d in settings.resolve(config).deviations]
+
+
+@pytest.mark.parametrize(
+    "claim_id",
+    ["mgpuc.2gpu.curve", "mgpuc.2gpu.acc", "mgpuc.2gpu_b256.acc", "mgpuc.paddle.2gpu.lr"],
+)
+def test_a_claim_whose_devices_are_missing_says_so_whatever_the_preset_scaled(claim_id):
+    """The first GPU run (one H200, the cpu preset): these claims read "judged at the book's
+    scale only ... run with --config preset=book", where the book preset could not judge them
+    either. The missing device comes first, and no preset is named as its cure."""
+    claim = shipped_claim(claim_id)
+    names = sorted({m for check in claim["checks"] for m in checks.metrics_of(check)})
+    rows = [
+        metric(m, 0.9) if ".1." in m else not_applicable(m, LACKS_A_GPU, device="") for m in names
+    ]
+    deviations = cpu_preset_deviations()
+    assert scaling.scaled_reason(claim["depends_on"], deviations, "cpu", {})  # it was scaled
+    row = claims.evaluate_claim(claim, *measured_on(rows, ONE_GPU), deviations, "cpu")
+    assert row["verdict"] == claims.NOT_APPLICABLE
+    assert (
+        row["reason"]
+        == LACKS_A_GPU
+        == ("needs 2 devices, the job that measured it could use 1 (1 GPU)")
+    )
+    assert "preset" not in row["reason"] and scaling.SCALED_REASON not in row["reason"]
+
+
+def test_a_metric_that_lacked_a_device_comes_before_the_scale_but_other_gaps_do_not():
+    """Hardware before scale; a metric not measured for another reason (a short run reaches
+    no epoch to judge) leaves the scale to speak, since the book's settings may measure it."""
+    check = {"kind": "below", "metric": "acc", "bound": 0.5}
+    scaled = {"claim": {"depends_on": ["lr_schedules"]}, "deviations": SCALED, "preset": "cpu"}
+    lacking = evaluate_with([not_applicable("acc", LACKS_A_GPU)], check, **scaled)
+    assert lacking["verdict"] == claims.NOT_APPLICABLE and lacking["reason"] == LACKS_A_GPU
+    short = evaluate_with(
+        [not_applicable("acc", "this run reaches no judged epoch")], check, **scaled
+    )
+    assert short["reason"].startswith(scaling.SCALED_REASON)
+
+
+# Each check kind with finite, in-domain numbers whose derived number is not finite: a ratio or
+# a sum that overflows, an end of a spread that does.
+OVERFLOWING = [
+    ({"kind": "above", "metric": "h", "bound": 1, "spread": {"h": "huge_iqr"}}, {}),
+    ({"kind": "below", "metric": "n", "bound": 1, "spread": {"n": "huge_iqr"}}, {}),
+    ({"kind": "within", "metric": "h", "target": -1e308, "tol": 1}, {}),
+    ({"kind": "ratio_above", "numerator": "h", "denominator": "tiny", "bound": 1}, {}),
+    ({"kind": "ratio_below", "numerator": "h", "denominator": "tiny", "bound": 1}, {}),
+    ({"kind": "sum_of_parts", "whole": "one", "parts": ["h", "h"]}, {}),
+    (
+        {"kind": "ordering", "metrics": ["one", "h"], "order": "increasing"},
+        {"spread": {"h": "huge_iqr"}},
+    ),
+]
+
+
+@pytest.mark.parametrize("check, extra", OVERFLOWING, ids=lambda c: c.get("kind", ""))
+def test_a_derived_number_that_is_not_finite_is_not_reproduced(check, extra):
+    """1e308 / 1e-308 is inf, and inf > 1: the ratio read "reproduced"."""
+    rows = [
+        metric("h", 1e308),
+        metric("n", -1e308),
+        metric("tiny", 1e-308),
+        metric("one", 1.0),
+        metric("huge_iqr", 1.7e308),
+    ]
+    row = evaluate_with(rows, check | extra)
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert row["reason"].startswith("no number was measured: ")
+    assert checks.WITHIN_NOISE not in row["reason"]
+
+
+def renamed(check: dict, old: str, new: str) -> dict:
+    """``check`` with its metric ``old`` named ``new``."""
+
+    def name(m):
+        return new if m == old else m
+
+    return {k: [name(m) for m in v] if isinstance(v, list) else name(v) for k, v in check.items()}
+
+
+@pytest.mark.parametrize("check", EVERY_KIND, ids=lambda c: c["kind"])
+def test_a_time_written_without_its_unit_is_judged_as_the_time_its_name_says(check):
+    """A row "v_s, -1, (no unit)" read as a pure number let -1 s pass (-1 < 1.2)."""
+    rows = [metric("v_s", -1.0), metric("b", 1.0, "s")]
+    row = evaluate_with(rows, renamed(check, "v", "v_s"))
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert row["reason"] == "no number was measured: v_s = -1 s (a time is positive)"
+
+
+def test_a_unit_other_than_the_one_a_metric_s_name_says_stops_the_rule():
+    check = {"kind": "below", "metric": "t.median_s", "bound": 1}
+    with pytest.raises(ValueError, match=r"m\.csv: metric t\.median_s has unit 'ms'.*'s'"):
+        evaluate_with([metric("t.median_s", 0.5, "ms")], check)
+
+
+@pytest.mark.parametrize("check", EVERY_KIND, ids=lambda c: c["kind"])
+@pytest.mark.parametrize(
+    "unit, value, domain",
+    [
+        ("p", -0.5, "a p-value lies between 0 and 1"),
+        ("p", 1.5, "a p-value lies between 0 and 1"),
+        ("|Δ|", -5.0, "a distance is at least 0"),
+    ],
+)
+def test_a_p_value_outside_0_1_or_a_negative_distance_is_no_number(check, unit, value, domain):
+    """A sign test's p of -0.5 is below any significance level, a curve's excess over the book's
+    band of -5 below any tolerance: neither is a measurement."""
+    rows = [metric("v", value, unit), metric("b", 0.5, unit)]
+    row = evaluate_with(rows, check)
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    assert row["reason"] == f"no number was measured: v = {value:g} ({domain})"
+
+
+def test_a_p_value_and_a_distance_read_as_their_names_say():
+    """Shown beside a claim that was not judged: "sign_p = 0.03", not "0.03 p"."""
+    rows = [
+        metric("w.sign_p", 0.03, "p"),
+        metric("w.curve_excess", 0.01, "|Δ|"),
+        not_applicable("w.gpu_s", LACKS_A_GPU, "s"),
+    ]
+    check = {
+        "kind": "ordering",
+        "metrics": ["w.sign_p", "w.curve_excess", "w.gpu_s"],
+        "order": "increasing",
+    }
+    row = evaluate_with(rows, check)
+    assert row["verdict"] == claims.NOT_APPLICABLE
+    assert row["measured"] == "w.sign_p = 0.03; w.curve_excess = 0.01"

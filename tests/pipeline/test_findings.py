@@ -2,7 +2,10 @@
 
 import pytest
 
-from d2lrepro.pipeline import checks, findings
+from conftest import measured_on
+from d2lrepro.core import devices
+from d2lrepro.core.results import metric, not_applicable
+from d2lrepro.pipeline import checks, claims, findings
 from d2lrepro.pipeline.claims import (
     FAILED_WITHIN_NOISE,
     NOT_APPLICABLE,
@@ -33,7 +36,7 @@ ROWS = [
         "b.2",
         "b",
         NOT_APPLICABLE,
-        reason="needs 2 CUDA devices, the job that measured it could use 0",
+        reason="needs 2 GPUs, the job that measured it could use none",
     ),
     row("b.3", "b", NOT_APPLICABLE, reason="needs CUDA, the job that measured it could use none"),
 ]
@@ -76,9 +79,14 @@ def test_a_changed_verdict_changes_the_sentences():
     "reason, group",
     [
         (SCALED, "scaled by the cpu preset"),
-        ("needs CUDA, this machine has none", "need a GPU"),
-        ("needs 2 CUDA devices, the job that measured it (on n1) could use 1", "need 2 GPUs"),
-        ("needs 2 devices, this machine has 1 GPU", "need 2 devices"),
+        ("needs CUDA, the job that measured it could use none", "need a GPU"),
+        ("needs 2 GPUs, the job that measured it (on n1) could use none", "need 2 GPUs"),
+        ("needs 2 devices, the job that measured it could use 1 (1 GPU)", "need 2 devices"),
+        # the hardware first: a scale named beside it does not make it a scaled claim
+        (
+            f"needs 2 devices, the job that measured it could use 1 (1 GPU); {SCALED}",
+            "need 2 devices",
+        ),
         ("needs 2 CPU cores, the job that measured it could use 1", "need 2 CPU cores"),
         ("not run: not among the configured modes", "not run: not among the configured modes"),
         (RAN_BESIDE_OTHERS, "timed beside other jobs"),
@@ -107,3 +115,56 @@ def test_claims_whose_every_failed_check_sat_within_its_noise_are_counted_apart(
     assert "and 1 did not (1 of them within their measured noise)." in opt["sentence"]
     assert opt["failures"][0]["measured"] == check
     assert "noise" not in findings.findings(LEDGER, ROWS, "cpu")[0]["sentence"]
+
+
+def test_two_devices_and_two_cuda_devices_are_one_count_on_a_gpu_machine(cuda_count):
+    """On one GPU: a claim that requires 2 CUDA devices (judged from its job's machine
+    record) and one whose 2-device run could not start (its metric's note, written by the
+    job) lack the same: one phrasing, one group. They were "1 needs 2 GPUs, 1 needs 2
+    devices"."""
+    cuda_count(1)
+    check = {"kind": "above", "metric": "a", "bound": 0}
+    gpu = {"cuda_devices": 1, "usable_cores": 16}
+    base = {"statement": "s", "printed": "b", "evidence": "m.csv", "checks": [check]}
+    needs_cuda = base | {"id": "b.1", "requires": {"cuda_devices": 2}}
+    rows = [
+        claims.evaluate_claim(needs_cuda, *measured_on([metric("a", 1.0)], gpu)),
+        claims.evaluate_claim(
+            base | {"id": "b.2"}, *measured_on([not_applicable("a", devices.unavailable(2))], gpu)
+        ),
+    ]
+    assert rows[0]["reason"] == rows[1]["reason"]
+    rows = [r | {"section": "b", "kind": "measurement"} for r in rows]
+    assert findings.not_judged(rows, "cpu") == "2 need 2 devices"
+
+
+def record(gpus: int, cores: int, names=()) -> dict:
+    return {"cuda_devices": gpus, "usable_cores": cores, "gpus": list(names)}
+
+
+LACKING = [
+    row(
+        "b.4",
+        "b",
+        NOT_APPLICABLE,
+        reason="needs 2 devices, the job that measured it could use 1 (1 GPU)",
+    )
+]
+
+
+def test_what_a_device_is_is_said_once_with_whether_the_claims_on_several_can_be_judged():
+    on_gpu = findings.devices_here([record(1, 16, ["NVIDIA H200"])], ROWS + LACKING, "cpu")
+    assert on_gpu.startswith("A device here is a GPU: this run's jobs could use at most 1")
+    assert "cores do not stand in" in on_gpu
+    assert on_gpu.endswith(
+        "So the claims about several devices cannot be judged here: 1 needs 2 devices; a"
+        " machine whose jobs can use 2 GPUs, or 2 cores and no GPU, judges them."
+    )
+    laptop = findings.devices_here([record(0, 2)], ROWS, "cpu")
+    assert laptop.startswith("A device here is one CPU core, a worker process pinned to it")
+    assert laptop.endswith(
+        "So the claims about several devices are judged here (3 claims that need GPUs aside)."
+    )
+    cluster = findings.devices_here([record(0, 4), record(2, 16, ["H", "H"])], ROWS, "cpu")
+    assert "a GPU for a job that could use GPUs (at most 2: H)" in cluster
+    assert "for a job that could not (at most 4 cores)" in cluster

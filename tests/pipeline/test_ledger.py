@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, measured_on
-from d2lrepro.core.results import metric
+from d2lrepro.core.results import metric, named_unit
 from d2lrepro.pipeline import checks, claims
 
 LEDGER = claims.load()
@@ -16,18 +16,29 @@ CLAIMS = [c for s in LEDGER["sections"] for c in s["claims"]]
 EVERYTHING = {"cuda_devices": 8, "usable_cores": 8}
 
 
+def under(bound: float) -> float:
+    """A value below ``bound``, positive where the bound is (a time, a rate, a distance)."""
+    return bound / 2 if bound > 0 else bound - 1
+
+
+def over(metric: str, bound: float) -> float:
+    """A value above ``bound``, at most 1 for a p-value."""
+    return (bound + 1) / 2 if named_unit(metric) == "p" else bound + 1
+
+
 def contradicting(check: dict) -> dict[str, float]:
-    """Values of the check's metrics that break it (spreads of zero)."""
+    """Values of the check's metrics that break it (spreads of zero), each inside the domain
+    of the unit its name says, so that the check and not the domain fails them."""
     kind = check["kind"]
     if kind == "above":
-        return {check["metric"]: check["bound"] - 1}
+        return {check["metric"]: under(check["bound"])}
     if kind == "below":
-        return {check["metric"]: check["bound"] + 1}
+        return {check["metric"]: over(check["metric"], check["bound"])}
     if kind == "within":
         scale = abs(check["target"]) if check.get("relative") else 1
         return {check["metric"]: check["target"] + 2 * check["tol"] * scale + 1}
     if kind == "ratio_above":
-        return {check["numerator"]: check["bound"] - 1, check["denominator"]: 1}
+        return {check["numerator"]: under(check["bound"]), check["denominator"]: 1}
     if kind == "ratio_below":
         return {check["numerator"]: check["bound"] + 1, check["denominator"]: 1}
     if kind == "sum_of_parts":
@@ -36,8 +47,9 @@ def contradicting(check: dict) -> dict[str, float]:
         return {check["metric"]: check["expected"] + 1}
     if kind == "ordering":
         n = len(check["metrics"])
-        step = -1 if check["order"] == "increasing" else 1
-        return {m: i * step for i, m in enumerate(check["metrics"])} if n else {}
+        if check["order"] == "increasing":
+            return {m: n - i for i, m in enumerate(check["metrics"])}
+        return {m: i + 1 for i, m in enumerate(check["metrics"])}
     raise AssertionError(f"no contradiction for {kind}")
 
 
@@ -62,6 +74,7 @@ def test_every_check_is_wired_to_its_metrics(claim, index):
     values = contradicting(claim["checks"][index])
     row = claims.evaluate_claim(claim, *measured_on(evidence(claim, values), EVERYTHING))
     assert row["verdict"] == claims.NOT_REPRODUCED, row
+    assert not row["reason"].startswith("no number"), row  # the check failed, not the domain
 
 
 def test_every_claim_names_what_it_is_judged_at_when_it_trains():

@@ -191,3 +191,37 @@ def test_a_reason_shows_only_what_it_adds_to_what_was_measured():
     mixed = f"{claims.FAILED_CHECK}{measured}; note: warm-up only"
     assert report.shown_reason(mixed, measured) == mixed
     assert report.shown_reason(claims.RAN_BESIDE_OTHERS, measured) == claims.RAN_BESIDE_OTHERS
+
+
+def test_the_report_says_once_near_the_top_what_a_device_is_and_what_it_could_judge(
+    tmp_path, monkeypatch
+):
+    """On one GPU, 2 devices cannot run whatever the cores: the report says it once, before
+    its findings, and counts the claims that lack a device in one group."""
+    monkeypatch.chdir(tmp_path)
+    fig, _ = plotting.figure()
+    plotting.save(fig, paths.figure("s", "c"))
+    lacking = "needs 2 devices, the job that measured it could use 1 (1 GPU)"
+    table = pd.concat(
+        [
+            TABLE,
+            pd.DataFrame(
+                [
+                    ROW
+                    | {"id": f"t.{i}", "section": "t", "verdict": claims.NOT_APPLICABLE}
+                    | {"reason": lacking}
+                    for i in range(2)
+                ]
+            ),
+        ]
+    )
+    run = settings.Settings("cpu", "cpu", {}, [])
+    gpu = ENV | {"host": "vm", "usable_cores": 16, "cuda_devices": 1, "gpus": ["NVIDIA H200"]}
+    html = report.render(LEDGER, table, ENV, run, "abc", measured_on=[gpu])
+    said = "A device here is a GPU: this run&#39;s jobs could use at most 1 (NVIDIA H200)"
+    assert html.count(said) == 1 and html.index(said) < html.index("What this run found")
+    assert "cannot be judged here: 2 need 2 devices" in html
+    assert "2 not applicable here: 2 need 2 devices" in html  # the counts at the top
+    laptop = report.render(LEDGER, TABLE, ENV, run, "abc")  # no records: the overview's machine
+    assert "A device here is one CPU core" in laptop
+    assert "the claims about several devices are judged here." in laptop

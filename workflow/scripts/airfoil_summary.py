@@ -1,6 +1,6 @@
 import pandas as pd
 
-from d2lrepro.core import environment, machines, reference, results
+from d2lrepro.core import machines, reference, results
 from d2lrepro.optimization import airfoil
 from d2lrepro.pipeline import job
 
@@ -23,5 +23,5 @@ rows += [row for frame in compared for row in frame.to_dict("records")]
 results.write_csv(runs, snakemake.output.runs)
 results.write_metrics(rows, snakemake.output.metrics)
 for name, group in runs.groupby("setting"):
-    footer = environment.footer(machines.records_of(group, records, "the airfoil runs"))
+    footer = machines.footer(records, group, where="the airfoil runs")
     airfoil.draw_setting(group, snakemake.output[name], footer, book)

@@ -1,14 +1,12 @@
 import pandas as pd
 
-from d2lrepro.core import environment, machines, reference, results
+from d2lrepro.core import machines, reference, results
 from d2lrepro.optimization import lr_schedules
 from d2lrepro.pipeline import job
 
 log = job.start(snakemake)
 history = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
-footer = environment.footer(
-    machines.records_of(history, machines.read(snakemake.input.machines), "the lr-schedule runs")
-)
+records = machines.read(snakemake.input.machines)
 for (run, semantics, seed), h in history.groupby(["run", "semantics", "seed"], sort=False):
     log.info(
         "LeNet %s (%s, seed %d): %.0f samples/s median over %d epochs on %s with %d threads",
@@ -23,7 +21,9 @@ for (run, semantics, seed), h in history.groupby(["run", "semantics", "seed"], s
 results.write_csv(history, snakemake.output.history)
 book = reference.load(snakemake.input.book_curves)
 results.write_metrics(lr_schedules.training_metrics(history, book), snakemake.output.metrics)
-lr_schedules.draw_lrs(history, snakemake.output.lrs)
+footer = machines.footer(records, history, where="the lr-schedule runs")
+lr_schedules.draw_lrs(history, snakemake.output.lrs, footer)
 lr_schedules.draw_early(history, snakemake.output.early, footer)
 for run, h in history[history["semantics"] == "as_written"].groupby("run"):
+    footer = machines.footer(records, h, where="the lr-schedule runs")
     lr_schedules.draw_run(h, snakemake.output[run], footer, book)

@@ -1,6 +1,6 @@
 import pandas as pd
 
-from d2lrepro.core import environment, machines, results
+from d2lrepro.core import machines, results
 from d2lrepro.optimization import warmup_sweep
 from d2lrepro.pipeline import job
 
@@ -8,7 +8,5 @@ log = job.start(snakemake)
 sweep = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
 log.info("%d warm-up runs", len(sweep))
 results.write_metrics(warmup_sweep.sweep_metrics(sweep), snakemake.output.metrics)
-footer = environment.footer(
-    machines.records_of(sweep, machines.read(snakemake.input.machines), "the warm-up runs")
-)
+footer = machines.footer(machines.read(snakemake.input.machines), sweep, where="the warm-up runs")
 warmup_sweep.draw_sweep(sweep, snakemake.output.figure, footer)

@@ -86,8 +86,7 @@ def airfoil_facts(path: Path, prepared: dict) -> list[dict]:
     """What the book says of the airfoil file and of get_data_ch11, measured: the file's size
     and shape; how far the prepared rows are from the table standardized over all its rows
     and over only the rows kept (the book standardizes all, so the first is ~0 and the second
-    is not); the prepared shapes; and the losses that bound every run, at w = 0, b = 0 and at
-    the least-squares optimum of the book's half squared error on the prepared rows."""
+    is not); and the prepared shapes."""
     from d2lrepro.core.results import metric  # pandas only for this
 
     table = np.genfromtxt(path, dtype=np.float64, delimiter="\t")
@@ -97,8 +96,6 @@ def airfoil_facts(path: Path, prepared: dict) -> list[dict]:
     def standardized(rows):
         return (table[: len(kept)] - rows.mean(axis=0)) / rows.std(axis=0)
 
-    design = np.hstack([x, np.ones((len(x), 1))])
-    w = np.linalg.lstsq(design, y, rcond=None)[0]
     return [
         metric("airfoil.file_bytes", Path(path).stat().st_size, "B"),
         metric("airfoil.rows", table.shape[0]),
@@ -107,8 +104,6 @@ def airfoil_facts(path: Path, prepared: dict) -> list[dict]:
         metric("get_data.gap_to_kept_rows", np.abs(kept - standardized(table[: len(kept)])).max()),
         metric("get_data.examples", x.shape[0]),
         metric("get_data.features", x.shape[1]),
-        metric("reference.zero_loss", np.mean(y**2 / 2)),
-        metric("reference.optimal_loss", np.mean((design @ w - y) ** 2 / 2)),
     ]
 
 

@@ -1,8 +1,9 @@
 """What this machine has, which device a worker uses, and why a run cannot happen here.
 
 A *device* is a CUDA GPU on a machine with GPUs, and one worker process pinned to one core
-with one thread on a machine without. Every "not applicable here" reason of the package comes
-from :func:`unavailable`. A worker started by hand with more workers than GPUs (tests, the
+with one thread on a machine without. Every "not applicable here" reason of the package that
+lacks a device comes from :func:`unavailable`, in the one phrasing of
+:mod:`d2lrepro.core.shortfall`. A worker started by hand with more workers than GPUs (tests, the
 speed benchmark) falls back to a pinned core rather than asking for a GPU that is not there.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import os
 
 import torch
+
+from d2lrepro.core import shortfall
 
 
 def cuda_count() -> int:
@@ -35,40 +38,15 @@ def worker_kind(workers: int) -> str:
     return "cuda" if 0 < workers <= cuda_count() else "cpu"
 
 
-def unavailable(
-    workers: int = 1,
-    cuda: int = 0,
-    have_cuda: int | None = None,
-    cores: int | None = None,
-    has: str | None = None,
-) -> str:
-    """Why a run needing ``workers`` devices and at least ``cuda`` CUDA devices cannot happen
-    here; "" when it can. ``have_cuda`` and ``cores`` describe the machine (default: this
-    one), e.g. as a job's machine record has it, and ``has`` says whose they are ("the job
-    that measured it could use").
-
-    A machine with GPUs runs its devices on GPUs, one without on pinned cores, so that 1 and
-    2 devices are always of one kind: with one GPU, 2 devices are not applicable. This
-    process's GPUs are those CUDA_VISIBLE_DEVICES leaves it where that is set (a job's GPU lock,
-    at most what ``--resources gpu=N`` gave it; SLURM's allocation): the reason then counts
-    what this job may use, not what the machine has."""
-    given, has = has, has or "this machine has"
-    if have_cuda is None:
-        have_cuda = cuda_count()
-        if "CUDA_VISIBLE_DEVICES" in os.environ:
-            has = "this job may use"
-    cores = usable_cores() if cores is None else cores
-    if cuda and have_cuda < cuda:
-        if cuda == 1:
-            return f"needs CUDA, {has} none"
-        return f"needs {cuda} CUDA devices, {has} {have_cuda}"
-    if have_cuda:
-        have, kind = have_cuda, "GPU"
-    else:  # cores, which CUDA_VISIBLE_DEVICES does not narrow
-        have, kind, has = cores, "usable core", given or "this machine has"
-    if workers <= have:
-        return ""
-    return f"needs {workers} devices, {has} {have} {kind}{'s' if have != 1 else ''}"
+def unavailable(workers: int = 1, cuda: int = 0) -> str:
+    """Why a run needing ``workers`` devices, at least ``cuda`` of them CUDA devices, cannot
+    happen in this job; "" when it can (:func:`d2lrepro.core.shortfall.reason`, the one
+    phrasing of a missing device). The job's GPUs are those CUDA_VISIBLE_DEVICES leaves it
+    where that is set (a job's GPU lock, at most what ``--resources gpu=N`` gave it; SLURM's
+    allocation), its cores those its affinity leaves it: the reason counts what the job could
+    use, not what the machine has. With GPUs its devices are GPUs, so that 1 and 2 devices
+    are always of one kind: with one GPU, 2 devices are not applicable, whatever the cores."""
+    return shortfall.reason(workers, cuda, cuda_count(), usable_cores())
 
 
 def device_for(rank: int, workers: int) -> torch.device:

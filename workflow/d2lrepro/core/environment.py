@@ -76,25 +76,13 @@ def describe(threads: int | None = None, cuda_in_a_child: bool = False) -> dict:
     }
 
 
-def summary(env: dict, threads: int | None = None) -> str:
-    """One line for figure footers and logs; ``threads``: those the measurements ran with."""
+def summary(env: dict) -> str:
+    """The machine in one line, for logs (a figure's footer names the devices too:
+    :func:`d2lrepro.core.machines.footer`)."""
     gpus = ", ".join(env["gpus"]) if env["gpus"] else "no GPU"
-    used = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
-    cores = f"{env['usable_cores']} cores{used}"
     host = f"{env['host']}: " if env.get("host") else ""
-    return f"{host}{env['cpu_model']} ({cores}), {gpus}, torch {env['torch_version']}"
-
-
-def footer(records, threads: int | None = None, if_no_gpu: bool = False) -> str:
-    """The machines of the jobs that measured a figure's data (:mod:`d2lrepro.core.machines`),
-    one :func:`summary` each, the same ones once: with the threads each job was given, or
-    ``threads`` where its numbers ran with fewer; with ``if_no_gpu`` the threads are stated
-    only for jobs without a GPU (they describe CPU devices, not GPU runs)."""
-    lines = [
-        summary(r, None if if_no_gpu and r["gpus"] else threads or r.get("threads"))
-        for r in records
-    ]
-    return "; ".join(dict.fromkeys(lines))
+    cpu = f"{env['cpu_model']} ({env['usable_cores']} cores)"
+    return f"{host}{cpu}, {gpus}, torch {env['torch_version']}"
 
 
 def git_commit(directory: Path) -> str:

@@ -3,8 +3,10 @@ on (:func:`d2lrepro.core.environment.describe`, as the job saw it: its usable co
 threads, the GPUs its claim left it), and every row it writes names that record by its id in
 a ``machine`` column. A data file's records sit beside it (``<name>.machines.json``, by id);
 a summary's file holds those of the files it read, so that a claim's ``requires`` is judged
-from the machines that measured its numbers, never from a job that saw another machine.
-Serves every section of the ledger.
+from the machines that measured its numbers, never from a job that saw another machine. A
+row's ``device`` says what on that machine measured it, and a summary's rows and a figure's
+footer name the devices and machines of the runs they are built from. Serves every section of
+the ledger.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 COLUMN = "machine"
@@ -148,3 +151,61 @@ def distinct(records) -> list[dict]:
         m | {k: sorted(m[k]) for k in ("cores", "cuda_devices", "gpus", "torch")}
         for m in found.values()
     ]
+
+
+# The column that names what measured a row: a metric's or a run's ``device`` ("cpu",
+# "cuda:0"), or the ``devices`` of a multi-device run ("2 x CPU core").
+DEVICE_COLUMNS = ("device", "devices")
+
+
+def _devices(cell) -> set[str]:
+    """The devices one cell names (several, comma-separated, for a number built from rows
+    measured on several)."""
+    return {d.strip() for d in cell.split(",") if d.strip()} if isinstance(cell, str) else set()
+
+
+def _device_cells(frame) -> list:
+    column = next((c for c in DEVICE_COLUMNS if c in frame), None)
+    return list(frame[column]) if column else [None] * len(frame)
+
+
+def devices_of(*frames) -> str:
+    """One ``device`` cell naming each device that measured the rows of ``frames`` ("cpu,
+    cuda:0"): a summary's rows are measured on its runs' devices, never on its own job's."""
+    found = {d for f in frames for cell in _device_cells(f) for d in _devices(cell)}
+    return ", ".join(sorted(found))
+
+
+def device_label(device: str, record: dict, threads: int | None = None) -> str:
+    """``device`` of the machine of ``record`` in words: the CPU with its threads (``threads``,
+    else those its job was given), a CUDA device with its GPU's name (a job's cuda:0, cuda:1,
+    ... are the GPUs its record lists); a multi-device run's devices ("2 x CPU core") as named."""
+    threads = threads or record.get("threads")
+    if device == "cpu":
+        return f"cpu ({threads} thread{'s' if threads != 1 else ''})" if threads else device
+    gpus = record.get("gpus", [])
+    names = [gpus[int(i)] for i in re.findall(r"cuda:(\d+)", device) if int(i) < len(gpus)]
+    return f"{device} ({', '.join(dict.fromkeys(names))})" if names else device
+
+
+def footer(records: dict[str, dict], *frames, where: str, threads: int | None = None) -> str:
+    """A figure's footer: for each machine that measured the rows of ``frames`` (their
+    ``machine`` cells, ``records`` by id), the devices they ran on (:func:`device_label`,
+    ``threads``: those the CPU's numbers ran with, where fewer than its job's) and the machine,
+    "measured on cpu (1 thread) of node1: <CPU model> (16 cores), torch <version>"; a machine
+    whose rows name no device (they measured nothing) as the machine alone. ``where`` names
+    the data in the error when a row names no machine, or one without a record."""
+    devices: dict[str, set[str]] = {}
+    for frame in frames:
+        records_of(frame, records, where)
+        for cell, device in zip(frame.get(COLUMN, []), _device_cells(frame)):
+            for i in ids_of(cell):
+                devices.setdefault(i, set()).update(_devices(device))
+    lines = []
+    for i, used in devices.items():
+        r = records[i]
+        host = f"{r['host']}: " if r.get("host") else ""
+        machine = f"{host}{r['cpu_model']} ({r['usable_cores']} cores), torch {r['torch_version']}"
+        labels = ", ".join(device_label(d, r, threads) for d in sorted(used))
+        lines.append(f"measured on {labels} of {machine}" if labels else machine)
+    return "; ".join(dict.fromkeys(lines))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,9 @@ import pandas as pd
 BOOK_FIGSIZE = (3.5, 2.5)
 BOOK_FORMATS = ("-", "m--", "g-.", "r:")
 DPI = 150
+# The footer's font size (points), and its widest characters' mean width (in ems) with margin.
+FOOTER_PT = 5.5
+FOOTER_CHAR_EM = 0.55
 
 
 @functools.cache
@@ -98,12 +102,24 @@ def mark_divergence(ax, history: pd.DataFrame, x: str = "epoch") -> None:
         ax.text(at, 0.5, " diverged", color="red", transform=ax.get_xaxis_transform(), fontsize=7)
 
 
+def footer_lines(footer: str, width_in: float) -> list[str]:
+    """``footer`` as the lines it takes on a figure ``width_in`` inches wide: each of its
+    "; "-separated parts (a machine) on lines of its own, wrapped to the width."""
+    chars = int(width_in * 72 / (FOOTER_PT * FOOTER_CHAR_EM))
+    return [line for part in footer.split("; ") for line in textwrap.wrap(part, chars)]
+
+
 def save(fig, path: Path, footer: str | None = None) -> None:
-    """Save as PNG; ``footer`` (e.g. the hardware description) goes under the axes."""
+    """Save as PNG; ``footer`` (the machines and devices that measured the data drawn) goes
+    under the axes, wrapped to the figure's width (a line past its edge would be cut off)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    bottom = 0.0
     if footer:
-        fig.text(0.01, 0.005, footer, fontsize=5.5, color="0.35", ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.04 if footer else 0, 1, 1))
+        lines = footer_lines(footer, fig.get_figwidth())
+        text = "\n".join(lines)
+        fig.text(0.01, 0.005, text, fontsize=FOOTER_PT, color="0.35", ha="left", va="bottom")
+        bottom = (len(lines) * FOOTER_PT * 1.25 + 2) / (fig.get_figheight() * 72)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=DPI)
     pyplot().close(fig)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -17,8 +18,10 @@ NOT_APPLICABLE = "not applicable"
 FAILED = "failed"
 STATUSES = ("", NOT_APPLICABLE, FAILED)
 # Every unit a metric may carry, and what it measures. A time, size, bandwidth, throughput or
-# speed-up is positive: a zero or a negative one is a broken measurement, never a fast one.
-# "" is a pure number (an accuracy, a loss, a slope, a p-value): any finite value.
+# speed-up is positive: a zero or a negative one is a broken measurement, never a fast one. A
+# p-value lies in [0, 1]; a distance ("|Δ|": an absolute difference, a largest gap, how far a
+# curve strays outside a band) is at least 0. "" is a pure number (an accuracy, a loss, a
+# slope, a signed difference): any finite value.
 UNITS = {
     "": "number",
     "s": "time",
@@ -32,8 +35,34 @@ UNITS = {
     "GB/s": "bandwidth",
     "samples/s": "throughput",
     "x": "speed-up",
+    "p": "p-value",
+    "|Δ|": "distance",
 }
 POSITIVE = {"time", "size", "work", "intensity", "bandwidth", "throughput", "speed-up"}
+# Units a number is not followed by: its metric's name says them ("sign_p = 0.03", not
+# "0.03 p").
+UNSHOWN = {"", "p", "|Δ|"}
+# What a metric's name says it is, by how it ends (after a spread's "_iqr"), and so the unit it
+# is in, the first that matches: a row may leave that unit out, never give another
+# (pipeline.checks.units), so that a time of -1 named "_s" is never judged as a pure number.
+NAMED_UNITS = (
+    (r"[._]samples_per_s", "samples/s"),
+    (r"[._]sec_per_epoch", "s"),
+    (r"[._]flops_per_byte", "FLOP/B"),
+    (r"[._]s", "s"),
+    (r"[._]ms", "ms"),
+    (r"[._]us", "µs"),
+    (r"[._]ns", "ns"),
+    (r"[._]bytes", "B"),
+    (r"[._]mb", "MB"),
+    (r"[._]gbps", "GB/s"),
+    (r"[._]gflops", "GFLOP"),
+    (r"[._]speedup", "x"),
+    (r"_p", "p"),
+    (r"[._]curve_excess(?:_agreed|_nearest_seed)?", "|Δ|"),
+    (r"_gap", "|Δ|"),  # a largest gap; "<run>.gap", train minus test accuracy, has a sign
+    (r"_diff", "|Δ|"),
+)
 # One row per epoch of a multi-device training run, whichever code path ran it.
 HISTORY_COLUMNS = [
     "epoch",
@@ -118,10 +147,39 @@ def metric(
     }
 
 
+def named_unit(name: str) -> str | None:
+    """The unit metric ``name`` says it is in (:data:`NAMED_UNITS`); None where it says none."""
+    for end, unit in NAMED_UNITS:
+        if re.search(end + r"(?:_iqr)?$", name):
+            return unit
+    return None
+
+
 def outside_domain(value: float, unit: str) -> bool:
     """Whether a finite ``value`` in ``unit`` cannot be a measurement: a time, size, bandwidth,
-    throughput or speed-up of zero or below."""
-    return UNITS[unit] in POSITIVE and value <= 0
+    throughput or speed-up of zero or below, a p-value outside [0, 1], a negative distance."""
+    what = UNITS[unit]
+    if what == "p-value":
+        return not 0 <= value <= 1
+    if what == "distance":
+        return value < 0
+    return what in POSITIVE and value <= 0
+
+
+def domain(unit: str) -> str:
+    """What a number in ``unit`` must be, in words ("a time is positive")."""
+    what = UNITS[unit]
+    article = "an" if what[0] in "aeiou" else "a"
+    if what == "p-value":
+        return f"{article} {what} lies between 0 and 1"
+    if what == "distance":
+        return f"{article} {what} is at least 0"
+    return f"{article} {what} is positive" if what in POSITIVE else f"{article} {what} is finite"
+
+
+def with_unit(text: str, unit: str) -> str:
+    """A number's ``text`` with its unit where one follows it ("2 s", "0.03")."""
+    return text if unit in UNSHOWN else f"{text} {unit}"
 
 
 def not_applicable(
@@ -169,5 +227,7 @@ def write_not_applicable(path: Path, reason: str) -> pd.DataFrame:
 def write_metrics(rows: list[dict], path: Path) -> pd.DataFrame:
     """Write the rows, and log each one: the job's log shows every number it measured."""
     for row in rows:
-        log.info("%s = %.6g %s %s", row["metric"], row["value"], row["unit"], row["note"])
+        log.info(
+            "%s = %s %s", row["metric"], with_unit(f"{row['value']:.6g}", row["unit"]), row["note"]
+        )
     return write_csv(rows, path, METRIC_COLUMNS)

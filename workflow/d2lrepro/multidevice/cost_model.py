@@ -4,7 +4,8 @@ steps (:data:`STEPS`): the from-scratch LeNet, which computes all its gradients 
 synchronizes them, and LeNet and ResNet-18 through DDP, which all-reduces buckets of gradients
 while the backward pass still runs. Its summary also holds the section's printed examples
 (``mgpu.params``, ``mgpu.allreduce``, ``mgpu.scatter``, ``mgpu.split_and_load``), which the
-same launch of 2 workers makes."""
+same launch of 2 workers makes (``mgpu.params``, which needs one device, is made on the job's
+own device where there are not 2)."""
 
 from __future__ import annotations
 
@@ -40,9 +41,11 @@ COST_COLUMNS = [
     "devices",
     "world_size",
 ]
-# The printed examples' metrics, as the 2 workers of d2lrepro.multidevice.scratch make them.
+# The printed examples' metrics, as the 2 workers of d2lrepro.multidevice.scratch make them;
+# those of get_params's copy (mgpu.params) need one device only.
+ONE_DEVICE = [f"params.b1_{n}" for n in ("zeros", "requires_grad", "on_device", "grad_is_none")]
 EXAMPLE_METRICS = [
-    *(f"params.b1_{n}" for n in ("zeros", "requires_grad", "on_device", "grad_is_none")),
+    *ONE_DEVICE,
     *(f"allreduce.shard{r}.{j}" for r in range(2) for j in range(2)),
     *(
         f"{name}.shard{r}.{end}_row"
@@ -164,14 +167,19 @@ def cost_model(
 def launch(costs: dict, outputs: dict, examples, seed: int, timeout: float, log_path) -> None:
     """One launch of 2 workers that train nothing: the cost model of each model of ``costs``,
     written to ``outputs[model]``, and the section's printed examples, written to
-    ``examples``; or why they cannot be measured here."""
-    from d2lrepro.core.devices import unavailable
+    ``examples``; or why they cannot be measured here. Without 2 devices the example that
+    needs one (:data:`ONE_DEVICE`) is made on the job's device, in its own process."""
+    from d2lrepro.core.devices import device_for, unavailable
     from d2lrepro.multidevice import launcher, probes  # the probes import this module
+    from d2lrepro.multidevice.scratch import params_example
 
     reason = unavailable(2)
     if reason:
-        for path in [*outputs.values(), examples]:
+        for path in outputs.values():
             write_not_applicable(path, reason)
+        made = params_example(device_for(0, 1))
+        two = [not_applicable(m, reason) for m in EXAMPLE_METRICS if m not in ONE_DEVICE]
+        write_metrics(made + two, examples)
         return
     spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
     argv = ["--cost-model", json.dumps(spec), "--examples-out", str(examples)]

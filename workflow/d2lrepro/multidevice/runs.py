@@ -7,7 +7,9 @@ A run's times and throughputs (``sec_per_epoch``, ``samples_per_s``, ``steady_sa
 and the speed-ups built on them) are medians over each seed's epochs after its first: the
 first pays one-off set-up (cuDNN's and cuBLAS's handles, NCCL's first collectives, the
 allocator's first blocks) that weighs most where an epoch takes a fraction of a second. A run
-of one epoch has only that epoch, and its metrics say so.
+of one epoch has only that epoch, and its metrics say so. A run of several workers also
+reports how far apart their parameters ever lay at an epoch's end (``replica_gap``, the
+largest over its seeds and epochs).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from d2lrepro.core import environment, machines, reference
+from d2lrepro.core import machines, reference
 from d2lrepro.core.results import (
+    NOT_APPLICABLE,
     failed,
     iqr,
     late_iqr,
@@ -81,9 +84,14 @@ def timed_epochs(history: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 def measured_by(rows: list[dict], *frames: pd.DataFrame) -> list[dict]:
-    """``rows`` naming the machines that measured ``frames``, the data they were built from."""
+    """``rows`` naming the machines that measured ``frames``, the data they were built from,
+    and their devices (a row not measured names none)."""
     cell = machines.join(*(machines.of_frame(f) for f in frames))
-    return [r | {machines.COLUMN: cell} for r in rows]
+    device = {"device": machines.devices_of(*frames)}
+    return [
+        r | {machines.COLUMN: cell} | (device if r["status"] != NOT_APPLICABLE else {})
+        for r in rows
+    ]
 
 
 def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
@@ -105,10 +113,12 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
     )
     names += ("curve_excess",) if name in BOOK_CURVE_IDS else ()
     names += ("curve_excess_agreed",) if name in AGREEMENT else ()
+    # The book's one-process code copies its parameters to each device; the workers keep theirs.
+    names += () if name.startswith(SINGLE_PROCESS) else ("replica_gap",)
     note = history["note"].dropna().astype(str) if "note" in history else pd.Series(dtype=str)
     if len(note) and note.iloc[0]:
         return [not_applicable(f"{name}.{n}", note.iloc[0], UNITS.get(n, "")) for n in names]
-    device = str(history["devices"].iloc[0])
+    device = machines.devices_of(history)
     if history["diverged"].astype(bool).any():
         at = history[history["diverged"].astype(bool)].iloc[0]
         why = f"{name} seed {at.seed} diverged at epoch {at.epoch} (train loss {at.train_loss:.3g})"
@@ -138,7 +148,7 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
         excess = reference.band_excess(
             book, BOOK_CURVE_IDS[name], "test_acc", curve.index, curve.values
         )
-        rows.append(metric(f"{name}.curve_excess", excess, device=device))
+        rows.append(metric(f"{name}.curve_excess", excess, "|Δ|", device))
     if name in AGREEMENT:
         within = reference.edition_gap(book, AGREEMENT[name], "test_acc")
         excess = reference.band_excess(
@@ -152,8 +162,25 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
             why = f"{note}: this run's {len(curve)} epoch(s) reach none of them"
             rows.append(not_applicable(agreed, why, device=device))
         else:
-            rows.append(metric(agreed, excess, device=device, note=note))
+            rows.append(metric(agreed, excess, "|Δ|", device, note))
+    if "replica_gap" in names:
+        rows.append(replica_metric(name, history, device))
     return rows
+
+
+def replica_metric(name: str, history: pd.DataFrame, device: str) -> dict:
+    """``<run>.replica_gap`` (``mgpu.2gpu.replicas``): the largest, over the run's seeds and
+    the ends of its epochs, of the largest absolute difference between any worker's parameters
+    and the first worker's (:func:`d2lrepro.multidevice.scratch.replica_gap`); a distance (at
+    least 0), 0 where the replicas stayed identical. Not applicable on one device, which has
+    no replicas to compare; failed where the run recorded no gap."""
+    gap = f"{name}.replica_gap"
+    if "replica_gap" not in history:
+        return failed(gap, f"{name} recorded no gap between its replicas", device=device)
+    if (history["world_size"] == 1).all():
+        why = f"{name} trained on one device: no replicas to compare"
+        return not_applicable(gap, why, device=device)
+    return metric(gap, history["replica_gap"].max(skipna=False), "|Δ|", device)
 
 
 def unequal_work(one: pd.DataFrame, two: pd.DataFrame) -> str:
@@ -217,7 +244,9 @@ def comparison_metrics(
     if "examples" in histories[one] and (why := unequal_work(histories[one], histories[two])):
         speed = [not_applicable(f"{model}.{n}", why, UNITS.get(n, "")) for n in SPEED]
     return speed + [
-        metric(f"{model}.acc_diff", abs(value[f"{two}.test_acc"] - value[f"{one}.test_acc"])),
+        metric(
+            f"{model}.acc_diff", abs(value[f"{two}.test_acc"] - value[f"{one}.test_acc"]), "|Δ|"
+        ),
         metric(f"{model}.acc_change", value[f"{two}.test_acc"] - value[f"{one}.test_acc"]),
     ]
 
@@ -250,9 +279,6 @@ def metrics(histories: dict[str, pd.DataFrame], book: pd.DataFrame) -> list[dict
 
 
 def footer(records: dict[str, dict], *frames: pd.DataFrame) -> str:
-    """A figure's footer: the machines that measured ``frames`` (``records``: each job's
-    machine record), or "" when nothing was drawn."""
-    if not frames:
-        return ""
-    measured = machines.records_of(pd.concat(frames), records, "the multi-device runs")
-    return environment.footer(measured, threads=1, if_no_gpu=True)
+    """A figure's footer: the devices and machines that measured ``frames`` (``records``: each
+    job's machine record), or "" when nothing was drawn."""
+    return machines.footer(records, *frames, where="the multi-device runs")

@@ -1,11 +1,13 @@
 """Training on multiple GPUs, from scratch (``mgpu.*``), one process per device: the book's
 allreduce on ``torch.distributed``, the rows each worker takes of a batch, the from-scratch
-LeNet's training step and the section's printed examples. The book's own one-process code is
+LeNet's training step, how far the workers' replicas lie apart, and the section's printed
+examples. The book's own one-process code is
 :mod:`d2lrepro.multidevice.single_process`."""
 
 from __future__ import annotations
 
 import logging
+import math
 
 import torch
 import torch.distributed as dist
@@ -44,6 +46,21 @@ def sync_grads(params) -> None:
     flat = dist_allreduce_(torch.cat([g.reshape(-1) for g in grads]))
     for grad, part in zip(grads, flat.split([g.numel() for g in grads])):
         grad.copy_(part.view_as(grad))
+
+
+def replica_gap(params) -> float:
+    """How far the workers' replicas lie apart (``mgpu.2gpu.replicas``): the largest absolute
+    difference between any worker's ``params`` and rank 0's, over every element (valid on
+    every worker; a collective: all call it). 0 where the replicas are identical, which the
+    book's data parallelism keeps them; NaN with one worker, which has nothing to compare."""
+    if world_size() == 1:
+        return math.nan
+    mine = torch.cat([p.detach().reshape(-1) for p in params])
+    first = mine.clone()
+    dist.broadcast(first, src=0)
+    gap = (mine - first).abs().max().reshape(1)
+    dist.all_reduce(gap, op=dist.ReduceOp.MAX)
+    return gap.item()
 
 
 def scratch_setup(seed: int, lr: float, device: torch.device):

@@ -16,7 +16,8 @@ the data order by default on the number of workers too (:func:`order_seed`): the
 2-GPU runs start from the same parameters but each shuffles on its own. ``lenet`` is the
 from-scratch section (:mod:`d2lrepro.multidevice.scratch`), ``resnet18`` the concise one
 (:mod:`d2lrepro.multidevice.concise`). Test accuracy is measured on rank 0 only (the book
-evaluates on the first GPU), outside the timed part; rank 0 also writes the CSVs and the
+evaluates on the first GPU), outside the timed part, as is the gap between the workers'
+parameters at each epoch's end (``mgpu.2gpu.replicas``); rank 0 also writes the CSVs and the
 checkpoint. What the workers measure without training is :mod:`d2lrepro.multidevice.probes`.
 """
 
@@ -46,12 +47,13 @@ from d2lrepro.core.devices import (
 from d2lrepro.core.results import HISTORY_COLUMNS, diverged, write_csv
 from d2lrepro.core.timing import Clock, synchronize
 from d2lrepro.multidevice.concise import concise_setup
-from d2lrepro.multidevice.scratch import scratch_setup, shard
+from d2lrepro.multidevice.scratch import replica_gap, scratch_setup, shard
 
 MODELS = ("lenet", "resnet18")
-# Beside HISTORY_COLUMNS: an epoch's examples, and its throughput on its whole batches after
-# the first (:func:`steady_rate`).
-RUN_COLUMNS = [*HISTORY_COLUMNS, "examples", "steady_samples_per_s"]
+# Beside HISTORY_COLUMNS: an epoch's examples, its throughput on its whole batches after
+# the first (:func:`steady_rate`), and how far the workers' parameters lie apart at its end
+# (:func:`~d2lrepro.multidevice.scratch.replica_gap`).
+RUN_COLUMNS = [*HISTORY_COLUMNS, "examples", "steady_samples_per_s", "replica_gap"]
 TOPK_COLUMNS = ["epoch", "batch", "train_loss", "top1", "top5"]
 log = logging.getLogger("d2lrepro.multidevice.worker")
 
@@ -184,6 +186,7 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
                             }
                         )
             loss_sum, top1, _, seen = _reduced(counts).tolist()
+        gap = replica_gap(net.parameters())  # every worker, outside the timed part
         if rank != 0:
             continue
         history.append(
@@ -196,6 +199,7 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
                 "samples_per_s": seen / clock.seconds,
                 "examples": seen,
                 "steady_samples_per_s": steady_rate(marks, clock.seconds, seen),
+                "replica_gap": gap,
                 "devices": devices,
                 "world_size": world,
                 "model": args.model,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from d2lrepro.core import plotting, reference
+from d2lrepro.core import machines, plotting, reference
 from d2lrepro.core.results import exploded, failed, iqr, metric, not_applicable
 
 if TYPE_CHECKING:
@@ -182,7 +182,8 @@ def run_setting(
     name: str, setting: dict, data: dict, seeds, epochs: dict, batch_size: int, eval_every: int
 ) -> pd.DataFrame:
     """One setting over every seed: one row per evaluation point, with the host it ran on (its
-    times are compared with those of the other settings, which may run elsewhere)."""
+    times are compared with those of the other settings, which may run elsewhere) and the
+    device, that of the data (the CPU: the book trains these small models there, GPU or not)."""
     implementation = setting["implementation"]
     frames = []
     for seed in seeds:
@@ -215,6 +216,7 @@ def run_setting(
                 optimizer=setting["optimizer"],
                 seed=seed,
                 host=socket.gethostname(),
+                device=str(data["features"].device),
                 **hyper_of(setting),
             )
         )
@@ -230,42 +232,46 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     the worst over seeds and steps); the losses of a setting
     where a seed diverged are failed, not numbers to compare. Over the settings the book ran
     (those with a book curve): the slowest and fastest sec/epoch, not applicable where none of
-    them ran or where they ran on different hosts."""
+    them ran or where they ran on different hosts. Each row names the devices of the runs it
+    comes from."""
     rows, per_epoch = [], {}
     for name, group in runs.groupby("setting", sort=False):
         finals = group.loc[group.groupby("seed")["examples"].idxmax()]
         seconds = finals["elapsed"] / finals["epoch"]
         per_epoch[name] = (seconds.median(), iqr(seconds))
         bad = group.groupby("seed")["diverged"].any()
+        device = machines.devices_of(group)
         rows += [
-            metric(f"{name}.sec_per_epoch", per_epoch[name][0], "s"),
-            metric(f"{name}.sec_per_epoch_iqr", per_epoch[name][1], "s"),
-            metric(f"{name}.diverged_seeds", float(bad.sum())),
+            metric(f"{name}.sec_per_epoch", per_epoch[name][0], "s", device),
+            metric(f"{name}.sec_per_epoch_iqr", per_epoch[name][1], "s", device),
+            metric(f"{name}.diverged_seeds", float(bad.sum()), device=device),
         ]
         if bad.any():
             why = f"{name}: seeds {list(bad[bad].index)} of {len(bad)} diverged"
             names = ("final_loss", "final_loss_range", "curve_excess")
             if "eff_lr" in group and group["eff_lr"].notna().any():  # from-scratch Adagrad
                 names += ("eff_lr_slope", "state_gap", "step_gap")
-            rows += [failed(f"{name}.{n}", why) for n in names]
+            rows += [failed(f"{name}.{n}", why, device=device) for n in names]
         else:
             median = group.groupby("epoch")["loss"].median()
             excess = reference.band_excess(
                 book, name, "loss", median.index, median.to_numpy(), clip=BOOK_YLIM[1]
             )
             rows += [
-                metric(f"{name}.final_loss", finals["loss"].median()),
-                metric(f"{name}.final_loss_range", np.ptp(finals["loss"].to_numpy())),
-                metric(f"{name}.curve_excess", excess),
+                metric(f"{name}.final_loss", finals["loss"].median(), device=device),
+                metric(
+                    f"{name}.final_loss_range", np.ptp(finals["loss"].to_numpy()), device=device
+                ),
+                metric(f"{name}.curve_excess", excess, "|Δ|", device),
             ]
             if "eff_lr" in group and group["eff_lr"].notna().all():
                 slopes = [
                     decay_exponent(r["examples"], r["eff_lr"]) for _, r in group.groupby("seed")
                 ]
-                rows.append(metric(f"{name}.eff_lr_slope", float(np.median(slopes))))
+                rows.append(metric(f"{name}.eff_lr_slope", float(np.median(slopes)), device=device))
             for gap in ("state_gap", "step_gap"):  # the worst over every seed and step
                 if gap in group and group[gap].notna().all():
-                    rows.append(metric(f"{name}.{gap}", float(group[gap].max())))
+                    rows.append(metric(f"{name}.{gap}", float(group[gap].max()), "|Δ|", device))
     in_book = {n: v for n, v in per_epoch.items() if n in set(book["id"])}
     hosts = sorted(runs.loc[runs["setting"].isin(in_book), "host"].unique())
     ends = [f"airfoil.{e}_sec_per_epoch{s}" for e in ("slowest", "fastest") for s in ("", "_iqr")]
@@ -279,11 +285,12 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             " with --nodelist): seconds each"
         )
         return rows + [not_applicable(name, why, "s") for name in ends]
+    device = machines.devices_of(runs[runs["setting"].isin(in_book)])
     for end, pick in (("slowest", max), ("fastest", min)):
         name = pick(in_book, key=lambda n: in_book[n][0])
         rows += [
-            metric(f"airfoil.{end}_sec_per_epoch", in_book[name][0], "s", note=name),
-            metric(f"airfoil.{end}_sec_per_epoch_iqr", in_book[name][1], "s", note=name),
+            metric(f"airfoil.{end}_sec_per_epoch", in_book[name][0], "s", device, name),
+            metric(f"airfoil.{end}_sec_per_epoch_iqr", in_book[name][1], "s", device, name),
         ]
     return rows
 
@@ -317,7 +324,7 @@ def compare_implementation(
         for impl in ("scratch", "torch")
     ]
     gap = float(np.max(np.abs(curves[0] - curves[1]))) if len(curves[0]) else math.nan
-    return [metric(f"{name}.scratch_vs_torch_gap", gap)]
+    return [metric(f"{name}.scratch_vs_torch_gap", gap, "|Δ|", str(data["features"].device))]
 
 
 def draw_setting(group: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> None:

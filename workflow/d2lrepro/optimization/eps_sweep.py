@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from d2lrepro.core import plotting
+from d2lrepro.core import machines, plotting
 from d2lrepro.core.results import failed, metric, sign_test_p
 from d2lrepro.optimization.airfoil import train_airfoil
 
@@ -29,9 +29,9 @@ def runs_at(
     eps: float, data: dict, seeds, lrs: list, epochs: int, batch_size: int, eval_every: int
 ) -> pd.DataFrame:
     """Final airfoil loss of Adam from scratch with ε outside and inside the square root, at
-    one ``eps``, each lr and seed (one point of the sweep, one job); both variants of a seed
-    start from the same init and data order."""
-    rows = []
+    one ``eps``, each lr and seed (one point of the sweep, one job), on the data's device; both
+    variants of a seed start from the same init and data order."""
+    rows, device = [], str(data["features"].device)
     for lr in lrs:
         for inside in (False, True):
             for seed in seeds:
@@ -52,7 +52,9 @@ def runs_at(
                 rows.append(
                     {"eps": eps, "lr": lr, "seed": seed, "variant": where, "final_loss": final}
                 )
-    return pd.DataFrame(rows, columns=["eps", "lr", "seed", "variant", "final_loss"])
+    return pd.DataFrame(rows, columns=["eps", "lr", "seed", "variant", "final_loss"]).assign(
+        device=device
+    )
 
 
 def best_over_lr(finals: pd.DataFrame) -> pd.DataFrame:
@@ -72,11 +74,14 @@ def eps_metrics(finals: pd.DataFrame) -> list[dict]:
     not independent): the sign of the seed's median gap over the ε values where the two
     variants' best losses differ beyond :data:`TIE_RELATIVE`. The seeds where ε outside ends
     lower, those where ε inside does, and the one-sided sign-test p-value of ε outside ending
-    lower more often; a variant that diverged at every lr fails the sweep."""
+    lower more often; a variant that diverged at every lr fails the sweep. The rows name the
+    devices of the runs."""
     best = best_over_lr(finals)
     pairs = best.pivot(index=["eps", "seed"], columns="variant", values="final_loss")
+    device = machines.devices_of(finals)
     if pairs.isna().to_numpy().any():
-        return [failed("adam.eps_sweep.sign_p", "a variant of the ε sweep diverged at every lr")]
+        why = "a variant of the ε sweep diverged at every lr"
+        return [failed("adam.eps_sweep.sign_p", why, "p", device)]
     gap = pairs["inside"] - pairs["outside"]
     tie = gap.abs() <= TIE_RELATIVE * pairs["outside"]
     votes = gap[~tie].groupby(level="seed").median()
@@ -94,11 +99,11 @@ def eps_metrics(finals: pd.DataFrame) -> list[dict]:
         f" precision); they differ at ε = {', '.join(decided) or 'none'}"
     )
     return [
-        metric("adam.eps_sweep.seeds", seeds),
-        metric("adam.eps_sweep.runs", len(finals)),
-        metric("adam.eps_sweep.outside_lower", outside),
-        metric("adam.eps_sweep.inside_lower", inside),
-        metric("adam.eps_sweep.sign_p", sign_p, note=note),
+        metric("adam.eps_sweep.seeds", seeds, device=device),
+        metric("adam.eps_sweep.runs", len(finals), device=device),
+        metric("adam.eps_sweep.outside_lower", outside, device=device),
+        metric("adam.eps_sweep.inside_lower", inside, device=device),
+        metric("adam.eps_sweep.sign_p", sign_p, "p", device, note),
     ]
 
 

@@ -59,7 +59,7 @@ def measure(step: float) -> list[dict]:
     rows += [
         metric("risk.argmin_risk", argmin_risk),
         metric("risk.argmin_empirical", argmin_empirical),
-        metric("risk.argmin_gap", abs(argmin_risk - argmin_empirical)),
+        metric("risk.argmin_gap", abs(argmin_risk - argmin_empirical), "|Δ|"),
     ]
 
     x = grid(-1.0, 2.0, step)

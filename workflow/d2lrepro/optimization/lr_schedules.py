@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from d2lrepro.core import plotting, reference
+from d2lrepro.core import machines, plotting, reference
 from d2lrepro.core.results import failed, late_iqr, metric, seed_spread
 from d2lrepro.optimization import schedules
 
@@ -129,7 +129,9 @@ def train_run(
 
 
 # The units of the numbers of a run that are not pure numbers.
-UNITS = {"samples_per_s": "samples/s"}
+UNITS = {"samples_per_s": "samples/s"} | dict.fromkeys(
+    ("curve_excess", "curve_excess_nearest_seed"), "|Δ|"
+)
 
 
 def _run_values(h: pd.DataFrame) -> dict:
@@ -177,7 +179,7 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     editions. A run of which any seed diverged has failed metrics, with the reason."""
     rows = []
     for (run, semantics), g in history.groupby(["run", "semantics"], sort=False):
-        key, device = f"{run}.{semantics}", g["device"].iloc[0]
+        key, device = f"{run}.{semantics}", machines.devices_of(g)
         seeds = [h for _, h in g.groupby("seed")]
         per_seed = pd.DataFrame([_run_values(h) for h in seeds])
         values = per_seed.median().to_dict()
@@ -248,7 +250,7 @@ def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> None:
     plotting.save(fig, path, footer=footer)
 
 
-def draw_lrs(history: pd.DataFrame, path) -> None:
+def draw_lrs(history: pd.DataFrame, path, footer: str) -> None:
     """The learning rate each epoch ran with, as the book's code applies it and as intended
     (a panel for each semantics the run has)."""
     by_semantics = history.groupby("semantics", sort=False)
@@ -261,7 +263,7 @@ def draw_lrs(history: pd.DataFrame, path) -> None:
         ax.set(title=f"{semantics} semantics", xlabel="epoch", ylabel="lr")
         ax.grid(True)
     axes[0, 0].legend(fontsize=6)
-    plotting.save(fig, path)
+    plotting.save(fig, path, footer=footer)
 
 
 def draw_early(history: pd.DataFrame, path, footer: str) -> None:

@@ -85,7 +85,10 @@ def adagrad_metrics(runs: dict, steps: int, start) -> list[dict]:
             .max()
             .item()
         )
-        rows += [metric(f"{name}.state_gap", state_gap), metric(f"{name}.step_gap", step_gap)]
+        rows += [
+            metric(f"{name}.state_gap", state_gap, "|Δ|"),
+            metric(f"{name}.step_gap", step_gap, "|Δ|"),
+        ]
         eff = run["lr"] / np.sqrt(state.numpy() + optimizers.ADAGRAD_EPS)
         for coordinate, column in zip(("x1", "x2"), eff.T):
             a = -np.polyfit(np.log(t), np.log(column), 1)[0]

@@ -8,7 +8,7 @@ import logging
 
 import pandas as pd
 
-from d2lrepro.core import plotting
+from d2lrepro.core import machines, plotting
 from d2lrepro.core.results import metric, sign_test_p
 
 # A run "trains" when it neither explodes nor dies: a LeNet whose ReLUs died predicts one
@@ -73,8 +73,9 @@ def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
     """Runs that fail without and with warm-up; the (lr, seed) pairs, which start from the
     same weights, that warm-up rescues and that it breaks, and the one-sided sign-test
     p-value of rescuing more than it breaks; per variant, the highest peak lr at which every
-    seed trained (0 if none)."""
+    seed trained (0 if none). The rows name the devices of the runs, not this job's."""
     table = trained(runs)
+    device = machines.devices_of(runs)
     pairs = table.pivot_table(index=["peak_lr", "seed"], columns="warmup", values="trained")
     pairs = pairs.astype(bool)
     rescued = int((pairs["linear"] & ~pairs["none"]).sum())
@@ -86,8 +87,8 @@ def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
         every_seed = g.groupby("peak_lr")["trained"].all()
         highest[variant] = max(every_seed[every_seed].index, default=0.0)
         rows += [
-            metric(f"warmup_sweep.{variant}.failed_runs", int((~g["trained"]).sum())),
-            metric(f"warmup_sweep.{variant}.highest_lr", highest[variant]),
+            metric(f"warmup_sweep.{variant}.failed_runs", int((~g["trained"]).sum()), "", device),
+            metric(f"warmup_sweep.{variant}.highest_lr", highest[variant], "", device),
         ]
     lr = {variant: f"{value:g}" if value else "none" for variant, value in highest.items()}
     note = (
@@ -96,10 +97,10 @@ def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
         f" {lr['linear']} with"
     )
     return rows + [
-        metric("warmup_sweep.pairs", len(pairs)),
-        metric("warmup_sweep.rescued", rescued),
-        metric("warmup_sweep.broken", broken),
-        metric("warmup_sweep.sign_p", sign_p, note=note),
+        metric("warmup_sweep.pairs", len(pairs), "", device),
+        metric("warmup_sweep.rescued", rescued, "", device),
+        metric("warmup_sweep.broken", broken, "", device),
+        metric("warmup_sweep.sign_p", sign_p, "p", device, note),
     ]
 
 

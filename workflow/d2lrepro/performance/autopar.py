@@ -3,8 +3,10 @@
 
 Metrics: ``autopar.{cpu,streams,gpus}.{a,b,both}.{median_s,iqr_s,runs}``,
 ``autopar.{v}.sum_s`` (a + b), ``autopar.{v}.both_below_sum`` (1 or 0), ``autopar.{v}.speedup``
-(sum / both); ``autopar.gpus.book_both_s``; ``copy.{compute,copy,overlap,book}.{median_s,...}``,
-``copy.sum_s``, ``copy.{overlap,book}_below_sum``.
+(sum / both); ``autopar.gpus.book_both_s``;
+``copy.{compute,copy,pinned,overlap,book}.{median_s,iqr_s,runs}``, and
+``copy.{overlap,book}.hidden`` with its ``_iqr`` (the share of the shorter of computing and
+copying that each part which does both hides, per round: :func:`hidden`).
 """
 
 from __future__ import annotations
@@ -149,17 +151,29 @@ def autopar_gpus(
 
 
 COPY_PARTS = ("compute", "copy", "pinned", "overlap", "book")
+# The parts that compute and copy: each is judged against computing, then copying to pinned
+# memory (compute + pinned), by the share of the shorter of the two that it hides.
+BOTH_PARTS = ("overlap", "book")
+
+
+def hidden(compute: float, pinned: float, both: float) -> float:
+    """The share of the shorter of ``compute`` and ``pinned`` (seconds of computing and of
+    copying alone) that ``both`` (seconds of doing the two) hides: 0 when it takes their sum,
+    one after the other; 1 when it takes only the longer, the shorter hidden behind it."""
+    return (compute + pinned - both) / min(compute, pinned)
 
 
 def _copy_rows(seconds: dict[str, list[float]], device: str) -> list[dict]:
     times = {part: spread(seconds[part]) for part in COPY_PARTS}
     rows = [r for part in COPY_PARTS for r in timing_rows(f"copy.{part}", times[part], device)]
-    total = times["compute"]["median"] + times["copy"]["median"]
-    return rows + [
-        metric("copy.sum_s", total, "s", device),
-        metric("copy.overlap_below_sum", float(times["overlap"]["median"] < total), "", device),
-        metric("copy.book_below_sum", float(times["book"]["median"] < total), "", device),
-    ]
+    for part in BOTH_PARTS:
+        # per round: the parts of one round were timed side by side, under the same load
+        shares = spread(list(map(hidden, seconds["compute"], seconds["pinned"], seconds[part])))
+        rows += [
+            metric(f"copy.{part}.hidden", shares["median"], "", device),
+            metric(f"copy.{part}.hidden_iqr", shares["iqr"], "", device),
+        ]
+    return rows
 
 
 def copy_overlap(
@@ -168,17 +182,18 @@ def copy_overlap(
     seed: int = 0,
     max_run_time: float = 10.0,
 ) -> list[dict]:
-    """The book's 'Run on GPU1 and copy to CPU': compute alone, blocking copy of the results
-    alone (into fresh pageable memory, as the book's ``.to('cpu')``; pinned: into the pinned
-    buffers the overlap uses, so that pinning alone cannot make the overlap win), each product
-    copied on a side stream into pinned memory while the next one computes (overlap), and the
-    book's code (non-blocking copies queued after all products, book)."""
+    """The book's 'Run on GPU1 and copy to CPU', its parts timed side by side in rounds
+    (:func:`~d2lrepro.core.timing.alternated`): computing the products alone (compute);
+    copying them to the CPU alone, blocking, into fresh pageable memory, as the book's
+    ``copy_to_cpu(y)`` (copy), and without blocking, into pinned memory, as its
+    ``copy_to_cpu(y, True)`` (pinned); the book's code, the products and then their
+    non-blocking copies, all on one stream (book); and each product copied on a side stream
+    into pinned memory while the next one computes (overlap). The pinned blocks of the last
+    three come from torch's pinned-memory cache and go back to it after each part, so that
+    they are the same ``n`` blocks each time (settings.autopar_host_bytes counts them once)."""
     reason = unavailable(cuda=1)
     if reason:
-        return unmeasured(
-            _copy_rows(dict.fromkeys(COPY_PARTS, [math.nan]), ""),
-            reason,
-        )
+        return unmeasured(_copy_rows(dict.fromkeys(COPY_PARTS, [math.nan]), ""), reason)
     device = torch.device("cuda", 0)
     torch.manual_seed(seed)
     x = torch.rand(size, size, device=device)
@@ -186,42 +201,32 @@ def copy_overlap(
     copier = torch.cuda.Stream(device)
     synchronize(device)
 
-    def timed(**parts):
-        return alternated(parts, device, max_run_time=max_run_time)
-
-    def book():
-        copies = [y.to("cpu", non_blocking=True) for y in run(x, n)]
+    def copied(products, non_blocking=False):
+        """The book's copy_to_cpu(products, non_blocking), then its synchronize."""
+        copies = [y.to("cpu", non_blocking=non_blocking) for y in products]
         synchronize(device)
         return copies
 
-    # Host memory (settings.autopar_host_bytes counts it): n plain copies, freed after their
-    # part, and n pinned buffers, which go back to torch's pinned-memory cache before the
-    # book's non-blocking copies ask it for n pinned blocks of the same size.
-    times = timed(compute=lambda: run(x, n), copy=lambda: [y.to("cpu") for y in ys])
-    times |= _time_pinned(x, ys, copier, timed)
-    times |= timed(book=book)
-    return _copy_rows(times, str(device))
-
-
-def _time_pinned(x: torch.Tensor, ys: list[torch.Tensor], copier, timed) -> dict:
-    """copy_overlap's parts that copy into pinned buffers, made for them and freed on return."""
-    device = x.device
-    pinned = [torch.empty(y.shape, dtype=y.dtype, pin_memory=True) for y in ys]
-
-    def pinned_copy():
-        for buffer, y in zip(pinned, ys):
-            buffer.copy_(y)
-
     def overlapped():
-        for buffer in pinned:
+        copies = []
+        for _ in range(n):
             y = x.mm(x)
+            copies.append(torch.empty(y.shape, dtype=y.dtype, pin_memory=True))
             copier.wait_stream(torch.cuda.current_stream(device))
             with torch.cuda.stream(copier):
-                buffer.copy_(y, non_blocking=True)
+                copies[-1].copy_(y, non_blocking=True)
             y.record_stream(copier)  # keeps y's memory from reuse until the copy is done
         synchronize(device)
+        return copies
 
-    return timed(pinned=pinned_copy, overlap=overlapped)
+    parts = {
+        "compute": lambda: run(x, n),
+        "copy": lambda: copied(ys),
+        "pinned": lambda: copied(ys, non_blocking=True),
+        "overlap": overlapped,
+        "book": lambda: copied(run(x, n), non_blocking=True),
+    }
+    return _copy_rows(alternated(parts, device, max_run_time=max_run_time), str(device))
 
 
 AUTOPAR_VARIANTS = {"cpu": "CPU, 2 threads", "streams": "1 GPU, 2 streams", "gpus": "2 GPUs"}

@@ -6,7 +6,8 @@ Metrics: ``imperative.result``, ``symbolic.result`` (book: 10); ``hyb.n_calls``;
 ``hyb.batch{B}.{mode}.naive_s`` (the book's one cold loop), ``hyb.batch{B}.{mode}.max_abs_diff``
 (against eager), ``hyb.batch{B}.eager_over_{mode}`` and its ``_iqr`` (eager's time over the
 mode's, from blocks of calls timed in alternation), ``hyb.batch{B}.naive.*`` (the
-book's cold loop in fresh processes: :mod:`.cold_loop`);
+book's cold loop in fresh processes: :mod:`.hybridize_cold`); the same on the first GPU as
+``hyb.cuda.*`` (without the fresh processes; not applicable where the job has no GPU);
 ``serial.{file_bytes,params,max_abs_diff}``.
 """
 
@@ -29,7 +30,7 @@ from torch import nn
 
 from d2lrepro.core import devices, plotting
 from d2lrepro.core.models import mlp
-from d2lrepro.core.results import failed, metric, not_applicable, one_line
+from d2lrepro.core.results import failed, metric, not_applicable, one_line, unmeasured
 from d2lrepro.core.timing import NAN_TIMING, naive_time, paired_ratio, time_fn, timing_rows
 from d2lrepro.performance import hybridize_cold
 
@@ -125,7 +126,7 @@ def _hyb_rows(prefix: str, naive: float, timing: dict, diff: float, device: str)
     return [
         metric(f"{prefix}.naive_s", naive, "s", device),
         *timing_rows(prefix, timing, device),
-        metric(f"{prefix}.max_abs_diff", diff, "", device),
+        metric(f"{prefix}.max_abs_diff", diff, "|Δ|", device),
     ]
 
 
@@ -246,6 +247,22 @@ def hybridize(
     return rows
 
 
+def _unmeasured(prefix: str, batch_sizes, reason: str) -> list[dict]:
+    """The timings :func:`hybridize` writes under ``prefix``, not applicable for ``reason``:
+    a device that this job lacks."""
+    rows = []
+    for batch in batch_sizes:
+        name = f"{prefix}.batch{batch}"
+        for mode in MODES:
+            rows += _hyb_rows(f"{name}.{mode}", math.nan, NAN_TIMING, math.nan, "")
+        rows += [
+            metric(f"{name}.eager_over_{mode}{end}", math.nan, "x")
+            for mode in MODES[1:]
+            for end in ("", "_iqr")
+        ]
+    return unmeasured(rows, reason)
+
+
 def _measure_net(
     net, x, reference, n_calls, device, min_run_time, max_run_time
 ) -> tuple[float, dict, float]:
@@ -279,7 +296,7 @@ def serialize(directory, seed: int = 0) -> list[dict]:
     return [
         metric("serial.file_bytes", path.stat().st_size, "B"),
         metric("serial.params", sum(p.numel() for p in net.parameters())),
-        metric("serial.max_abs_diff", (loaded(x) - net(x)).abs().max().item()),
+        metric("serial.max_abs_diff", (loaded(x) - net(x)).abs().max().item(), "|Δ|"),
     ]
 
 
@@ -318,7 +335,8 @@ def draw_hybridization(metrics: pd.DataFrame, path, footer: str) -> None:
 def measure(cfg: dict, seed: int, model_dir) -> list[dict]:
     """Every measurement of the section with the ``hybridize`` config: fancy_func both ways,
     the MLP in each mode on the CPU (as the book timed it) and, where there is one, on the
-    first GPU (``hyb.cuda.*``), and its serialization into ``model_dir``."""
+    first GPU (``hyb.cuda.*``; not applicable, with the reason, where the job has none), and
+    its serialization into ``model_dir``."""
     rows, printed = imperative_vs_symbolic()
     log.info("the symbolic cell printed:\n%s", printed)
     timing = dict(
@@ -329,6 +347,9 @@ def measure(cfg: dict, seed: int, model_dir) -> list[dict]:
         max_run_time=cfg["max_run_time"],
     )
     rows += hybridize(device="cpu", cold_pairs=cfg["cold_pairs"], **timing)
-    if devices.cuda_count():
+    reason = devices.unavailable(cuda=1)
+    if reason:
+        rows += _unmeasured("hyb.cuda", cfg["batch_sizes"], reason)
+    else:
         rows += hybridize(device="cuda:0", prefix="hyb.cuda", cold_batch=None, **timing)
     return rows + serialize(model_dir, seed)

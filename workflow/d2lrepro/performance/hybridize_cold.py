@@ -22,6 +22,7 @@ from d2lrepro.core.results import failed, metric, sign_test_p
 from d2lrepro.core.timing import naive_time
 
 NAMES = ("script_faster_pairs", "pairs", "script_faster_sign_p")
+UNITS = ("", "", "p")  # two counts and a p-value
 TIMEOUT_S = 600  # one pair of loops: seconds on a laptop; a hung interpreter fails the pair
 
 
@@ -73,7 +74,7 @@ def cold_pairs(
         try:
             seconds = run(order, seed + 1 + i, batch, n_calls, str(device), torch.get_num_threads())
         except RuntimeError as error:
-            return [failed(f"{name}.{m}", str(error)) for m in NAMES]
+            return [failed(f"{name}.{m}", str(error), u) for m, u in zip(NAMES, UNITS)]
         faster += seconds["script"] < seconds["eager"]
     values = (faster, pairs, sign_test_p(faster, pairs))
-    return [metric(f"{name}.{m}", v, "", str(device)) for m, v in zip(NAMES, values)]
+    return [metric(f"{name}.{m}", v, u, str(device)) for m, v, u in zip(NAMES, values, UNITS)]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from d2lrepro.core.results import STATUSES, UNITS
+from d2lrepro.core.results import STATUSES, UNITS, domain, named_unit, with_unit
 
 
 @dataclass
@@ -16,6 +16,7 @@ class Outcome:
     measured: str
     passed: bool
     within_noise: bool = False  # failed with its bound inside the measured spread
+    finite: bool = True  # False: a number it derived is not finite, so it measured nothing
 
 
 # A check whose bound lies within the measured spread (over the repeats, rounds, chains, seeds
@@ -38,7 +39,18 @@ def apply(check: dict, value, name=lambda m: m) -> Outcome:
     smaller than the noise does not reproduce a claim. Where the bound lies between the two
     ends (the pessimistic one fails it, the optimistic one meets it), the check fails and says
     it sat within the measured noise: another run of the same code may fall on either side.
+
+    Finite metrics may still give a number that is not one (1e308 / 1e-308 is inf): a check
+    whose derived numbers are not all finite fails in every kind, marked as no number.
     """
+    outcome, derived = _judge(check, value, name)
+    if all(math.isfinite(x) for x in derived):
+        return outcome
+    return Outcome(outcome.measured.removesuffix(f", {WITHIN_NOISE}"), False, finite=False)
+
+
+def _judge(check: dict, value, name) -> tuple[Outcome, list[float]]:
+    """:func:`apply`'s outcome, and the numbers it derived from the metrics."""
     kind, spread = check["kind"], check.get("spread", {})
 
     def half(metric):
@@ -59,32 +71,33 @@ def apply(check: dict, value, name=lambda m: m) -> Outcome:
         margin, reach = up * (end - bound) > 0, up * (far - bound) > 0
         # Where the spread is judged, the pessimistic end shows how near the bound it came.
         shown = f"{fmt(v)} {'−' if kind == 'above' else '+'} IQR/2 = {fmt(end)}" if h else fmt(v)
-        return noisy(f"{name(m)} = {shown} (needs {sign} {fmt(bound)})", margin, reach)
+        text = f"{name(m)} = {shown} (needs {sign} {fmt(bound)})"
+        return noisy(text, margin, reach), [end, far]
     if kind == "within":
         v, target, tol = value(check["metric"]), check["target"], check["tol"]
         scale = abs(target) if check.get("relative") else 1.0
         what = f"{tol:.0%} of" if check.get("relative") else f"± {fmt(tol)} of"
-        return Outcome(
-            f"{name(check['metric'])} = {fmt(v)} (needs {what} {fmt(target)})",
-            abs(v - target) <= tol * scale,
-        )
+        off = abs(v - target)
+        text = f"{name(check['metric'])} = {fmt(v)} (needs {what} {fmt(target)})"
+        return Outcome(text, off <= tol * scale), [off]
     if kind in ("ratio_above", "ratio_below"):
         num, den = check["numerator"], check["denominator"]
         n, d, bound = value(num), value(den), check["bound"]
         sign = ">" if kind == "ratio_above" else "<"
         text = f"{name(num)} / {name(den)} = {fmt(n)} / {fmt(d)}"
         if d <= 0:  # a time or size of zero is a broken measurement, not an infinite ratio
-            return Outcome(
-                f"{text}: the denominator is not positive (needs {sign} {fmt(bound)})", False
-            )
+            text += f": the denominator is not positive (needs {sign} {fmt(bound)})"
+            return Outcome(text, False), []
         low = d - half(den)  # the noise may reach zero: then the ratio is not bounded
+        pessimistic = (n - half(num)) / (d + half(den))
+        optimistic = (n + half(num)) / low if low > 0 else math.inf
         if kind == "ratio_above":
-            margin = (n - half(num)) / (d + half(den)) > bound
-            reach = low <= 0 or (n + half(num)) / low > bound
+            margin, reach = pessimistic > bound, optimistic > bound
         else:
-            margin = low > 0 and (n + half(num)) / low < bound
-            reach = (n - half(num)) / (d + half(den)) < bound
-        return noisy(f"{text} = {n / d:.3g} (needs {sign} {fmt(bound)})", margin, reach)
+            margin, reach = optimistic < bound, pessimistic < bound
+        text += f" = {n / d:.3g} (needs {sign} {fmt(bound)})"
+        # The optimistic end may be unbounded where the noise reaches zero; the ratio may not.
+        return noisy(text, margin, reach), [n / d, pessimistic]
     if kind == "sum_of_parts":
         whole, parts = value(check["whole"]), [value(p) for p in check["parts"]]
         bound, total = check.get("bound", 1), sum(parts)
@@ -93,39 +106,40 @@ def apply(check: dict, value, name=lambda m: m) -> Outcome:
             f"{' + '.join(fmt(p) for p in parts)} = {fmt(total)}"
         )
         if whole <= 0:
-            return Outcome(f"{text}: the whole is not positive", False)
+            return Outcome(f"{text}: the whole is not positive", False), []
         needs = "needs whole < sum" if bound == 1 else f"needs sum / whole > {fmt(bound)}"
         low = sum(value(p) - half(p) for p in check["parts"])
         high = sum(value(p) + half(p) for p in check["parts"])
         least = whole - half(check["whole"])
-        return noisy(
-            f"{text}, sum / whole = {total / whole:.3g} ({needs})",
-            low / (whole + half(check["whole"])) > bound,
-            least <= 0 or high / least > bound,
-        )
+        pessimistic = low / (whole + half(check["whole"]))
+        optimistic = high / least if least > 0 else math.inf
+        text += f", sum / whole = {total / whole:.3g} ({needs})"
+        outcome = noisy(text, pessimistic > bound, optimistic > bound)
+        return outcome, [total, total / whole, pessimistic]
     if kind == "exact":
         v, decimals = value(check["metric"]), check.get("decimals", 6)
         shown, expected = f"{v:.{decimals}f}", f"{check['expected']:.{decimals}f}"
         rounded = "" if float(shown) == v else f" → {shown}"
-        return Outcome(
-            f"{name(check['metric'])} = {fmt(v)}{rounded}"
-            f" (needs {expected} to {decimals} decimals)",
-            shown == expected,
+        text = (
+            f"{name(check['metric'])} = {fmt(v)}{rounded} (needs {expected} to {decimals} decimals)"
         )
+        return Outcome(text, shown == expected), []
     if kind == "ordering":
         ms = check["metrics"]
-        vs = [value(m) for m in ms]
         increasing = check["order"] == "increasing"
-        pairs = list(zip(ms, ms[1:]))
+        # Each metric's ends: the lower and the upper end of its spread.
+        ends = [(value(m) - half(m), value(m) + half(m)) for m in ms]
+        pairs = list(zip(ends, ends[1:]))
         if increasing:
-            margin = all(value(a) + half(a) < value(b) - half(b) for a, b in pairs)
-            reach = all(value(a) - half(a) < value(b) + half(b) for a, b in pairs)
+            margin = all(a[1] < b[0] for a, b in pairs)
+            reach = all(a[0] < b[1] for a, b in pairs)
         else:
-            margin = all(value(a) - half(a) > value(b) + half(b) for a, b in pairs)
-            reach = all(value(a) + half(a) > value(b) - half(b) for a, b in pairs)
+            margin = all(a[0] > b[1] for a, b in pairs)
+            reach = all(a[1] > b[0] for a, b in pairs)
         sign = " < " if increasing else " > "
-        text = sign.join(f"{name(m)} = {fmt(v)}" for m, v in zip(ms, vs))
-        return noisy(text + " (needs this order)", margin, reach)
+        text = sign.join(f"{name(m)} = {fmt(value(m))}" for m in ms)
+        derived = [x for pair in ends for x in pair]
+        return noisy(text + " (needs this order)", margin, reach), derived
     raise ValueError(f"unknown check kind {kind!r}")
 
 
@@ -151,15 +165,23 @@ def statuses(used: pd.DataFrame, evidence: str) -> pd.Series:
 
 
 def units(used: pd.DataFrame, evidence: str) -> dict[str, str]:
-    """Each metric's unit; a file without units, or a unit the evaluator does not know, stops
+    """Each metric's unit. A file without units, or a unit the evaluator does not know, stops
     the rule, since the domain of its numbers (:data:`d2lrepro.core.results.UNITS`) would be
-    unknown."""
+    unknown; so does a unit other than the one the metric's name says
+    (:func:`d2lrepro.core.results.named_unit`). A metric without a unit is in the one its name
+    says: judged as a pure number, a time of -1 s written without its unit would pass."""
     if "unit" not in used:
         raise ValueError(f"{evidence} has no unit column: its numbers' domains are unknown")
-    units = dict(zip(used["metric"], used["unit"].fillna("").astype(str)))
-    for metric, unit in units.items():
+    units = {}
+    for metric, unit in zip(used["metric"], used["unit"].fillna("").astype(str)):
         if unit not in UNITS:
             raise ValueError(f"{evidence}: metric {metric} has an unknown unit {unit!r}")
+        named = named_unit(metric)
+        if named is not None and unit not in ("", named):
+            raise ValueError(
+                f"{evidence}: metric {metric} has unit {unit!r}, but its name says {named!r}"
+            )
+        units[metric] = unit or named or ""
     return units
 
 
@@ -176,7 +198,5 @@ def check_spreads(claim: dict, values: dict, measured: set) -> None:
 
 def no_number(metric: str, value: float, unit: str, name) -> str:
     """Why ``value`` is no measurement: not finite, or outside the domain of its unit."""
-    shown = f"{name(metric)} = {fmt(value)} {unit}".rstrip()
-    if not math.isfinite(value):
-        return shown
-    return f"{shown} (a {UNITS[unit]} is positive)"
+    text = f"{name(metric)} = {with_unit(fmt(value), unit)}"
+    return text if not math.isfinite(value) else f"{text} ({domain(unit)})"

@@ -12,8 +12,8 @@ import jsonschema
 import pandas as pd
 import yaml
 
-from d2lrepro.core import machines, paths
-from d2lrepro.core.results import FAILED, outside_domain
+from d2lrepro.core import machines, paths, shortfall
+from d2lrepro.core.results import FAILED, outside_domain, with_unit
 from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
 from d2lrepro.pipeline import checks
 from d2lrepro.pipeline.scaling import names_left_out, scaled_reason
@@ -86,27 +86,25 @@ def figure_files(ledger: dict) -> list[str]:
 def _unmet(requires: dict, records: list[dict]) -> str:
     """Why the machines that measured a claim's numbers (``records``, as each job saw its
     machine) lack what the claim ``requires``; "" when each has it."""
-    from d2lrepro.core.devices import (
-        unavailable,  # imports torch: only when evaluating, not when parsing
-    )
-
-    reasons = []
-    for record in records:
-        on = f" (on {record['host']})" if record.get("host") else ""
-        has = f"the job that measured it{on} could use"
-        cores, have = requires.get("cores", 0), record["usable_cores"]
-        if cores > have:
-            reasons.append(f"needs {cores} CPU cores, {has} {have}")
-            continue
-        reasons.append(
-            unavailable(
-                cuda=requires.get("cuda_devices", 0),
-                have_cuda=record["cuda_devices"],
-                cores=have,
-                has=has,
-            )
+    reasons = [
+        shortfall.reason(
+            cuda=requires.get("cuda_devices", 0),
+            have_cuda=record["cuda_devices"],
+            cores=record["usable_cores"],
+            need_cores=requires.get("cores", 0),
+            host=record.get("host", ""),
         )
+        for record in records
+    ]
     return "; ".join(dict.fromkeys(r for r in reasons if r))
+
+
+def _lacking(rows: pd.DataFrame, status: pd.Series) -> pd.DataFrame:
+    """The ``rows`` not measured because the job lacked hardware, as their notes say."""
+    if "note" not in rows:  # then no row has a status (checks.statuses)
+        return rows[:0]
+    lacks = rows["note"].fillna("").astype(str).map(shortfall.group) != ""
+    return rows[(status == NOT_APPLICABLE_STATUS) & lacks]
 
 
 # How the reason of a failed check begins: "within the measured noise" where every failed
@@ -144,12 +142,13 @@ def evaluate_claim(
     the preset changed (``deviations``: (key, book value, value) triples) and the seconds this
     run's jobs took by setting (:func:`job_seconds`).
 
-    "not applicable here": the machine lacks the hardware, cannot measure a metric, the
-    preset scaled a setting the claim depends on (which may leave out what measures a metric:
-    a metric missing otherwise is an error), or the claim is ``timed`` and a job that timed it
-    ran beside other jobs. "not reproduced": a check failed, or the run
-    behind a metric diverged, failed or measured nothing. The measured numbers are shown
-    whenever there are any.
+    "not applicable here": the machine lacks the hardware (the claim's ``requires``, or a
+    metric's note saying what its job lacked: this reason comes first, since no preset cures
+    it), cannot measure a metric, the preset scaled a setting the claim depends on (which may
+    leave out what measures a metric: a metric missing otherwise is an error), or the claim
+    is ``timed`` and a job that timed it ran beside other jobs. "not reproduced": a check
+    failed, or the run behind a metric diverged, failed or measured nothing, or a number it
+    derived is not finite. The measured numbers are shown whenever there are any.
     """
     row = {
         k: claim.get(k, "")
@@ -178,7 +177,7 @@ def evaluate_claim(
         return metric.removeprefix(prefix)
 
     def shown(metric):
-        return f"{name(metric)} = {checks.fmt(values[metric])} {units[metric]}".rstrip()
+        return f"{name(metric)} = {with_unit(checks.fmt(values[metric]), units[metric])}"
 
     checks.check_spreads(claim, values, measured_here)
     compared = set(names) - {
@@ -203,10 +202,15 @@ def evaluate_claim(
     def verdict(kind, reason):
         return row | {"measured": measured, "verdict": kind, "reason": reason}
 
+    # Hardware before scale: a claim the machine lacks the devices for is not applicable for
+    # that reason, which no preset cures, whatever the preset scaled.
     requires = claim.get("requires", {})
     unmet = requires and _unmet(requires, machines.records_of(used, records, claim["evidence"]))
     if unmet:
         return verdict(NOT_APPLICABLE, unmet)
+    lacking = _lacking(used, status)
+    if len(lacking):
+        return verdict(NOT_APPLICABLE, _notes(lacking))
     failed_rows = used[status == FAILED]
     # A run that failed or measured no number is a finding even when the preset scaled it: a
     # smaller run that crashes, diverges or times nothing says something is wrong, and the
@@ -214,9 +218,11 @@ def evaluate_claim(
     also = f" (this run was scaled: {scaled})" if scaled else ""
     if len(failed_rows):
         return verdict(NOT_REPRODUCED, f"the run failed: {_notes(failed_rows)}{also}")
-    if broken:
-        what = ", ".join(checks.no_number(m, values[m], units[m], name) for m in broken)
-        return verdict(NOT_REPRODUCED, f"no number was measured: {what}{also}")
+    # A number derived from finite ones may be none (a ratio that overflows to inf).
+    what = [checks.no_number(m, values[m], units[m], name) for m in broken]
+    what += [o.measured for o in outcomes if not o.finite]
+    if what:
+        return verdict(NOT_REPRODUCED, f"no number was measured: {', '.join(what)}{also}")
     if scaled:
         left_out = f"; this preset measures no {', '.join(missing)}" if missing else ""
         return verdict(NOT_APPLICABLE, scaled + left_out)

@@ -1,14 +1,14 @@
 """What a run found, in sentences made from its verdicts and numbers, chapter by chapter: how
 many of the book's claims held here, which did not and by how much, and what this run could
-not judge and why. Claims that cannot be judged for one reason (no GPU, 2 GPUs, the preset's
-scale) are grouped under it. Nothing here is typed for a run: change a verdict and the
-sentences change. Serves every section of the ledger.
+not judge and why. Claims that cannot be judged for one reason (no GPU, 2 devices, the
+preset's scale) are grouped under it, and what a device is on the machines that measured is
+said once. Nothing here is typed for a run: change a verdict and the sentences change.
+Serves every section of the ledger.
 """
 
 from __future__ import annotations
 
-import re
-
+from d2lrepro.core import shortfall
 from d2lrepro.pipeline.claims import (
     FAILED_CHECK,
     FAILED_WITHIN_NOISE,
@@ -30,21 +30,16 @@ def plural(n: int, word: str) -> str:
 
 def reason_group(reason: str, preset: str) -> str:
     """The reason a claim cannot be judged here, in the words it shares with others of that
-    reason: "need a GPU", "need 2 GPUs", "need 2 devices", "need 2 CPU cores", "scaled by
-    the cpu preset", "timed beside other jobs"; any other reason stands for itself."""
+    reason: the hardware it lacks (:func:`d2lrepro.core.shortfall.group`: "need a GPU",
+    "need 2 devices", "need 2 CPU cores"), "scaled by the cpu preset", "timed beside other
+    jobs"; any other reason stands for itself. Missing hardware comes first, as in the
+    evaluator."""
+    if lacking := shortfall.group(reason):
+        return lacking
     if reason.startswith(SCALED_REASON):
         return f"scaled by the {preset} preset"
     if reason == RAN_BESIDE_OTHERS:
         return "timed beside other jobs"
-    if re.match(r"needs CUDA\b", reason):
-        return "need a GPU"
-    for pattern, what in (
-        (r"needs (\d+) CUDA devices", "GPUs"),
-        (r"needs (\d+) devices", "devices"),
-        (r"needs (\d+) CPU cores", "CPU cores"),
-    ):
-        if found := re.search(pattern, reason):
-            return f"need {found.group(1)} {what}"
     return reason
 
 
@@ -122,3 +117,40 @@ def findings(ledger: dict, rows: list[dict], preset: str) -> list[dict]:
         chapter(title, [r for r in rows if section_chapter[r["section"]] == cid], preset)
         for cid, title in ledger["chapters"].items()
     ]
+
+
+def devices_here(records: list[dict], rows: list[dict], preset: str) -> str:
+    """What a device is on the machines this run measured on (``records``, as each job saw
+    its machine), and whether they could judge the claims about several devices, from the
+    claims' ``rows``: said once, at the top of the report."""
+    gpus = max(r["cuda_devices"] for r in records)
+    cores = max((r["usable_cores"] for r in records if not r["cuda_devices"]), default=0)
+    names = ", ".join(sorted({g for r in records for g in r.get("gpus", [])}))
+    core = "one CPU core, a worker process pinned to it with one thread"
+    if gpus and cores:
+        what = (
+            f"a GPU for a job that could use GPUs (at most {gpus}: {names}), and {core}, for"
+            f" a job that could not (at most {plural(cores, 'core')})"
+        )
+    elif gpus:
+        what = (
+            f"a GPU: this run's jobs could use at most {gpus} ({names}). Where there are GPUs,"
+            " a run's devices are GPUs only: cores do not stand in for more"
+        )
+    else:
+        what = f"{core}, as this run's jobs could use no GPU: at most {plural(cores, 'core')}"
+    groups = {g["why"]: len(g["rows"]) for g in folded(rows, preset)}
+    lacking = {why: n for why, n in groups.items() if shortfall.devices_needed(why)}
+    if lacking:
+        most = max(map(shortfall.devices_needed, lacking))
+        judged = (
+            "So the claims about several devices cannot be judged here: "
+            + ", ".join(counted(n, why) for why, n in lacking.items())
+            + f"; a machine whose jobs can use {most} GPUs, or {most} cores and no GPU,"
+            " judges them."
+        )
+    else:
+        on_gpus = sum(n for why, n in groups.items() if shortfall.needs_gpus(why))
+        aside = f" ({plural(on_gpus, 'claim')} that need GPUs aside)" if on_gpus else ""
+        judged = f"So the claims about several devices are judged here{aside}."
+    return f"A device here is {what}. {judged}"

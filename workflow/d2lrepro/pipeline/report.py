@@ -20,7 +20,7 @@ from d2lrepro.pipeline.claims import (
     REPRODUCED,
     section_categories,
 )
-from d2lrepro.pipeline.findings import KINDS, findings, folded, not_judged
+from d2lrepro.pipeline.findings import KINDS, devices_here, findings, folded, not_judged
 from d2lrepro.pipeline.scaling import SCALED_REASON
 from d2lrepro.pipeline.settings import Settings
 
@@ -113,7 +113,7 @@ def render(
     not reproduce listed first, then every section with its figures (each opens full size)
     and its claims, each linked to its figure and its evidence file. ``environment`` is the
     run's overview; ``measured_on``, the records of the machines its jobs measured on, are
-    listed in its set-up where there are several machines."""
+    listed in its set-up where there are several machines, and say what a device is here."""
     claims = with_explanations(claims)
     sections = []
     for section in ledger["sections"]:
@@ -149,6 +149,8 @@ def render(
         sources=ledger["sources"],
         counts=tally(records),
         not_judged=not_judged(records, settings.preset),
+        # the machines the jobs measured on; the run's overview where none is recorded
+        devices=devices_here(list(measured_on) or [environment], records, settings.preset),
         findings=findings(ledger, records, settings.preset),
         environment=environment,
         machines=machines.distinct(measured_on),

@@ -197,10 +197,10 @@ def autopar_host_bytes(cfg: dict) -> int:
     """The most host memory the ``autopar`` job's data takes at once, from its config
     (autopar.measure). Computing while copying (autopar.copy_overlap): ``matmuls`` products
     of ``size`` x ``size`` copied to pageable memory, counted although freed after their part
-    (the C heap may keep it), and as many pinned buffers, which torch's cache keeps and the
-    book's non-blocking copies take again. The CPU chains: both inputs and both chains'
-    products, alive at once. The GPU parts keep nothing on the host. (Here, not in autopar,
-    which imports torch: the Snakefile computes the request when it is parsed.)"""
+    (the C heap may keep it), and as many pinned buffers, which torch's cache keeps and each
+    part that copies into pinned memory takes again in turn. The CPU chains: both inputs and
+    both chains' products, alive at once. The GPU parts keep nothing on the host. (Here, not
+    in autopar, which imports torch: the Snakefile computes the request when it is parsed.)"""
     matrix = FLOAT32 * cfg["size"] ** 2
     cpu = cfg["cpu"]
     chains = 2 * (1 + cpu["matmuls"]) * FLOAT32 * cpu["size"] ** 2
