@@ -122,16 +122,9 @@ def _dict_keys(node: ast.AST, top: dict[str, ast.AST], seen=()) -> set[str] | No
             else:
                 return None
         return keys
-    is_dict = isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-    if is_dict and node.func.id == "dict" and not node.args:
-        return _dict_keys(
-            ast.Dict(
-                [k.arg and ast.Constant(k.arg) for k in node.keywords],
-                [k.value for k in node.keywords],
-            ),
-            top,
-            seen,
-        )
+    if isinstance(node, ast.Call) and _dotted(node.func) == ("dict", []) and not node.args:
+        keys = [k.arg and ast.Constant(k.arg) for k in node.keywords]  # dict(k=v, **other)
+        return _dict_keys(ast.Dict(keys, [k.value for k in node.keywords]), top, seen)
     return None
 
 
@@ -315,32 +308,15 @@ def unbound_calls(
     return found
 
 
-def files(repo: Path) -> list[Path]:
-    """The files whose calls are checked: the tests, the scripts and the package."""
-    workflow = repo / "workflow"
-    return sorted(
-        [
-            *(repo / "tests").rglob("*.py"),
-            *(workflow / "scripts").glob("*.py"),
-            *(workflow / PACKAGE).rglob("*.py"),
-        ]
-    )
-
-
-def module_name(path: Path, repo: Path) -> str:
-    """The dotted name of a module of the package ("" for other files)."""
-    relative = path.relative_to(repo / "workflow")
-    if relative.parts[0] != PACKAGE:
-        return ""
-    parts = relative.with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def unbound_in(repo: Path) -> list[Unbound]:
     """Every call of the repository's tests, scripts and package that does not bind."""
+    workflow = repo / "workflow"
+    modules = {path: "" for path in [*(repo / "tests").rglob("*.py")]}
+    modules |= {path: "" for path in (workflow / "scripts").glob("*.py")}
+    for path in (workflow / PACKAGE).rglob("*.py"):
+        dotted = ".".join(path.relative_to(workflow).with_suffix("").parts)
+        modules[path] = dotted.removesuffix(".__init__")
     found = []
-    for path in files(repo):
-        workflow = path.is_relative_to(repo / "workflow")
-        module = module_name(path, repo) if workflow else ""
+    for path, module in sorted(modules.items()):
         found += unbound_calls(path.read_text(), str(path.relative_to(repo)), module)
     return found

@@ -8,7 +8,7 @@ Two fakes, each for what it serves:
   ``devices`` GPUs would (available, count, names, properties, synchronize, the current device,
   streams, events), and CUDA tensors live on the CPU: a ``TorchFunctionMode`` maps every
   ``device="cuda[:i]"`` argument, ``.to("cuda")`` and ``.cuda()`` to the CPU (an index past the
-  fake's devices fails, as on CUDA) and drops ``pin_memory`` (and ``record_stream``). So the code
+  fake's devices fails, as on CUDA) and drops ``pin_memory`` and ``record_stream``. So the code
   computes real values. What differs from a GPU: tensors report device ``cpu``; a copy between
   host and "device" may hand back the tensor itself; each stream is one in-order queue; an
   event has completed once it is recorded (the CPU finishes an operation before it returns);
