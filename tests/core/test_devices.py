@@ -131,7 +131,9 @@ def test_place_puts_cpu_conv_weights_channels_last_without_changing_the_outputs(
 
 def test_a_job_given_one_gpu_of_two_runs_none_of_its_2_gpu_parts(cuda_count, monkeypatch, tmp_path):
     """`--resources gpu=1` on a 2-GPU machine: each job locks one GPU (CUDA_VISIBLE_DEVICES),
-    and every part that needs 2 is not applicable, with the reason, instead of failing."""
+    and every part that needs 2 is not applicable, with the reason, instead of failing; what
+    needs one device runs on the job's GPU (the fake CUDA's, on a machine without)."""
+    import fake_cuda
     from d2lrepro.multidevice import (
         cost_model,
         data_parallel,
@@ -148,7 +150,8 @@ def test_a_job_given_one_gpu_of_two_runs_none_of_its_2_gpu_parts(cuda_count, mon
     history, log = tmp_path / "lenet.2.csv", tmp_path / "job.log"
     data_parallel.train("lenet.2", run, 0, None, history, tmp_path / "k", 1, 60, log)
     examples, costs = tmp_path / "examples.csv", {"lenet": tmp_path / "cost_lenet.csv"}
-    cost_model.launch({"lenet": {}}, costs, examples, 0, 60, log)
+    with fake_cuda.cuda_here(1):
+        cost_model.launch({"lenet": {}}, costs, examples, 0, 60, log)
     for path in (history, examples, costs["lenet"]):
         assert set(pd.read_csv(path)["note"].dropna()) == {two_devices}
     servers = tmp_path / "ps.csv"

@@ -11,18 +11,18 @@ def test_closure_follows_dotted_nested_and_late_imports(tmp_path, repo):
         "import json\nfrom d2lrepro.core import logs\n"
         "def late():\n    import d2lrepro.pipeline.claims\n"
     )
-    # claims imports devices inside a function it runs; every package's __init__ runs on the
-    # way, and the top one imports the allocator; machines imports environment only inside a
-    # function that claims never runs
+    # every package's __init__ runs on the way, and the top one imports the allocator;
+    # machines imports environment only inside a function that claims never runs, and claims
+    # reads why a device is missing from shortfall, not from devices (torch)
     assert names(code_inputs.closure(script, repo)) == {
         "__init__.py",
         "core/__init__.py",
         "core/allocator.py",
         "core/logs.py",
-        "core/devices.py",
         "core/machines.py",
         "core/paths.py",
         "core/results.py",
+        "core/shortfall.py",
         "pipeline/__init__.py",
         "pipeline/checks.py",
         "pipeline/claims.py",

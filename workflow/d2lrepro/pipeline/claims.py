@@ -103,7 +103,7 @@ def _lacking(rows: pd.DataFrame, status: pd.Series) -> pd.DataFrame:
     """The ``rows`` not measured because the job lacked hardware, as their notes say."""
     if "note" not in rows:  # then no row has a status (checks.statuses)
         return rows[:0]
-    lacks = rows["note"].fillna("").astype(str).map(shortfall.group) != ""
+    lacks = rows["note"].map(lambda note: isinstance(note, str) and bool(shortfall.group(note)))
     return rows[(status == NOT_APPLICABLE_STATUS) & lacks]
 
 
