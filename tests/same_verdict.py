@@ -7,7 +7,9 @@ verdict").
 By default the performance chapter's rules (about a minute a run on 2 cores); ``airfoil``
 (the optimizers' sec/epoch) and ``data_parallel`` (the 1- and 2-device speed-ups: minutes
 a run) may be named. Prints each timed claim's two verdicts and what each run measured, and
-the claims whose verdict flipped; it asserts nothing. Run it on a quiet machine: a job that
+the claims whose verdict flipped, and which of them flipped between reproduced and not
+reproduced (a flip to or from "inconclusive here" stays within the noise); it asserts
+nothing. Run it on a quiet machine: a job that
 shares the cores with something else measures that load too.
 """
 
@@ -79,6 +81,9 @@ def main() -> None:
         for row in (first[claim_id], second[claim_id]):
             print(f"    {row['measured']}")
     print(f"{len(flipped)} of {len(first)} timed claims flipped: {', '.join(flipped) or 'none'}")
+    both = {claims.REPRODUCED, claims.NOT_REPRODUCED}
+    crossed = [i for i in flipped if {first[i]["verdict"], second[i]["verdict"]} == both]
+    print(f"between reproduced and not reproduced: {', '.join(crossed) or 'none'}")
 
 
 if __name__ == "__main__":

@@ -54,11 +54,7 @@ def test_smoke_run_writes_report_and_ledger(smoke_run):
     assert list(table.columns) == [*claims.COLUMNS, "explanation"]
     ledger = claims.load(smoke_run / "workflow" / "claims.yaml")
     assert set(table["id"]) == {c["id"] for s in ledger["sections"] for c in s["claims"]}
-    assert set(table["verdict"]) <= {
-        claims.REPRODUCED,
-        claims.NOT_REPRODUCED,
-        claims.NOT_APPLICABLE,
-    }
+    assert set(table["verdict"]) <= set(claims.VERDICTS)
     assert (table.loc[table["verdict"] == claims.NOT_APPLICABLE, "reason"] != "").all()
     html = (smoke_run / "results" / "report.html").read_text()
     assert "<b>smoke</b>" in html

@@ -1,5 +1,8 @@
 """Figures in the book's style, saved as PNG (d2lrepro.core.plotting)."""
 
+import re
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -60,11 +63,12 @@ def test_grouped_bars_draw_one_series_per_bar_across_the_groups(axes):
             "iqr_s": [0.1, 0.2, 0.3, None],
         }
     ).set_index(["group", "bar"])
-    plotting.grouped_bars(axes, table, ["g1", "g2"], ["a", "b"])
+    x = plotting.grouped_bars(axes, table, ["g1", "g2"], ["a", "b"])
     bars = [c for c in axes.containers if hasattr(c, "patches")]
     assert [[p.get_height() for p in c.patches] for c in bars] == [[1.0, 3.0], [2.0, 4.0]]
     assert [c.get_label() for c in bars] == ["a", "b"]
     assert list(axes.get_xticks()) == [0, 1]
+    assert {bar: list(at) for bar, at in x.items()} == {"a": [-0.2, 0.8], "b": [0.2, 1.2]}
 
 
 def test_a_divergence_is_marked_where_it_first_happens(axes):
@@ -102,3 +106,82 @@ def test_a_long_footer_wraps_inside_the_figure_one_machine_a_line(tmp_path):
     assert drawn.x1 <= fig.bbox.x1 and drawn.y0 >= 0
     axes = ax.get_tightbbox(renderer)
     assert axes.y0 >= drawn.y1  # the footer sits under the axes, their labels included
+
+
+def report_pt(text) -> float:
+    """A text's size in points as the report shows its figure (scaled to the report's height)."""
+    return text.get_fontsize() * plotting.REPORT_HEIGHT_IN / text.figure.get_figheight()
+
+
+def test_the_report_height_is_the_templates():
+    """Readable sizes are computed for the height the report shows a figure at."""
+    template = (Path(__file__).parents[2] / "report" / "report.html.j2").read_text()
+    (px,) = re.findall(r"figure img \{ height: (\d+)px", template)
+    assert plotting.REPORT_HEIGHT_IN * 96 == int(px)
+
+
+@pytest.mark.parametrize("height", [1.5, 2.5, 3.0, 4.0])
+def test_legends_read_at_7_pt_or_more_in_the_report(height):
+    fig, ax = plotting.figure(figsize=(4, height))
+    try:
+        ax.plot([0, 1], [0, 1], label="a")
+        legend = plotting.legend_readable(ax)
+        assert min(report_pt(t) for t in legend.get_texts()) >= plotting.READABLE_PT - 1e-9
+        plotting.plot_lines(ax, [0, 1], [[1, 0]], legend=["b"])  # d2l.plot's legend too
+        assert min(report_pt(t) for t in ax.get_legend().get_texts()) >= 7 - 1e-9
+    finally:
+        plotting.pyplot().close(fig)
+
+
+def inside(inner, outer) -> bool:
+    return (
+        inner.x0 >= outer.x0 and inner.x1 <= outer.x1 and inner.y0 >= outer.y0
+    ) and inner.y1 <= outer.y1
+
+
+def test_a_panel_without_data_says_why_inside_it(tmp_path):
+    fig, (empty, full) = plotting.figure(figsize=(6, 2.8), ncols=2)
+    full.plot([0, 1], [0, 1])
+    why = "Not measured here: needs 2 devices, the job that measured it could use 1 (1 GPU)."
+    plotting.no_data(empty, why)
+    plotting.save(fig, tmp_path / "f.png", footer="node1")
+    (text,) = empty.texts
+    assert " ".join(text.get_text().split()) == why
+    assert list(empty.get_xticks()) == [] and list(empty.get_yticks()) == []
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    assert inside(text.get_window_extent(renderer), empty.get_window_extent(renderer))
+    assert report_pt(text) >= plotting.READABLE_PT
+
+
+def test_a_note_sits_between_the_axes_and_the_footer_and_fits(tmp_path):
+    """A long note (what a figure lacks) wraps to the figure's width; cut at its edges it would
+    say nothing."""
+    fig, ax = plotting.figure()
+    ax.plot([0, 1], [0, 1])
+    plotting.note(fig, "")  # nothing to say: no note
+    assert fig.texts == []
+    long = "Not run here: 2 dev (lenet.2): needs 2 devices, this job may use 1 GPU. " * 3
+    plotting.note(fig, long)
+    plotting.save(fig, tmp_path / "f.png", footer="measured on cpu of node1; and node2")
+    note, footer = sorted(fig.texts, key=lambda t: t.get_gid() != plotting.NOTE)
+    assert " ".join(note.get_text().split()) == long.strip() and note.get_text().count("\n") >= 2
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    drawn, under = note.get_window_extent(renderer), footer.get_window_extent(renderer)
+    assert inside(drawn, fig.bbox) and drawn.y0 >= under.y1  # above the footer
+    assert ax.get_tightbbox(renderer).y0 >= drawn.y1  # under the axes and their labels
+    assert report_pt(note) >= plotting.READABLE_PT
+
+
+def test_a_scaled_run_names_its_scale_and_the_book_preset_s():
+    scaled = [
+        ["lr_schedules.seeds", [0, 1, 2], [0]],
+        ["lr_schedules.train_subset", None, 3000],  # null: the whole training set
+        ["lr_schedules.test_subset", None, 1000],
+        ["lr_schedules.semantics", ["as_written", "intended"], ["as_written"]],  # not a scale
+        ["lr_schedules.epochs", 30, 40],
+    ]
+    assert plotting.scale_note(scaled) == (
+        "Scaled from the book preset: 1 of 3 seeds, 3,000 of 60,000 training images,"
+        " 1,000 of 10,000 test images, 40 epochs (the book preset: 30)."
+    )
+    assert plotting.scale_note(scaled[3:4]) == plotting.scale_note([]) == ""

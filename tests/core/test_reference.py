@@ -2,6 +2,8 @@ import math
 import re
 
 import pandas as pd
+import pytest
+from matplotlib.colors import to_rgba
 
 from conftest import REPO
 from d2lrepro.core import plotting, reference
@@ -39,6 +41,34 @@ def test_the_books_curves_are_drawn_labelled_by_edition():
     fig, ax = plotting.figure()
     reference.draw(ax, BOOK, "lrs.baseline", "test_acc")
     assert [line.get_label() for line in ax.lines] == ["book EN", "book ZH"]
+    assert {line.get_color() for line in ax.lines} == {plotting.BOOK_GREY}
+    assert len({line.get_linestyle() for line in ax.lines}) == 2
+    plotting.pyplot().close(fig)
+
+
+def test_two_of_the_books_curves_on_one_axes_differ_in_line_style_editions_in_marker():
+    fig, ax = plotting.figure()
+    reference.draw(ax, BOOK, "mgpu.1gpu", "test_acc", "1 device", linestyle=":")
+    reference.draw(ax, BOOK, "mgpu.2gpu", "test_acc", "2 devices", linestyle="--")
+    styles = {line.get_label(): (line.get_linestyle(), line.get_marker()) for line in ax.lines}
+    assert styles == {
+        "book EN 1 device": (":", "x"),
+        "book ZH 1 device": (":", "+"),
+        "book EN 2 devices": ("--", "x"),
+        "book ZH 2 devices": ("--", "+"),
+    }
+    assert {line.get_color() for line in ax.lines} == {plotting.BOOK_GREY}
+    plotting.pyplot().close(fig)
+
+
+def test_the_books_printed_times_are_drawn_in_grey_where_asked():
+    fig, ax = plotting.figure()
+    reference.draw_printed(ax, "hyb.bench", {"eager": 0.0, "script": 1.0}, 0.1, ", scaled")
+    en, zh = ax.collections
+    assert [c.get_label() for c in (en, zh)] == [f"book {e}, printed, scaled" for e in ("EN", "ZH")]
+    assert en.get_offsets().ravel().tolist() == pytest.approx([0.0, 0.21447, 1.0, 0.40545])
+    grey = to_rgba(plotting.BOOK_GREY)
+    assert all(tuple(c.get_facecolor()[0]) == grey for c in (en, zh))
     plotting.pyplot().close(fig)
 
 

@@ -13,7 +13,7 @@ import fake_cuda
 from conftest import machine_record, verdict_of
 from d2lrepro.core import devices, results
 from d2lrepro.multidevice import parameter_server
-from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 
 def _strategies(rank, world, store, out):
@@ -358,7 +358,7 @@ def test_a_ring_that_gathers_on_one_worker_fails_the_split_work(tmp_path):
     # The claim needs GPUs (2 CPU processes copy 2 gradients each in either strategy): these
     # CPU numbers stand in for theirs.
     rows = timed_rows(tmp_path, "gathered")
-    assert verdict_of("ps.sync160", rows, GPUS) == NOT_REPRODUCED
+    assert verdict_of("ps.sync160", rows, GPUS) in (NOT_REPRODUCED, INCONCLUSIVE)
     assert verdict_of("ps.sync160", rows) == NOT_APPLICABLE
 
 
@@ -382,7 +382,7 @@ def test_ring_bandwidth_against_ethernet_and_pcie():
     assert verdict_of("ps.bw", ring(12), gpus) == REPRODUCED  # PCIe 3.0 x16 as the book's table
     assert verdict_of("ps.bw", ring(9.5), gpus) == NOT_REPRODUCED  # 100 GbE would do
     assert verdict_of("ps.bw", ring(1.5), gpus) == NOT_REPRODUCED  # 10 GbE nearly would
-    assert verdict_of("ps.bw", ring(10.04), gpus) == NOT_REPRODUCED  # within the spread
+    assert verdict_of("ps.bw", ring(10.04), gpus) == INCONCLUSIVE  # within the spread
     assert verdict_of("ps.bw", ring(13)) == NOT_APPLICABLE  # CPU processes: no GPU link
 
     def nvlink(gbps, iqr, linked=True):
@@ -393,7 +393,7 @@ def test_ring_bandwidth_against_ethernet_and_pcie():
 
     assert verdict_of("ps.nvlink", nvlink(54, 2), gpus) == REPRODUCED  # the book's NVLink ring
     assert verdict_of("ps.nvlink", nvlink(25, 1), gpus) == NOT_REPRODUCED  # fewer NVLinks
-    assert verdict_of("ps.nvlink", nvlink(33, 4), gpus) == NOT_REPRODUCED  # within the spread
+    assert verdict_of("ps.nvlink", nvlink(33, 4), gpus) == INCONCLUSIVE  # within the spread
     assert verdict_of("ps.nvlink", nvlink(25, 1, linked=False), gpus) == NOT_APPLICABLE  # PCIe
     assert verdict_of("ps.nvlink", nvlink(54, 2)) == NOT_APPLICABLE  # no GPUs
 

@@ -360,7 +360,7 @@ def timing_rows(slowest, fastest, spread=0.0):
 
 def test_sec_per_epoch_is_judged_against_the_editions_that_time_alike(airfoil_data, monkeypatch):
     """The bound is ZH's printed extremes (1.42; CL's are 1.31): both those editions pass,
-    EN's scattered run (2.29) does not, nor does a gap that holds only at the medians."""
+    EN's scattered run (2.29) does not; a gap that holds only at the medians is inconclusive."""
     claim = "data.train_ch11.sec_per_epoch"
     check = shipped_claims()[claim]["checks"][0]
     assert check["bound"] == pytest.approx(0.017 / 0.012, abs=0.005)
@@ -368,7 +368,7 @@ def test_sec_per_epoch_is_judged_against_the_editions_that_time_alike(airfoil_da
     assert verdict_of(claim, timing_rows(0.017, 0.013)) == claims.REPRODUCED  # the book's CL
     assert verdict_of(claim, timing_rows(0.245, 0.107)) == claims.NOT_REPRODUCED  # the book's EN
     assert verdict_of(claim, timing_rows(0.0175, 0.0115)) == claims.NOT_REPRODUCED
-    assert verdict_of(claim, timing_rows(0.14, 0.1, spread=0.01)) == claims.NOT_REPRODUCED
+    assert verdict_of(claim, timing_rows(0.14, 0.1, spread=0.01)) == claims.INCONCLUSIVE
     # Two settings that run the same code at the same cost: about the same time. In the
     # workflow each runs in a process of its own; here they share one, so a first run warms
     # it up for both (else the first setting alone pays for the first calls).
@@ -397,4 +397,5 @@ def test_sec_per_epoch_is_judged_against_the_editions_that_time_alike(airfoil_da
         return train(optimizer, hyper, *args, batch_size=batch, **kw)
 
     monkeypatch.setattr(airfoil, "train_airfoil", halved_at_lr002)
-    assert verdict_of(claim, summary(airfoil_data, names)) == claims.NOT_REPRODUCED
+    broken = verdict_of(claim, summary(airfoil_data, names))
+    assert broken in (claims.NOT_REPRODUCED, claims.INCONCLUSIVE)  # noise may reach the bound

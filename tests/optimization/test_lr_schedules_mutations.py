@@ -49,8 +49,9 @@ def test_a_schedule_never_applied_fails_the_warmup_and_cosine_orderings(raw, mon
     # Cosine and warm-up both start at 0.3: without their schedules they are the constant run.
     assert m["cosine.as_written.test_acc"] == m["constant.as_written.test_acc"]
     assert m["warmup.as_written.early_test_acc"] == m["cosine.as_written.early_test_acc"]
+    # Equal curves: an ordering whose seeds' spread reaches either side is inconclusive.
     for claim in ("lrs.cosine_train", "lrs.warmup_train"):
-        assert verdict_of(claim, rows) == claims.NOT_REPRODUCED
+        assert verdict_of(claim, rows) in (claims.NOT_REPRODUCED, claims.INCONCLUSIVE)
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,12 @@ import math
 
 import pandas as pd
 import pytest
+import yaml
 
 from conftest import judged, shipped_claims
-from d2lrepro.core import reference
+from d2lrepro.core import plotting, reference
 from d2lrepro.optimization import lr_schedules
-from d2lrepro.pipeline import claims
+from d2lrepro.pipeline import claims, settings
 
 BOOK = reference.load()
 
@@ -109,6 +110,27 @@ def test_figures(tmp_path):
     assert len(list(tmp_path.glob("*.png"))) == 8
 
 
+def test_each_figure_of_a_scaled_run_states_the_scale_the_preset_gave_it(repo, monkeypatch):
+    """The cpu preset trains on a subset with one seed: its figures say so, in words made from
+    the settings (the rule hands the summary the preset's deviations), not typed."""
+    config = yaml.safe_load((repo / "config.yaml").read_text())
+    cpu = settings.resolve({**config, "preset": "cpu"})
+    scaled = [[d.key, d.book, d.value] for d in cpu.deviations if d.key.startswith("lr_schedules.")]
+    scale = plotting.scale_note(scaled)
+    train = cpu.values["lr_schedules"]["train_subset"]
+    assert f"{train:,} of 60,000 training images" in scale and "1 of 3 seeds" in scale
+    drawn = {}
+    monkeypatch.setattr(plotting, "save", lambda fig, path, footer=None: drawn.update({path: fig}))
+    h = pd.concat([history(r, "as_written", [0.1, 0.2, 0.3]) for r in ("cosine", "warmup")])
+    lr_schedules.draw_lrs(h, "lrs", "footer", scale)
+    lr_schedules.draw_early(h, "early", "footer", scale)
+    lr_schedules.draw_run(h[h.run == "cosine"], "run", "footer", BOOK, scale)
+    notes = {path: [" ".join(t.get_text().split()) for t in f.texts] for path, f in drawn.items()}
+    assert notes == {"lrs": [scale], "early": [scale], "run": [scale]}
+    for fig in drawn.values():
+        plotting.pyplot().close(fig)
+
+
 def test_the_quirks_of_the_books_code_are_measured_from_the_history():
     h = history("warmup", "as_written", [0.7, 0.7, 0.8]).assign(
         lr=[0.3, 0.0, 0.06], param_change=[0.2, 0.0, 0.1]
@@ -152,9 +174,6 @@ def test_the_constant_lr_gap_is_judged_against_the_printed_ones_with_its_spread(
     assert judged("lrs.baseline", constant_run(printed))["verdict"] == claims.REPRODUCED
     assert judged("lrs.baseline", constant_run([0.055] * 3))["verdict"] == claims.REPRODUCED
     for gaps in ([0.03, 0.035, 0.04], [0.05] * 3):
-        narrow = judged("lrs.baseline", constant_run(gaps))
-        assert narrow["verdict"] == claims.NOT_REPRODUCED
-        assert not narrow["reason"].startswith(claims.FAILED_WITHIN_NOISE)
+        assert judged("lrs.baseline", constant_run(gaps))["verdict"] == claims.NOT_REPRODUCED
     noisy = judged("lrs.baseline", constant_run([0.04, 0.055, 0.07]))  # 0.055, IQR 0.015
-    assert noisy["verdict"] == claims.NOT_REPRODUCED
-    assert noisy["reason"].startswith(claims.FAILED_WITHIN_NOISE)
+    assert noisy["verdict"] == claims.INCONCLUSIVE

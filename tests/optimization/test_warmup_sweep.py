@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import synthetic
-from d2lrepro.core import data
+from d2lrepro.core import data, plotting
 from d2lrepro.optimization import warmup_sweep
 
 
@@ -53,6 +53,22 @@ def test_warmup_sweep_figure(tmp_path):
     runs["warmup_steps"] = runs["warmup"].map({"none": 0, "linear": 100})
     warmup_sweep.draw_sweep(runs, tmp_path / "sweep.png", "footer")
     assert (tmp_path / "sweep.png").stat().st_size > 0
+
+
+def test_a_scaled_sweep_says_its_scale_in_its_figure(monkeypatch):
+    runs = sweep_runs([True, True, False, False], [True, False, True, True])
+    runs["warmup_steps"] = runs["warmup"].map({"none": 0, "linear": 100})
+    drawn = []
+    monkeypatch.setattr(plotting, "save", lambda fig, path, footer=None: drawn.append(fig))
+    scale = plotting.scale_note([["warmup_sweep.train_subset", None, 3000]])
+    warmup_sweep.draw_sweep(runs, "sweep.png", "footer", scale)
+    (fig,) = drawn
+    assert [" ".join(t.get_text().split()) for t in fig.texts] == [
+        "Scaled from the book preset: 3,000 of 60,000 training images."
+    ]
+    legend = fig.axes[0].get_legend()
+    assert legend.get_texts()[0].get_fontsize() >= plotting.readable_pt(fig)
+    plotting.pyplot().close(fig)
 
 
 def test_the_sweep_trains_every_seed_and_labels_what_its_summary_reads(tmp_path, cpu_only):

@@ -6,11 +6,13 @@ import sys
 import pandas as pd
 import pytest
 import torch
+from matplotlib.colors import to_rgba
 
 from conftest import verdict_of
+from d2lrepro.core import plotting
 from d2lrepro.core.results import metric, not_applicable
 from d2lrepro.performance import hybridize
-from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 FAST = {"min_run_time": 0.01, "max_run_time": 0.2}
 
@@ -188,6 +190,30 @@ def test_the_figure_draws_the_gpu_beside_the_cpu(tmp_path, hybrid_rows, monkeypa
     assert len(drawn_panels(monkeypatch, hybrid_rows + unmeasured, tmp_path)) == 1
 
 
+def test_our_cold_loop_is_drawn_in_the_bar_colours_and_the_books_times_in_grey(
+    tmp_path, hybrid_rows, monkeypatch
+):
+    """The hollow markers are a loop timed here, never in the book's grey; the book's printed
+    times (1000 calls at batch 1) are, scaled to the figure's 5 calls."""
+    no_gpu = [not_applicable("hyb.cuda.batch1.eager.median_s", "needs CUDA", "s")]
+    (panel,) = drawn_panels(monkeypatch, hybrid_rows + no_gpu, tmp_path)
+    grey = to_rgba(plotting.BOOK_GREY)
+    ours = [c for c in panel.collections if not c.get_label().startswith("book")]
+    edges = {tuple(e) for c in ours for e in c.get_edgecolor()}
+    assert edges and grey not in edges
+    book = {c.get_label(): c for c in panel.collections if c.get_label().startswith("book")}
+    assert set(book) == {f"book {e}, printed, 1000 calls scaled to 5" for e in ("EN", "ZH")}
+    en = book["book EN, printed, 1000 calls scaled to 5"]
+    assert en.get_offsets()[:, 1].tolist() == pytest.approx([2.1447 / 200, 4.0545 / 200])
+    assert all(tuple(c.get_facecolor()[0]) == grey for c in book.values())
+    legend = panel.get_legend()
+    assert "one cold loop, timed here" in [t.get_text() for t in legend.get_texts()]
+    assert min(t.get_fontsize() for t in legend.get_texts()) >= plotting.readable_pt(panel.figure)
+    # Without a GPU panel, the figure says why.
+    (note,) = panel.figure.texts
+    assert note.get_text() == "The first GPU is not timed here: needs CUDA."
+
+
 def test_the_cpu_is_always_timed_and_a_gpu_gets_rows_of_its_own(tmp_path, cuda_count):
     cfg = {
         "batch_sizes": [1],
@@ -215,7 +241,8 @@ def test_a_script_mode_that_returns_the_eager_module_fails_the_speed_claim(monke
     real = hybridize.convert
     monkeypatch.setattr(hybridize, "convert", lambda net, m: net if m == "script" else real(net, m))
     rows = hybridize.hybridize(batch_sizes=(1,), modes=("eager", "script"), n_calls=100, **FAST)
-    assert verdict_of("hyb.bench", rows) == NOT_REPRODUCED
+    # Two timings of one code: a ratio near 1, whose spread may reach the bound of 1.
+    assert verdict_of("hyb.bench", rows) in (NOT_REPRODUCED, INCONCLUSIVE)
 
 
 def compiled(prefix: str, device: str, ratio: float, iqr: float) -> list[dict]:
@@ -240,7 +267,7 @@ def test_torch_compile_is_judged_on_the_cpu_and_on_the_gpu_apart():
     assert verdict_of("hyb.bench.compile.gpu", gpu_faster, gpu) == REPRODUCED
     near = compiled("hyb", "cpu", 1.3, 0.05) + compiled("hyb.cuda", "cuda:0", 1.05, 0.2)
     assert verdict_of("hyb.bench.compile", near, gpu) == REPRODUCED
-    assert verdict_of("hyb.bench.compile.gpu", near, gpu) == NOT_REPRODUCED  # within its IQR
+    assert verdict_of("hyb.bench.compile.gpu", near, gpu) == INCONCLUSIVE  # within its IQR
     # Measured by a job that saw no GPU: not applicable, whatever the rows say.
     assert verdict_of("hyb.bench.compile.gpu", gpu_faster) == NOT_APPLICABLE
 

@@ -72,3 +72,70 @@ def test_a_derived_number_that_overflows_fails_as_no_number(check):
     assert not broken.passed and not broken.finite and "inf" in broken.measured
     sane = checks.apply(check, (values | {"big": 3.0, "tiny": 1.0}).__getitem__)
     assert sane.passed and sane.finite
+
+
+UNITS = {"slow_s": "s", "fast_s": "s", "pinned_bytes": "B", "sync_bytes": "B", "sign_p": "p"}
+UNITS |= {"lat_us": "µs", "excess": "|Δ|", "speedup": "x", "speedup_iqr": "x"}
+MEASURED = {"slow_s": 0.041361, "fast_s": 0.0210855, "pinned_bytes": 41943046.0}
+MEASURED |= {"sync_bytes": 41943040.0, "sign_p": 0.1875, "lat_us": 29.075, "excess": 0.004}
+MEASURED |= {"speedup": 1.75, "speedup_iqr": 0.2}
+
+
+@pytest.mark.parametrize(
+    "check, text",
+    [
+        (
+            {"kind": "ratio_below", "numerator": "slow_s", "denominator": "fast_s", "bound": 1.42},
+            "slow_s / fast_s = 0.041361 s / 0.0210855 s = 1.96x (needs < 1.42x)",
+        ),
+        (
+            {"kind": "ratio_above", "numerator": "pinned_bytes", "denominator": "sync_bytes"}
+            | {"bound": 1},
+            "pinned_bytes / sync_bytes = 41,943,046 B / 41,943,040 B = 1x (needs > 1x)",
+        ),
+        (
+            {"kind": "exact", "metric": "sync_bytes", "expected": 41943040, "decimals": 0},
+            "sync_bytes = 41,943,040 B (needs 41,943,040 B to 0 decimals)",
+        ),
+        (
+            {"kind": "within", "metric": "lat_us", "target": 30, "tol": 2},
+            "lat_us = 29.075 µs (needs ± 2 µs of 30 µs)",
+        ),
+        ({"kind": "below", "metric": "sign_p", "bound": 0.05}, "sign_p = 0.1875 (needs p < 0.05)"),
+        ({"kind": "below", "metric": "excess", "bound": 0.02}, "excess = 0.004 (needs |Δ| < 0.02)"),
+        (
+            {
+                "kind": "above",
+                "metric": "speedup",
+                "bound": 1.8,
+                "spread": {"speedup": "speedup_iqr"},
+            },
+            f"speedup = 1.75x, spread 1.65x to 1.85x (needs > 1.8x), {checks.WITHIN_NOISE}",
+        ),
+        (
+            {"kind": "ordering", "metrics": ["fast_s", "slow_s"], "order": "increasing"},
+            "fast_s = 0.0210855 s < slow_s = 0.041361 s (needs this order)",
+        ),
+        (
+            {"kind": "sum_of_parts", "whole": "slow_s", "parts": ["fast_s", "fast_s"]},
+            "slow_s = 0.041361 s, sum of parts 0.0210855 s + 0.0210855 s = 0.042171 s,"
+            " sum / whole = 1.02x (needs whole < sum)",
+        ),
+    ],
+)
+def test_every_number_of_a_check_carries_its_unit(check, text):
+    """Times in seconds, byte counts in full with thousands marked, ratios and speed-ups as
+    times, a p-value's or a distance's bound after its name; a spread by its two ends. They
+    read "0.041361 / 0.0210855 = 1.96 (needs < 1.42)" and "4.1943e+07 / 4.1943e+07"."""
+    assert checks.apply(check, MEASURED.__getitem__, unit=UNITS.__getitem__).measured == text
+
+
+def test_a_spread_over_an_order_shows_each_metric_s_ends():
+    values = {"a_s": 1.0, "b_s": 1.1, "a_iqr": 0.2, "b_iqr": 0.2}
+    check = {"kind": "ordering", "metrics": ["a_s", "b_s"], "order": "increasing"}
+    check |= {"spread": {"a_s": "a_iqr", "b_s": "b_iqr"}}
+    outcome = checks.apply(check, values.__getitem__, unit=lambda m: "s")
+    assert outcome.within_noise and outcome.measured == (
+        "a_s = 1 s (spread 0.9 s to 1.1 s) < b_s = 1.1 s (spread 1 s to 1.2 s)"
+        f" (needs this order), {checks.WITHIN_NOISE}"
+    )

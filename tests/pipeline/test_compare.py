@@ -4,7 +4,7 @@ import math
 
 from conftest import archived_run, two_archived_runs
 from d2lrepro.core import reference
-from d2lrepro.pipeline import claims, compare
+from d2lrepro.pipeline import archive, checks, claims, compare
 
 BOOK = reference.load()
 
@@ -94,3 +94,33 @@ def test_a_claim_shows_its_headline_with_its_statement_behind_it(tmp_path):
     fast = '<details class="statement"><summary>A &amp; B: A is faster</summary>A is faster'
     assert fast in html
     assert "<div>Only in one run</div>" in html
+
+
+def with_fast(run, verdict: str, reason: str):
+    """``run`` with the verdict and reason of its claim s.fast replaced."""
+    table = run.claims
+    table.loc[table["id"] == "s.fast", ["verdict", "reason"]] = [verdict, reason]
+    csv = table.to_csv(index=False).encode()
+    return archive.Run(run.path, run.manifest, run.files | {archive.CLAIMS: csv})
+
+
+def test_an_older_archive_s_noise_reads_as_inconclusive(tmp_path):
+    """An archive written before the inconclusive verdict calls a claim whose failed checks
+    all sat within their noise "not reproduced", its reason led by "failed within the measured
+    noise: ". Read as inconclusive, it has the verdict a newer run gives the same numbers, in
+    that verdict's colour; an older plain failure stays not reproduced."""
+    old, new = two_archived_runs(tmp_path)
+    check = f"a / b = 3 / 1 = 3x, spread 1.5x to 6x (needs > 2.5x), {checks.WITHIN_NOISE}"
+    older = with_fast(old, claims.NOT_REPRODUCED, compare.OLD_WITHIN_NOISE + check)
+    newer = with_fast(new, claims.INCONCLUSIVE, check)
+    names = compare.labels([older, newer])
+    rows = compare.table([older, newer], names).set_index("id")
+    assert rows.loc["s.fast", f"{names[0]}: verdict"] == claims.INCONCLUSIVE
+    assert rows.loc["s.fast", "group"] == compare.SAME
+    html, _ = compare.render([older, newer], BOOK, commit="abc")
+    assert '<span class="verdict unsure">1 inconclusive here</span>' in html
+    assert ".unsure {" in html
+    plain = with_fast(old, claims.NOT_REPRODUCED, "failed: a / b")
+    rows = compare.table([plain, newer], names).set_index("id")
+    assert rows.loc["s.fast", f"{names[0]}: verdict"] == claims.NOT_REPRODUCED
+    assert rows.loc["s.fast", "group"] == compare.DIFFERS

@@ -1,7 +1,7 @@
 import pandas as pd
 
 from d2lrepro.core import paths, plotting
-from d2lrepro.pipeline import claims, report, settings
+from d2lrepro.pipeline import checks, claims, report, settings
 
 ENV = {
     "cpu_model": "Test CPU",
@@ -129,6 +129,41 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path, monke
     assert "<b>English:</b> </div>" not in html  # no gloss where the book printed no Chinese
 
 
+def test_an_inconclusive_claim_has_its_own_colour_count_and_words(tmp_path, monkeypatch):
+    """A claim whose bound lay within its spread is counted apart at the top, in the contents
+    and in the findings, in a colour of its own, never as not reproduced; the findings show
+    its spread's two ends in plain words, the glossary explains the words they leave out; a
+    long metric name wraps in its cell."""
+    monkeypatch.chdir(tmp_path)
+    fig, ax = plotting.figure()
+    ax.plot([0, 1], [0, 1])
+    plotting.save(fig, paths.figure("s", "c"), footer="Test CPU")
+    check = "lenet.1.test_acc = 0.8094, spread 0.7994 to 0.8194 (needs > 0.815)"
+    measured = f"{check}, {checks.WITHIN_NOISE}"
+    unsure = {"verdict": claims.INCONCLUSIVE, "measured": measured, "reason": measured}
+    table = TABLE.assign(**{k: [v, TABLE.loc[1, k]] for k, v in unsure.items()})
+    run = settings.Settings("auto", "smoke", {}, [])
+    html = report.render(LEDGER, table, ENV, run, commit="abc123")
+    for text in (
+        ".unsure {",
+        "overflow-wrap: anywhere",  # in the cells' rule
+        '<span class="unsure">1 inconclusive here: 1 measurement, 0 printed outputs</span>',
+        '<span class="n unsure" title="1 measurement: inconclusive here">1</span>',
+        '<td class="verdict"><span class="unsure">inconclusive here</span></td>',
+        "1 held (1 measurement), 0 did not and 1 was inconclusive",
+        f'<span class="mono">{check.replace(">", "&gt;")}</span>.',  # escaped
+        "<b>IQR</b> (interquartile range",
+        "<b>sign test</b>",
+    ):
+        assert text in html, text
+    assert "0 not reproduced" in html
+    assert "th, td {" in html and "overflow-wrap: anywhere" in html.split("th, td {")[1][:200]
+    found = html.split('<section id="found">')[1].split("</section>")[0]
+    assert "IQR" not in found and "pessimistic" not in found
+    page = report.section_pages(LEDGER, table)["s"]
+    assert '<span class="unsure">inconclusive here</span>' in page and ".unsure {" in page
+
+
 def test_a_section_without_figures_has_a_page_of_its_claims():
     """`snakemake --report` shows a section through its files: each has a page of its claims,
     the one file of a section without figures."""
@@ -186,8 +221,7 @@ def test_the_set_up_lists_the_machines_when_the_jobs_used_several(tmp_path, monk
 def test_a_reason_shows_only_what_it_adds_to_what_was_measured():
     measured = "a = 2 (needs < 1)"
     assert report.shown_reason(claims.FAILED_CHECK + measured, measured) == ""
-    noisy = report.shown_reason(claims.FAILED_WITHIN_NOISE + measured, measured)
-    assert noisy == "failed within the measured noise"
+    assert report.shown_reason(measured, measured) == ""  # inconclusive: its checks say so
     mixed = f"{claims.FAILED_CHECK}{measured}; note: warm-up only"
     assert report.shown_reason(mixed, measured) == mixed
     assert report.shown_reason(claims.RAN_BESIDE_OTHERS, measured) == claims.RAN_BESIDE_OTHERS

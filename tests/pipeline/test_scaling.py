@@ -1,60 +1,147 @@
-"""What a preset scaled that a claim depends on, and how long its book-scale run would take
-(d2lrepro.pipeline.scaling)."""
+"""What a preset scaled that a claim depends on, and how long training at the book's scale
+would take, at the rates this run's runs measured (d2lrepro.pipeline.scaling)."""
 
+import math
+
+import pandas as pd
 import pytest
 
 from d2lrepro.pipeline import scaling
 
 
-def test_the_most_specific_family_of_jobs_is_the_one_timed():
-    """The ε sweep's jobs are the family airfoil.eps_sweep: the optimizer sweep's jobs
+def epochs(seconds, examples=1000, **columns):
+    """A run's history: one row per epoch, each of ``examples`` taking ``seconds``."""
+    rows = pd.DataFrame({"epoch": range(1, len(seconds) + 1), "seconds": seconds})
+    return rows.assign(samples_per_s=examples / rows["seconds"], **columns)
+
+
+def test_a_run_s_rate_leaves_out_its_first_epoch_and_counts_all_it_trained():
+    """The first epoch pays one-off set-up (10 s here); the rate is the later epochs' 1 s per
+    1,000 examples, and every epoch's examples are what the run trained."""
+    rate = scaling.rate([epochs([10.0, 1.0, 1.0])])
+    assert rate == scaling.Rate(3000.0, 0.001)
+
+
+def test_one_epoch_counts_its_steady_rate_and_several_runs_in_one_file_are_apart():
+    """A run of one epoch counts that epoch, at its whole batches' rate where its history
+    records one; two seeds in one file are two runs, each with a first epoch of its own."""
+    one = epochs([2.0], steady_samples_per_s=[1000.0])
+    assert scaling.rate([one]) == scaling.Rate(1000.0, 0.001)
+    seeds = pd.concat([epochs([9.0, 2.0], seed=0), epochs([9.0, 2.0], seed=1)])
+    assert scaling.rate([seeds]) == scaling.Rate(4000.0, 0.002)
+
+
+def test_runs_that_trained_nothing_have_no_rate_and_say_why():
+    note = pd.DataFrame({"note": ["needs 2 devices, this job may use 1 GPU"]})
+    rate = scaling.rate([note, note])
+    assert rate.examples == 0 and math.isnan(rate.seconds_per_example)
+    assert rate.nothing == "needs 2 devices, this job may use 1 GPU"
+    assert scaling.rate([pd.DataFrame(columns=["epoch", "seconds"])]).nothing
+
+
+def test_rates_read_each_family_s_histories(tmp_path):
+    path = tmp_path / "lenet.1.seed0.csv"
+    epochs([5.0, 0.5, 0.5]).to_csv(path, index=False)
+    found = scaling.rates({"data_parallel.runs.lenet.1": [str(path)], "left_out": []})
+    assert found == {"data_parallel.runs.lenet.1": scaling.Rate(3000.0, 0.0005)}
+
+
+SCHEDULES = [("lr_schedules.train_subset", None, 3000), ("lr_schedules.seeds", [0, 1, 2], [0])]
+
+
+def test_the_estimate_is_the_book_s_work_at_the_measured_rate_without_start_up():
+    """A run of 10 epochs of 3,000 examples, 3 s each after a first of 10 s (its set-up): the
+    book's 20 x 3 times as many examples at 1,000 a second take 30 min; counting the first
+    epoch would make it 37 min, and scaling the job's whole time (its start-up too) more."""
+    rates = {"lr_schedules": scaling.rate([epochs([10.0] + [3.0] * 9, examples=3000)])}
+    reason = scaling.scaled_reason(["lr_schedules"], SCHEDULES, "cpu", rates)
+    assert "training at the book's settings would take about 30 min here" in reason
+    assert "(lr_schedules: 1,000 examples/s; start-up and testing not counted)" in reason
+
+
+def test_the_most_specific_family_of_runs_is_the_one_timed():
+    """The ε sweep's runs are the family airfoil.eps_sweep: the optimizer sweep's runs
     (family airfoil) do not count towards a claim about the ε sweep, though its settings sit
     under airfoil too."""
-    seconds = {"airfoil": 600.0, "airfoil.eps_sweep": 30.0}
+    rates = {"airfoil": scaling.Rate(1e6, 0.001), "airfoil.eps_sweep": scaling.Rate(1e4, 0.001)}
     deviations = [("airfoil.eps_sweep.eps", [1, 2, 3, 4], [1, 2])]
     reason = scaling.scaled_reason(
-        ["airfoil.epochs", "airfoil.eps_sweep"], deviations, "smoke", seconds
+        ["airfoil.epochs", "airfoil.eps_sweep"], deviations, "smoke", rates
     )
-    assert "at most about 60 s of job time here" in reason  # 30 s x 4 / 2
+    assert "would take about 20 s here" in reason  # 10 s x 4 / 2
     other = scaling.scaled_reason(
-        ["airfoil.seeds"], [("airfoil.seeds", [0, 1], [0])], "smoke", seconds
+        ["airfoil.seeds"], [("airfoil.seeds", [0, 1], [0])], "smoke", rates
     )
-    assert "at most about 20 min of job time here" in other  # 600 s x 2
+    assert "would take about 33 min here" in other  # 1,000 s x 2
 
 
-def test_a_scaled_setting_with_no_known_work_factor_still_names_the_job_time():
-    seconds = {"hardware": 42.0}
+def test_a_family_that_trained_nothing_gives_no_number_and_says_so():
+    """Two ResNet-18 runs of 2 devices on a 1-GPU machine trained nothing: no estimate and no
+    work factor comes from them, whatever the preset scaled."""
+    idle = scaling.Rate(0.0, math.nan, "needs 2 devices, this job may use 1 GPU")
+    rates = {"data_parallel.runs.resnet18.2": idle, "data_parallel.runs.resnet18_b256.2": idle}
+    deviations = [
+        ("data_parallel.runs.resnet18_b256.2.train_subset", None, 32),
+        ("data_parallel.seeds", [0, 1, 2], [0]),
+    ]
+    depends_on = ["data_parallel.runs.resnet18.2", "data_parallel.runs.resnet18_b256.2"]
+    reason = scaling.scaled_reason([*depends_on, "data_parallel.seeds"], deviations, "cpu", rates)
+    assert reason.endswith(
+        "; data_parallel.runs.resnet18.2 and data_parallel.runs.resnet18_b256.2 trained nothing"
+        " in this run (needs 2 devices, this job may use 1 GPU), so no book-scale time is"
+        " estimated (run with --config preset=book to judge it)"
+    )
+    assert "would take" not in reason and "this run's work" not in reason
+    # beside a run that trained, the estimate is that run's, and says it leaves the other out
+    rates["data_parallel.runs.resnet18.1"] = scaling.Rate(1024.0, 0.001)
     reason = scaling.scaled_reason(
-        ["hardware.latency_max_mib"], [("hardware.latency_max_mib", 256, 4)], "smoke", seconds
+        ["data_parallel.runs.resnet18.1", *depends_on, "data_parallel.seeds"],
+        deviations,
+        "cpu",
+        rates,
     )
-    assert "this run's jobs of it took 42 s, the book's settings do more work" in reason
+    assert "would take about 3 s here" in reason  # 1,024 examples x 3 seeds at 1 ms
+    assert "so that estimate leaves them out" in reason
+
+
+def test_a_family_without_histories_gives_the_work_factor_or_nothing():
+    """The timing rules record no training rate: a scaled one says how much more work the
+    book's settings are, where a setting says, and never a time."""
+    more = [("hybridize.batch_sizes", [1, 64, 1024], [1, 64])]
+    reason = scaling.scaled_reason(["hybridize.batch_sizes"], more, "cpu", {})
+    assert "the book's settings are about 1.5x this run's work" in reason
+    assert "min" not in reason and " s " not in reason
+    latency = [("hardware.latency_max_mib", 256, 4)]
+    reason = scaling.scaled_reason(["hardware.latency_max_mib"], latency, "smoke", {})
+    assert reason.endswith(
+        "latency_max_mib = 4 (book: 256) (run with --config preset=book to judge it)"
+    )
 
 
 def test_a_preset_with_more_seeds_than_the_books_says_it_does_more_work():
     more = [("lr_schedules.seeds", [0, 1, 2], [0, 1, 2, 3, 4, 5])]
-    reason = scaling.scaled_reason(["lr_schedules.seeds"], more, "many", {"lr_schedules": 90.0})
+    rates = {"lr_schedules": scaling.Rate(1e5, 0.001)}
+    reason = scaling.scaled_reason(["lr_schedules.seeds"], more, "many", rates)
     assert "this preset does about 2x the work of the book's settings" in reason
-    assert "book's settings do more work" not in reason
+    assert "would take" not in reason
 
 
 def test_a_run_the_preset_left_out_is_named_as_left_out_and_not_estimated():
     left_out = [("data_parallel.runs.resnet18_b256.2", {"model": "resnet18"}, scaling.LEFT_OUT)]
-    seconds = {"data_parallel": 60.0}
-    reason = scaling.scaled_reason(
-        ["data_parallel.runs.resnet18_b256.2"], left_out, "smoke", seconds
-    )
+    rates = {"data_parallel.runs.resnet18.2": scaling.Rate(1000.0, 0.06)}
+    reason = scaling.scaled_reason(["data_parallel.runs.resnet18_b256.2"], left_out, "smoke", rates)
     assert reason.startswith(
         f"{scaling.SCALED_REASON}: preset smoke left out data_parallel.runs.resnet18_b256.2;"
-        " no job of this run ran data_parallel.runs.resnet18_b256.2, so its book-scale time"
-        " is not estimated"
+        " no job of this run ran data_parallel.runs.resnet18_b256.2, so no book-scale time"
+        " is estimated"
     )
-    # beside a scaled run that was timed, the estimate covers that run only, and says so
+    # beside a scaled run that trained, the estimate covers that run only, and says so
     both = [*left_out, ("data_parallel.runs.resnet18.2.epochs", 10, 1)]
-    reason = scaling.scaled_reason(["data_parallel.runs"], both, "smoke", seconds)
+    reason = scaling.scaled_reason(["data_parallel.runs"], both, "smoke", rates)
     assert (
         "preset smoke scaled data_parallel.runs.resnet18.2.epochs = 1 (book: 10) and left" in reason
     )
-    assert "at most about 10 min of job time" in reason  # 60 s x 10 epochs / 1
+    assert "would take about 10 min here" in reason  # 60 s x 10 epochs / 1
     assert "so that estimate leaves it out" in reason
 
 

@@ -196,9 +196,9 @@ def compared(wildcards):
 
 
 # What each chapter's rules register for the report's rules, so that these name no
-# experiment: the benchmark files of the jobs that run each setting a preset scales (a scaled
-# claim says how long judging it at the book's scale would take here), and the tables its
-# figures draw besides the evidence the ledger names (what rule compare draws again, what a
-# reader of the archive can plot).
+# experiment: the histories (seconds per epoch) of the runs of each setting a preset scales (a
+# scaled claim says how long training at the book's scale would take here, at their rates),
+# and the tables its figures draw besides the evidence the ledger names (what rule compare
+# draws again, what a reader of the archive can plot).
 TIMED = {}
 CURVES = []

@@ -274,7 +274,7 @@ rule parameter_server_summary:
 
 TIMED |= {
     f"data_parallel.runs.{run}": expand(
-        "benchmarks/data_parallel_run/{run}.seed{seed}.tsv",
+        DATA_PARALLEL / "{run}.seed{seed}.csv",
         run=[run],
         seed=S["data_parallel"]["seeds"],
     )

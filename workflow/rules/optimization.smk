@@ -376,6 +376,13 @@ rule lr_schedules_summary:
     threads: 1
     resources:
         **needs(2000, 10),
+    params:
+        # The settings the preset scaled: the figures state them.
+        scaled=[
+            [d.key, d.book, d.value]
+            for d in SETTINGS.deviations
+            if d.key.startswith("lr_schedules.")
+        ],
     script:
         "../scripts/lr_schedules_summary.py"
 
@@ -398,18 +405,20 @@ rule warmup_sweep_summary:
     threads: 1
     resources:
         **needs(2000, 10),
+    params:
+        # The settings the preset scaled: the figures state them.
+        scaled=[
+            [d.key, d.book, d.value]
+            for d in SETTINGS.deviations
+            if d.key.startswith("warmup_sweep.")
+        ],
     script:
         "../scripts/warmup_sweep_summary.py"
 
 
 TIMED |= {
-    "lr_schedules": [f"benchmarks/lr_schedules_run/{p.stem}.tsv" for p in LR_RUN_FILES],
-    "warmup_sweep": [f"benchmarks/warmup_sweep/{p.stem}.tsv" for p in WARMUP_RUN_FILES],
-    "airfoil": expand(
-        "benchmarks/airfoil_run/{setting}.tsv",
-        setting=AIRFOIL_SETTINGS.instance_patterns,
-    ),
-    "airfoil.eps_sweep": expand("benchmarks/adam_eps_run/eps{eps}.tsv", eps=EPS),
+    "lr_schedules": [str(p) for p in LR_RUN_FILES],
+    "warmup_sweep": [str(p) for p in WARMUP_RUN_FILES],
 }
 CURVES += [
     rules.traces.output.steps,

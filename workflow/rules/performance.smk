@@ -110,9 +110,4 @@ rule hardware:
         "../scripts/hardware.py"
 
 
-# Each timing rule runs its config block of the same name, in one job.
-TIMED |= {
-    key: [f"benchmarks/{key}.tsv"]
-    for key in ("hybridize", "asynchrony", "autopar", "hardware")
-}
 CURVES += [rules.hardware.output.sweep, rules.hardware.output.latency]

@@ -19,6 +19,9 @@ rule evaluate_claims:
         ledger="workflow/claims.yaml",
         evidence=claims.evidence_files(LEDGER),
         machines=[machines_of(path) for path in claims.evidence_files(LEDGER)],
+        # The histories of the runs of each setting a preset scales (params.timed): a scaled
+        # claim says how long training at the book's scale would take here, at their rates.
+        histories=[path for paths in TIMED.values() for path in paths],
         code=code("evaluate_claims"),
     output:
         report(
@@ -37,8 +40,6 @@ rule evaluate_claims:
     params:
         preset=SETTINGS.preset,
         deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
-        # The benchmark files of the jobs that run each setting a preset scales: a scaled
-        # claim says how long judging it at the book's scale would take here.
         timed=TIMED,
     script:
         "../scripts/evaluate_claims.py"

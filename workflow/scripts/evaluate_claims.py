@@ -11,7 +11,7 @@ table = claims.evaluate(
     lambda evidence: machines.read(machines.sidecar(evidence)),
     [tuple(d) for d in snakemake.params.deviations],
     snakemake.params.preset,
-    scaling.job_seconds(snakemake.params.timed),
+    scaling.rates(snakemake.params.timed),
 )
 table = explain.explain(ledger, table, pd.read_csv)
 for row in table.itertuples():

@@ -1,6 +1,6 @@
 import pandas as pd
 
-from d2lrepro.core import machines, reference, results
+from d2lrepro.core import machines, plotting, reference, results
 from d2lrepro.optimization import lr_schedules
 from d2lrepro.pipeline import job
 
@@ -22,8 +22,9 @@ results.write_csv(history, snakemake.output.history)
 book = reference.load(snakemake.input.book_curves)
 results.write_metrics(lr_schedules.training_metrics(history, book), snakemake.output.metrics)
 footer = machines.footer(records, history, where="the lr-schedule runs")
-lr_schedules.draw_lrs(history, snakemake.output.lrs, footer)
-lr_schedules.draw_early(history, snakemake.output.early, footer)
+scale = plotting.scale_note(snakemake.params.scaled)
+lr_schedules.draw_lrs(history, snakemake.output.lrs, footer, scale)
+lr_schedules.draw_early(history, snakemake.output.early, footer, scale)
 for run, h in history[history["semantics"] == "as_written"].groupby("run"):
     footer = machines.footer(records, h, where="the lr-schedule runs")
-    lr_schedules.draw_run(h, snakemake.output[run], footer, book)
+    lr_schedules.draw_run(h, snakemake.output[run], footer, book, scale)

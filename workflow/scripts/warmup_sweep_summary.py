@@ -1,6 +1,6 @@
 import pandas as pd
 
-from d2lrepro.core import machines, results
+from d2lrepro.core import machines, plotting, results
 from d2lrepro.optimization import warmup_sweep
 from d2lrepro.pipeline import job
 
@@ -9,4 +9,5 @@ sweep = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_i
 log.info("%d warm-up runs", len(sweep))
 results.write_metrics(warmup_sweep.sweep_metrics(sweep), snakemake.output.metrics)
 footer = machines.footer(machines.read(snakemake.input.machines), sweep, where="the warm-up runs")
-warmup_sweep.draw_sweep(sweep, snakemake.output.figure, footer)
+scale = plotting.scale_note(snakemake.params.scaled)
+warmup_sweep.draw_sweep(sweep, snakemake.output.figure, footer, scale)

@@ -12,9 +12,27 @@ import pandas as pd
 BOOK_FIGSIZE = (3.5, 2.5)
 BOOK_FORMATS = ("-", "m--", "g-.", "r:")
 DPI = 150
-# The footer's font size (points), and its widest characters' mean width (in ems) with margin.
+# The footer's font size (points), and the widest texts' mean character width (in ems) with
+# margin, by which texts are wrapped to the width they may take.
 FOOTER_PT = 5.5
-FOOTER_CHAR_EM = 0.55
+CHAR_EM = 0.55
+# The book's own numbers and curves are drawn in this grey; our measurements never are.
+BOOK_GREY = "0.55"
+# The report (report/report.html.j2) shows every figure 230 CSS px tall, at 96 px an inch; a
+# text meant to be read there (legends, notes) is at least READABLE_PT points at that size.
+REPORT_HEIGHT_IN = 230 / 96
+READABLE_PT = 7.0
+# The gid of a figure's notes (:func:`note`), which :func:`save` stacks above the footer.
+NOTE = "note"
+# How a preset's scaled settings read in a figure (:func:`scale_note`): the last part of a
+# setting's key -> what it counts, and what its null stands for (all of Fashion-MNIST's
+# training or test images).
+SCALE_WORDS = {
+    "train_subset": ("training images", 60_000),
+    "test_subset": ("test images", 10_000),
+    "epochs": ("epochs", None),
+    "seeds": ("seeds", None),
+}
 
 
 @functools.cache
@@ -56,8 +74,70 @@ def plot_lines(ax, x, ys, xlabel=None, ylabel=None, legend=None, fmts=BOOK_FORMA
     if ylabel:
         ax.set_ylabel(ylabel)
     if legend:
-        ax.legend()
+        legend_readable(ax)
     ax.grid(True)
+
+
+def readable_pt(fig) -> float:
+    """The font size (points) that reads as :data:`READABLE_PT` once the report scales ``fig``
+    to its height (never below it)."""
+    return READABLE_PT * max(1.0, fig.get_figheight() / REPORT_HEIGHT_IN)
+
+
+def legend_readable(ax, **kwargs):
+    """``ax.legend(**kwargs)`` in a font the report's reader can read (the theme's, if larger)."""
+    from matplotlib import font_manager, rcParams
+
+    theme = font_manager.FontProperties(size=rcParams["legend.fontsize"]).get_size_in_points()
+    return ax.legend(fontsize=max(readable_pt(ax.figure), theme), **kwargs)
+
+
+def wrap(text: str, width_in: float, pt: float) -> list[str]:
+    """``text`` as the lines it takes in ``width_in`` inches at ``pt`` points."""
+    return textwrap.wrap(text, max(int(width_in * 72 / (pt * CHAR_EM)), 10))
+
+
+def no_data(ax, reason: str) -> None:
+    """A panel with nothing measured: ``reason`` inside it, wrapped to its width, and no
+    ticks or axis labels that would suggest a scale."""
+    pt = readable_pt(ax.figure)
+    width = ax.get_position().width * ax.figure.get_figwidth() * 0.9
+    text = "\n".join(wrap(reason, width, pt))
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=pt)
+    ax.set(xticks=[], yticks=[], xlabel="", ylabel="")
+
+
+def note(fig, text: str) -> None:
+    """A sentence about the whole figure (what it lacks, the scale it ran at) under its axes,
+    wrapped to its width; :func:`save` makes room for it above the footer. None if ``text``
+    is empty."""
+    if not text:
+        return
+    pt = readable_pt(fig)
+    lines = "\n".join(wrap(text, fig.get_figwidth() * 0.95, pt))
+    fig.text(0.5, 0, lines, ha="center", va="bottom", fontsize=pt, gid=NOTE)
+
+
+def scale_note(scaled: list) -> str:
+    """A figure's note on the settings a preset scaled (``scaled``: [key, book preset's value,
+    this run's value] of each setting that differs), those of :data:`SCALE_WORDS` only:
+    "Scaled from the book preset: 1 of 3 seeds, 3,000 of 60,000 training images."; "" when
+    none was scaled."""
+    parts = []
+    for key, book, value in scaled:
+        if (name := key.rsplit(".", 1)[-1]) in SCALE_WORDS:
+            words, whole = SCALE_WORDS[name]
+            ours, books = (_count(v, whole) for v in (value, book))
+            if ours < books:
+                parts.append(f"{ours:,} of {books:,} {words}")
+            else:
+                parts.append(f"{ours:,} {words} (the book preset: {books:,})")
+    return f"Scaled from the book preset: {', '.join(parts)}." if parts else ""
+
+
+def _count(value, whole: int | None) -> int:
+    """A setting of :data:`SCALE_WORDS` as a count: a list's length, null the ``whole``."""
+    return whole if value is None else len(value) if isinstance(value, list) else value
 
 
 def annotate(ax, text, xy, xytext):
@@ -72,10 +152,12 @@ def metric_table(metrics: pd.DataFrame, pattern: str) -> pd.DataFrame:
     return parts[keep].assign(value=metrics.loc[keep, "value"].astype(float))
 
 
-def grouped_bars(ax, table: pd.DataFrame, groups: list, bars: list) -> None:
+def grouped_bars(ax, table: pd.DataFrame, groups: list, bars: list) -> dict:
     """Bars of ``table``'s median_s per (group, bar), grouped along x, with error bars spanning
-    iqr_s and, where the table has naive_s, hollow markers for it."""
+    iqr_s and, where the table has naive_s, hollow markers for it, in the bar's colour. Returns
+    each bar's x positions, one per group."""
     width = 0.8 / len(bars)
+    positions = {}
     for j, bar in enumerate(bars):
         x = np.arange(len(groups)) + (j - (len(bars) - 1) / 2) * width
         rows = table.reindex([(g, bar) for g in groups])
@@ -91,7 +173,9 @@ def grouped_bars(ax, table: pd.DataFrame, groups: list, bars: list) -> None:
         )
         if "naive_s" in rows:
             ax.scatter(x, rows["naive_s"], facecolors="none", edgecolors=f"C{j}", s=18, zorder=3)
+        positions[bar] = x
     ax.set_xticks(np.arange(len(groups)))
+    return positions
 
 
 def mark_divergence(ax, history: pd.DataFrame, x: str = "epoch") -> None:
@@ -99,27 +183,33 @@ def mark_divergence(ax, history: pd.DataFrame, x: str = "epoch") -> None:
     if "diverged" in history and history["diverged"].astype(bool).any():
         at = history.loc[history["diverged"].astype(bool), x].iloc[0]
         ax.axvline(at, color="red", linewidth=1)
-        ax.text(at, 0.5, " diverged", color="red", transform=ax.get_xaxis_transform(), fontsize=7)
+        pt = readable_pt(ax.figure)
+        ax.text(at, 0.5, " diverged", color="red", transform=ax.get_xaxis_transform(), fontsize=pt)
 
 
 def footer_lines(footer: str, width_in: float) -> list[str]:
     """``footer`` as the lines it takes on a figure ``width_in`` inches wide: each of its
     "; "-separated parts (a machine) on lines of its own, wrapped to the width."""
-    chars = int(width_in * 72 / (FOOTER_PT * FOOTER_CHAR_EM))
-    return [line for part in footer.split("; ") for line in textwrap.wrap(part, chars)]
+    return [line for part in footer.split("; ") for line in wrap(part, width_in, FOOTER_PT)]
 
 
 def save(fig, path: Path, footer: str | None = None) -> None:
     """Save as PNG; ``footer`` (the machines and devices that measured the data drawn) goes
-    under the axes, wrapped to the figure's width (a line past its edge would be cut off)."""
+    under the axes, wrapped to the figure's width (a line past its edge would be cut off), and
+    the figure's notes (:func:`note`) above it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    height_pt = fig.get_figheight() * 72
     bottom = 0.0
     if footer:
         lines = footer_lines(footer, fig.get_figwidth())
         text = "\n".join(lines)
         fig.text(0.01, 0.005, text, fontsize=FOOTER_PT, color="0.35", ha="left", va="bottom")
-        bottom = (len(lines) * FOOTER_PT * 1.25 + 2) / (fig.get_figheight() * 72)
+        bottom = (len(lines) * FOOTER_PT * 1.25 + 2) / height_pt
+    for text in (t for t in fig.texts if t.get_gid() == NOTE):
+        text.set_y(bottom + 2 / height_pt)
+        lines = text.get_text().count("\n") + 1
+        bottom += (lines * text.get_fontsize() * 1.25 + 4) / height_pt
     fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=DPI)
     pyplot().close(fig)

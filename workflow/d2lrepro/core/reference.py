@@ -10,11 +10,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from d2lrepro.core import paths
+from d2lrepro.core import paths, plotting
 
 BOOK_CURVES = paths.BOOK_CURVES
 EDITION_LABELS = {"en-1.0.3": "book EN", "zh-2.0.0": "book ZH"}
 EDITION_STYLES = {"en-1.0.3": ":", "zh-2.0.0": "--"}
+# Each edition's marker, where the line style tells the book's runs apart (or there is no line).
+EDITION_MARKERS = {"en-1.0.3": "x", "zh-2.0.0": "+"}
+# The times the book printed (seconds; book_outputs.md) that figures draw beside ours, by the
+# ledger id of the claim that quotes them, then edition, then what was timed.
+PRINTED_S = {
+    # 1000 forward passes of the MLP at batch 1 on the CPU, eager, then scripted.
+    "hyb.bench": {
+        "en-1.0.3": {"eager": 2.1447, "script": 4.0545},
+        "zh-2.0.0": {"eager": 0.1361, "script": 0.1204},
+    },
+    # 50 products of 4000 x 4000 matrices on each of 2 GPUs: GPU1 alone, GPU2 alone, both.
+    "autopar.both": {
+        "en-1.0.3": {"a": 0.4660, "b": 0.4510, "both": 0.4659},
+        "zh-2.0.0": {"a": 0.4600, "b": 0.4706, "both": 0.4580},
+    },
+}
 
 
 def load(path: Path = BOOK_CURVES) -> pd.DataFrame:
@@ -92,15 +108,38 @@ def final_loss_tolerance(curves: pd.DataFrame, claim_id: str, printed) -> float:
     return max(edition_gap(curves, claim_id, "loss"), float(np.ptp(printed)))
 
 
-def draw(ax, curves: pd.DataFrame, claim_id: str, metric: str, what: str = "") -> None:
-    """The book's editions of one curve on ``ax``, light and labelled by edition (and
-    ``what``)."""
+def draw(
+    ax, curves: pd.DataFrame, claim_id: str, metric: str, what: str = "", linestyle=None
+) -> None:
+    """The book's editions of one curve on ``ax`` in the book's grey, labelled by edition (and
+    ``what``): each edition in its own line style or, with ``linestyle`` (to tell this curve
+    from the book's others on the axes), in that style with a marker of its own."""
     for edition, points in curve(curves, claim_id, metric).groupby("edition"):
+        style = {"linestyle": EDITION_STYLES.get(edition, "-.")}
+        if linestyle:
+            style = {"linestyle": linestyle, "marker": EDITION_MARKERS.get(edition, "."), "ms": 4}
         ax.plot(
             points["epoch"],
             points["value"],
-            EDITION_STYLES.get(edition, "-."),
-            color="0.55",
+            color=plotting.BOOK_GREY,
             linewidth=1,
             label=" ".join(filter(None, [EDITION_LABELS.get(edition, edition), what])),
+            **style,
+        )
+
+
+def draw_printed(ax, claim_id: str, x: dict, scale: float = 1.0, what: str = "") -> None:
+    """The times the book printed for ``claim_id`` (:data:`PRINTED_S`) on ``ax`` in the book's
+    grey, a marker per edition: each timed part at ``x[part]``, times ``scale``, labelled by
+    edition (and ``what``)."""
+    for edition, times in PRINTED_S[claim_id].items():
+        parts = [p for p in times if p in x]
+        ax.scatter(
+            [x[p] for p in parts],
+            [times[p] * scale for p in parts],
+            marker=EDITION_MARKERS[edition],
+            color=plotting.BOOK_GREY,
+            s=40,
+            zorder=4,
+            label=f"{EDITION_LABELS[edition]}, printed{what}",
         )

@@ -123,4 +123,6 @@ def summarize(
     logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk_files}
     logged = {name: rows for name, rows in logs.items() if len(rows)}
     drawn = runs.footer(records, *(logged or histories).values())
-    figures.draw_topk(logged, figure_paths["topk"], drawn)
+    unlogged = sorted(logs.keys() - logged.keys())
+    missing = figures.not_run({name: histories[name] for name in unlogged})
+    figures.draw_topk(logged, figure_paths["topk"], drawn, missing)

@@ -343,6 +343,6 @@ def draw_setting(group: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> 
     reference.draw(ax, book, group["setting"].iloc[0], "loss")
     epochs = math.ceil(group["epoch"].max())
     ax.set(xlim=(0, epochs), ylim=BOOK_YLIM, xlabel="epoch", ylabel="loss")
-    ax.legend(fontsize=6)
+    plotting.legend_readable(ax)
     ax.grid(True)
     plotting.save(fig, path, footer=footer)

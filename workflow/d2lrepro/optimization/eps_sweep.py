@@ -121,6 +121,6 @@ def draw_eps(finals: pd.DataFrame, path, footer: str) -> None:
     ax.axhline(0, color="0.55", linewidth=0.8)
     ax.set(xscale="log", xlabel="ε", ylabel="best final loss,\nε inside − ε outside")
     ax.set_yscale("symlog", linthresh=1e-6)  # the gaps span ulps at small ε to 1e-3
-    ax.legend(fontsize=6)
+    plotting.legend_readable(ax)
     ax.grid(True)
     plotting.save(fig, path, footer=footer)

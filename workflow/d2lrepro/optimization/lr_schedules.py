@@ -220,10 +220,10 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> None:
+def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scale: str = "") -> None:
     """The book's animator plot: train loss, train acc and test acc against epoch (medians over
     seeds; with several seeds, the range of test acc as a band), the book's test-accuracy
-    curves in grey."""
+    curves in grey; ``scale`` (:func:`~d2lrepro.core.plotting.scale_note`) as a note."""
     fig, ax = plotting.figure()
     columns = ["train_loss", "train_acc", "test_acc"]
     median = h.groupby("epoch")[columns].median()
@@ -245,14 +245,15 @@ def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> None:
     ax.set_xlim(0, h["epoch"].max())
     ax.set_ylim(0, max(1.0, min(h["train_loss"].max(), 2.5)))  # a diverged loss stays in view
     reference.draw(ax, book, BOOK_CURVE_IDS[h["run"].iloc[0]], "test_acc")
-    ax.legend(fontsize=6)
+    plotting.legend_readable(ax)
     plotting.mark_divergence(ax, h)
+    plotting.note(fig, scale)
     plotting.save(fig, path, footer=footer)
 
 
-def draw_lrs(history: pd.DataFrame, path, footer: str) -> None:
+def draw_lrs(history: pd.DataFrame, path, footer: str, scale: str = "") -> None:
     """The learning rate each epoch ran with, as the book's code applies it and as intended
-    (a panel for each semantics the run has)."""
+    (a panel for each semantics the run has); ``scale`` as a note."""
     by_semantics = history.groupby("semantics", sort=False)
     n = len(by_semantics)
     fig, axes = plotting.figure(figsize=(3.5 * n, 2.5), ncols=n, sharey=True, squeeze=False)
@@ -262,13 +263,14 @@ def draw_lrs(history: pd.DataFrame, path, footer: str) -> None:
             ax.plot(r["epoch"], r["lr"], label=run)
         ax.set(title=f"{semantics} semantics", xlabel="epoch", ylabel="lr")
         ax.grid(True)
-    axes[0, 0].legend(fontsize=6)
+    plotting.legend_readable(axes[0, -1], loc="upper left", bbox_to_anchor=(1.02, 1))
+    plotting.note(fig, scale)
     plotting.save(fig, path, footer=footer)
 
 
-def draw_early(history: pd.DataFrame, path, footer: str) -> None:
+def draw_early(history: pd.DataFrame, path, footer: str, scale: str = "") -> None:
     """Test accuracy of the first epochs (median over seeds), cosine with and without
-    warm-up."""
+    warm-up; ``scale`` as a note."""
     fig, ax = plotting.figure()
     for (run, semantics), h in history[history["run"].isin(["cosine", "warmup"])].groupby(
         ["run", "semantics"]
@@ -282,6 +284,7 @@ def draw_early(history: pd.DataFrame, path, footer: str) -> None:
             label=f"{run} ({semantics})",
         )
     ax.set(xlabel="epoch", ylabel="test acc")
-    ax.legend(fontsize=6)
+    plotting.legend_readable(ax)
     ax.grid(True)
+    plotting.note(fig, scale)
     plotting.save(fig, path, footer=footer)

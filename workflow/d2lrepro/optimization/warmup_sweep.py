@@ -104,9 +104,10 @@ def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
     ]
 
 
-def draw_sweep(runs: pd.DataFrame, path, footer: str) -> None:
+def draw_sweep(runs: pd.DataFrame, path, footer: str, scale: str = "") -> None:
     """Test accuracy after the sweep's epochs against the peak lr, each seed a point, the
-    median a line, without and with warm-up; runs that exploded sit at 0."""
+    median a line, without and with warm-up; runs that exploded sit at 0. ``scale``
+    (:func:`~d2lrepro.core.plotting.scale_note`) as a note."""
     table = trained(runs).fillna({"test_acc": 0.0})
     fig, ax = plotting.figure()
     for (variant, g), style in zip(table.groupby("warmup"), ("-o", "--s")):
@@ -124,6 +125,7 @@ def draw_sweep(runs: pd.DataFrame, path, footer: str) -> None:
     ax.set(xlabel="peak lr", ylabel="test acc", xscale="log", ylim=(0, 1))
     ax.set_xticks(lrs, [f"{lr:g}" for lr in lrs])
     ax.minorticks_off()
-    ax.legend(fontsize=6)
+    plotting.legend_readable(ax)
     ax.grid(True)
+    plotting.note(fig, scale)
     plotting.save(fig, path, footer=footer)

@@ -87,7 +87,7 @@ def draw_weights(cfg: dict, figures: dict) -> None:
         for value in values:
             ax.plot(np.arange(h), curve(value, h), label=f"{name} = {value:.2f}")
         ax.set_xlabel("time")
-        ax.legend()
+        plotting.legend_readable(ax)
         plotting.save(fig, figures[key])
 
     T, lambdas = cfg["scalar_horizon"], cfg["scalar_plotted"]
@@ -95,5 +95,5 @@ def draw_weights(cfg: dict, figures: dict) -> None:
     for lam, column in zip(lambdas, scalar_descent(cfg["scalar_eta"], lambdas, T).T):
         ax.plot(np.arange(T), column, label=f"lambda = {lam:.2f}")
     ax.set_xlabel("time")
-    ax.legend()
+    plotting.legend_readable(ax)
     plotting.save(fig, figures["scalar"])

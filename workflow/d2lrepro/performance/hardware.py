@@ -179,37 +179,35 @@ def draw_memory_sweep(
     footer: str,
     caches: dict[str, int] | None = None,
 ) -> None:
-    """Sum throughput and dependent-read latency against the working set (log x), dotted lines
-    at the CPU cache sizes, the book's latencies as grey levels."""
+    """Sum throughput (log y: a CPU's tens of GB/s beside a GPU's thousands) and dependent-read
+    latency against the working set (log x), dotted lines at the CPU cache sizes, the book's
+    latencies as grey levels."""
     caches = cache_sizes() if caches is None else caches
     fig, (left, right) = plotting.figure(figsize=(9, 3), ncols=2)
+    pt = plotting.readable_pt(fig)
     for device, group in sweep.groupby("device", sort=False):
         left.plot(group["bytes"], group["gbps"], "-o", markersize=3, label=device)
-    left.set(ylabel="sum throughput (GB/s)", title="Sum of a float32 array")
-    left.legend(fontsize=6)
+    left.set(yscale="log", ylabel="sum throughput (GB/s)", title="Sum of a float32 array")
+    plotting.legend_readable(left, loc="best")
     if latency is not None:
         right.plot(latency["bytes"], latency["ns"], "-o", markersize=3, label="cpu, one core")
-    for label, ns in BOOK_LATENCY_NS.items():
-        right.axhline(ns, color="0.6", linestyle="--", linewidth=0.8)
-        right.text(
-            1,
-            ns,
-            f"book {label} ",
-            transform=right.get_yaxis_transform(),
-            ha="right",
-            va="bottom",
-            fontsize=6,
-            color="0.4",
-        )
+    for ns in BOOK_LATENCY_NS.values():
+        right.axhline(ns, color=plotting.BOOK_GREY, linestyle="--", linewidth=0.8)
     right.set(yscale="log", ylabel="ns per dependent read", title="Latency: random pointer chase")
     for ax in (left, right):
         for label, size in caches.items():
-            ax.axvline(size, color="0.5", linestyle=":", linewidth=0.8)
+            ax.axvline(size, color="0.3", linestyle=":", linewidth=0.8)
             ax.text(
-                size, 0.98, f" {label}", transform=ax.get_xaxis_transform(), va="top", fontsize=6
+                size, 0.98, f" {label}", transform=ax.get_xaxis_transform(), va="top", fontsize=pt
             )
         ax.set(xscale="log", xlabel="working set (bytes)")
         ax.grid(True)
+    # The book's latencies named on an axis of their own, outside the data.
+    book = right.twinx()
+    book.set(yscale="log", ylim=right.get_ylim())
+    book.set_yticks(list(BOOK_LATENCY_NS.values()), [f"book {k}" for k in BOOK_LATENCY_NS])
+    book.minorticks_off()
+    book.tick_params(axis="y", colors=plotting.BOOK_GREY, labelsize=pt)
     plotting.save(fig, path, footer=footer)
 
 

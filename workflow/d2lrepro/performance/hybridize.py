@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from d2lrepro.core import devices, plotting
+from d2lrepro.core import devices, plotting, reference
 from d2lrepro.core.models import mlp
 from d2lrepro.core.results import failed, metric, not_applicable, one_line, unmeasured
 from d2lrepro.core.timing import NAN_TIMING, naive_time, paired_ratio, time_fn, timing_rows
@@ -300,15 +300,22 @@ def serialize(directory, seed: int = 0) -> list[dict]:
     ]
 
 
+# The book's timed loop: 1000 forward passes at batch 1 on the CPU (reference.PRINTED_S).
+BOOK_CALLS, BOOK_BATCH = 1000, 1
+
+
 def draw_hybridization(metrics: pd.DataFrame, path, footer: str) -> None:
     """Time of n_calls forward passes per batch size and mode: median bars with IQR error bars,
-    the book's single cold loop as hollow markers; one panel for the CPU and, where the first
-    GPU was timed (``hyb.cuda.*``), one for it."""
+    the book's single cold loop timed here as hollow markers in the bar's colour, and the
+    book's printed times (its 1000 calls, scaled to n_calls) in grey; one panel for the CPU
+    and, where the first GPU was timed (``hyb.cuda.*``), one for it, else a note why not."""
     panels = {"CPU": "hyb"}
     gpu = metrics["metric"].str.match(r"hyb\.cuda\.batch\d+\.\w+\.median_s$")
     if metrics.loc[gpu, "value"].astype(float).notna().any():
         panels["first GPU"] = "hyb.cuda"
-    fig, axes = plotting.figure(figsize=(5 * len(panels), 3), ncols=len(panels), squeeze=False)
+    size = (4.5 * len(panels) + 2.5, 3)
+    fig, axes = plotting.figure(figsize=size, ncols=len(panels), squeeze=False)
+    legend = {}
     for ax, (where, prefix) in zip(axes[0], panels.items()):
         pattern = rf"^{re.escape(prefix)}\.batch(?P<batch>\d+)\.(?P<mode>\w+)"
         table = plotting.metric_table(metrics, pattern + r"\.(?P<stat>median_s|iqr_s|naive_s)$")
@@ -319,8 +326,13 @@ def draw_hybridization(metrics: pd.DataFrame, path, footer: str) -> None:
         batches = sorted(table.index.get_level_values("batch").unique())
         modes = [m for m in MODES if m in table.index.get_level_values("mode")]
         n_calls = int(metrics.loc[metrics["metric"] == f"{prefix}.n_calls", "value"].iloc[0])
-        plotting.grouped_bars(ax, table, batches, modes)
-        ax.scatter([], [], facecolors="none", edgecolors="0.3", s=18, label="book's cold loop")
+        x = plotting.grouped_bars(ax, table, batches, modes)
+        cold = "one cold loop, timed here"
+        ax.scatter([], [], facecolors="none", edgecolors="k", s=18, label=cold)
+        if where == "CPU" and BOOK_BATCH in batches:
+            at = {m: x[m][batches.index(BOOK_BATCH)] for m in modes}
+            scaled = "" if n_calls == BOOK_CALLS else f", {BOOK_CALLS} calls scaled to {n_calls}"
+            reference.draw_printed(ax, "hyb.bench", at, n_calls / BOOK_CALLS, scaled)
         ax.set_xticklabels(batches)
         ax.set(
             yscale="log",
@@ -328,7 +340,15 @@ def draw_hybridization(metrics: pd.DataFrame, path, footer: str) -> None:
             ylabel=f"time of {n_calls} calls (s)",
             title=f"MLP forward on the {where}",
         )
-        ax.legend(fontsize=6)
+        legend |= {label: handle for handle, label in zip(*ax.get_legend_handles_labels())}
+    # One legend for both panels, beside them, where it hides no bar or marker.
+    plotting.legend_readable(
+        axes[0, -1], handles=list(legend.values()), loc="upper left", bbox_to_anchor=(1.02, 1)
+    )
+    if len(panels) == 1:
+        notes = metrics.loc[gpu, "note"].dropna()
+        why = notes.iloc[0] if len(notes) else "it has no timings"
+        plotting.note(fig, f"The first GPU is not timed here: {why}.")
     plotting.save(fig, path, footer=footer)
 
 

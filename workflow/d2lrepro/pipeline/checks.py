@@ -21,40 +21,82 @@ class Outcome:
 
 # A check whose bound lies within the measured spread (over the repeats, rounds, chains, seeds
 # or epochs its IQR is taken over): this run cannot tell which side it is on, and says so.
-WITHIN_NOISE = (
-    "within the measured noise (the bound lies between the pessimistic and the optimistic"
-    " ends, median ∓ IQR/2)"
-)
+WITHIN_NOISE = "within the measured noise (the bound lies inside the spread)"
+# Units a bound is preceded by, as their metrics' names say them: "needs p < 0.05".
+NAMED_BEFORE = ("p", "|Δ|")
 
 
 def fmt(value: float) -> str:
     return f"{value:.6g}"
 
 
-def apply(check: dict, value, name=lambda m: m) -> Outcome:
-    """Apply one check; ``value(metric)`` returns a measured metric, ``name(metric)`` its label.
+def quantity(value: float, unit: str, text: str | None = None) -> str:
+    """``value`` (shown as ``text``, else :func:`fmt`) with its ``unit``: "0.0413 s", "1.96x",
+    a byte count in full with thousands marked ("41,943,040 B": two counts a few bytes apart
+    are told apart), a p-value bare (its metric's name says it). A ratio of two units is
+    written as one ("s/B")."""
+    if unit == "B" and math.isfinite(value):
+        return f"{value:,.12g} B"
+    text = fmt(value) if text is None else text
+    if unit == "x":
+        return f"{text}x"
+    return with_unit(text, unit) if unit in UNITS else f"{text} {unit}"
+
+
+def bound(sign: str, value: float, unit: str) -> str:
+    """A bound with its unit: "> 1.8x", "< 0.5 s", "p < 0.05"."""
+    if unit in NAMED_BEFORE:
+        return f"{unit} {sign} {fmt(value)}"
+    return f"{sign} {quantity(value, unit)}"
+
+
+def ratio_unit(numerator: str, denominator: str) -> str:
+    """The unit of a ratio: "x" for two numbers in one unit, else the two units' ratio."""
+    if numerator == denominator:
+        return "x"
+    return f"{numerator or '1'}/{denominator}" if denominator else numerator
+
+
+def apply(check: dict, value, name=lambda m: m, unit=lambda m: "") -> Outcome:
+    """Apply one check; ``value(metric)`` returns a measured metric, ``name(metric)`` its label
+    and ``unit(metric)`` its unit, shown beside every number.
 
     With ``spread`` (metric -> the metric of its IQR), a comparison holds only if it also holds
     between the pessimistic ends of the measured spreads (median -+ IQR / 2); a difference
-    smaller than the noise does not reproduce a claim. Where the bound lies between the two
-    ends (the pessimistic one fails it, the optimistic one meets it), the check fails and says
-    it sat within the measured noise: another run of the same code may fall on either side.
+    smaller than the noise does not reproduce a claim. Both ends are shown beside the bound.
+    Where the bound lies between the two ends (the pessimistic one fails it, the optimistic
+    one meets it), the check fails and says it sat within the measured noise: another run of
+    the same code may fall on either side.
 
     Finite metrics may still give a number that is not one (1e308 / 1e-308 is inf): a check
     whose derived numbers are not all finite fails in every kind, marked as no number.
     """
-    outcome, derived = _judge(check, value, name)
+    outcome, derived = _judge(check, value, name, unit)
     if all(math.isfinite(x) for x in derived):
         return outcome
     return Outcome(outcome.measured.removesuffix(f", {WITHIN_NOISE}"), False, finite=False)
 
 
-def _judge(check: dict, value, name) -> tuple[Outcome, list[float]]:
+def _judge(check: dict, value, name, unit) -> tuple[Outcome, list[float]]:
     """:func:`apply`'s outcome, and the numbers it derived from the metrics."""
     kind, spread = check["kind"], check.get("spread", {})
 
     def half(metric):
         return value(spread[metric]) / 2 if metric in spread else 0.0
+
+    def shown(metric):
+        return f"{name(metric)} = {quantity(value(metric), unit(metric))}"
+
+    def ends(low, high, u, digits=None):
+        """A judged spread's two ends (``digits`` significant), so that a reader sees the
+        bound between or beyond them; an end may be unbounded (a denominator's spread
+        reaching 0)."""
+
+        def end(x):
+            text = None if digits is None else f"{x:.{digits}g}"
+            return quantity(x, u, text) if math.isfinite(x) else "no bound"
+
+        return f"spread {end(low)} to {end(high)}"
 
     def noisy(text, margin, reach):
         """``margin``: the check holds at the pessimistic ends; ``reach``: at the optimistic."""
@@ -64,81 +106,82 @@ def _judge(check: dict, value, name) -> tuple[Outcome, list[float]]:
 
     if kind in ("above", "below"):
         m = check["metric"]
-        v, bound, h = value(m), check["bound"], half(m)
+        v, h, u = value(m), half(m), unit(m)
         sign = ">" if kind == "above" else "<"
         up = 1 if kind == "above" else -1  # the side of the bound the claim needs
         end, far = v - up * h, v + up * h
-        margin, reach = up * (end - bound) > 0, up * (far - bound) > 0
-        # Where the spread is judged, the pessimistic end shows how near the bound it came.
-        shown = f"{fmt(v)} {'−' if kind == 'above' else '+'} IQR/2 = {fmt(end)}" if h else fmt(v)
-        text = f"{name(m)} = {shown} (needs {sign} {fmt(bound)})"
+        margin, reach = up * (end - check["bound"]) > 0, up * (far - check["bound"]) > 0
+        between = f", {ends(v - h, v + h, u)}" if h else ""
+        text = f"{shown(m)}{between} (needs {bound(sign, check['bound'], u)})"
         return noisy(text, margin, reach), [end, far]
     if kind == "within":
-        v, target, tol = value(check["metric"]), check["target"], check["tol"]
+        m = check["metric"]
+        v, target, tol, u = value(m), check["target"], check["tol"], unit(m)
         scale = abs(target) if check.get("relative") else 1.0
-        what = f"{tol:.0%} of" if check.get("relative") else f"± {fmt(tol)} of"
+        what = f"{tol:.0%}" if check.get("relative") else quantity(tol, u)
         off = abs(v - target)
-        text = f"{name(check['metric'])} = {fmt(v)} (needs {what} {fmt(target)})"
+        text = f"{shown(m)} (needs ± {what} of {quantity(target, u)})"
         return Outcome(text, off <= tol * scale), [off]
     if kind in ("ratio_above", "ratio_below"):
         num, den = check["numerator"], check["denominator"]
-        n, d, bound = value(num), value(den), check["bound"]
-        sign = ">" if kind == "ratio_above" else "<"
-        text = f"{name(num)} / {name(den)} = {fmt(n)} / {fmt(d)}"
+        n, d, u = value(num), value(den), ratio_unit(unit(num), unit(den))
+        needs = f"(needs {bound('>' if kind == 'ratio_above' else '<', check['bound'], u)})"
+        text = f"{name(num)} / {name(den)} = {quantity(n, unit(num))} / {quantity(d, unit(den))}"
         if d <= 0:  # a time or size of zero is a broken measurement, not an infinite ratio
-            text += f": the denominator is not positive (needs {sign} {fmt(bound)})"
-            return Outcome(text, False), []
-        low = d - half(den)  # the noise may reach zero: then the ratio is not bounded
-        pessimistic = (n - half(num)) / (d + half(den))
-        optimistic = (n + half(num)) / low if low > 0 else math.inf
+            return Outcome(f"{text}: the denominator is not positive {needs}", False), []
+        least = d - half(den)  # the noise may reach zero: then the ratio is not bounded
+        low = (n - half(num)) / (d + half(den))
+        high = (n + half(num)) / least if least > 0 else math.inf
         if kind == "ratio_above":
-            margin, reach = pessimistic > bound, optimistic > bound
+            margin, reach = low > check["bound"], high > check["bound"]
         else:
-            margin, reach = optimistic < bound, pessimistic < bound
-        text += f" = {n / d:.3g} (needs {sign} {fmt(bound)})"
-        # The optimistic end may be unbounded where the noise reaches zero; the ratio may not.
-        return noisy(text, margin, reach), [n / d, pessimistic]
+            margin, reach = high < check["bound"], low < check["bound"]
+        text += f" = {quantity(n / d, u, f'{n / d:.3g}')}"
+        between = f", {ends(low, high, u, 3)}" if half(num) or half(den) else ""
+        # The high end may be unbounded where the noise reaches zero; the ratio may not.
+        return noisy(f"{text}{between} {needs}", margin, reach), [n / d, low]
     if kind == "sum_of_parts":
-        whole, parts = value(check["whole"]), [value(p) for p in check["parts"]]
-        bound, total = check.get("bound", 1), sum(parts)
+        whole, parts = check["whole"], check["parts"]
+        w, total, u = value(whole), sum(value(p) for p in parts), unit(whole)
         text = (
-            f"{name(check['whole'])} = {fmt(whole)}, sum of parts "
-            f"{' + '.join(fmt(p) for p in parts)} = {fmt(total)}"
+            f"{shown(whole)}, sum of parts "
+            f"{' + '.join(quantity(value(p), unit(p)) for p in parts)} = {quantity(total, u)}"
         )
-        if whole <= 0:
+        if w <= 0:
             return Outcome(f"{text}: the whole is not positive", False), []
-        needs = "needs whole < sum" if bound == 1 else f"needs sum / whole > {fmt(bound)}"
-        low = sum(value(p) - half(p) for p in check["parts"])
-        high = sum(value(p) + half(p) for p in check["parts"])
-        least = whole - half(check["whole"])
-        pessimistic = low / (whole + half(check["whole"]))
-        optimistic = high / least if least > 0 else math.inf
-        text += f", sum / whole = {total / whole:.3g} ({needs})"
-        outcome = noisy(text, pessimistic > bound, optimistic > bound)
-        return outcome, [total, total / whole, pessimistic]
+        limit = check.get("bound", 1)
+        needs = "needs whole < sum" if limit == 1 else f"needs sum / whole {bound('>', limit, 'x')}"
+        least = w - half(whole)
+        low = sum(value(p) - half(p) for p in parts) / (w + half(whole))
+        high = sum(value(p) + half(p) for p in parts) / least if least > 0 else math.inf
+        between = f", {ends(low, high, 'x', 3)}" if any(map(half, [whole, *parts])) else ""
+        text += f", sum / whole = {total / w:.3g}x{between} ({needs})"
+        return noisy(text, low > limit, high > limit), [total, total / w, low]
     if kind == "exact":
-        v, decimals = value(check["metric"]), check.get("decimals", 6)
-        shown, expected = f"{v:.{decimals}f}", f"{check['expected']:.{decimals}f}"
-        rounded = "" if float(shown) == v else f" → {shown}"
-        text = (
-            f"{name(check['metric'])} = {fmt(v)}{rounded} (needs {expected} to {decimals} decimals)"
-        )
-        return Outcome(text, shown == expected), []
+        m = check["metric"]
+        v, decimals, u = value(m), check.get("decimals", 6), unit(m)
+        shown_value, expected = f"{v:.{decimals}f}", f"{check['expected']:.{decimals}f}"
+        rounded = "" if float(shown_value) == v else f" → {shown_value}"
+        needs = f"{quantity(check['expected'], u, expected)} to {decimals} decimals"
+        return Outcome(f"{shown(m)}{rounded} (needs {needs})", shown_value == expected), []
     if kind == "ordering":
         ms = check["metrics"]
         increasing = check["order"] == "increasing"
         # Each metric's ends: the lower and the upper end of its spread.
-        ends = [(value(m) - half(m), value(m) + half(m)) for m in ms]
-        pairs = list(zip(ends, ends[1:]))
+        spans = [(value(m) - half(m), value(m) + half(m)) for m in ms]
+        pairs = list(zip(spans, spans[1:]))
         if increasing:
             margin = all(a[1] < b[0] for a, b in pairs)
             reach = all(a[0] < b[1] for a, b in pairs)
         else:
             margin = all(a[0] > b[1] for a, b in pairs)
             reach = all(a[1] > b[0] for a, b in pairs)
-        sign = " < " if increasing else " > "
-        text = sign.join(f"{name(m)} = {fmt(value(m))}" for m in ms)
-        derived = [x for pair in ends for x in pair]
+        items = [
+            f"{shown(m)} ({ends(*span, unit(m))})" if half(m) else shown(m)
+            for m, span in zip(ms, spans)
+        ]
+        text = (" < " if increasing else " > ").join(items)
+        derived = [x for span in spans for x in span]
         return noisy(text + " (needs this order)", margin, reach), derived
     raise ValueError(f"unknown check kind {kind!r}")
 
@@ -198,5 +241,5 @@ def check_spreads(claim: dict, values: dict, measured: set) -> None:
 
 def no_number(metric: str, value: float, unit: str, name) -> str:
     """Why ``value`` is no measurement: not finite, or outside the domain of its unit."""
-    text = f"{name(metric)} = {with_unit(fmt(value), unit)}"
+    text = f"{name(metric)} = {quantity(value, unit)}"
     return text if not math.isfinite(value) else f"{text} ({domain(unit)})"

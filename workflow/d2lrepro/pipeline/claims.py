@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from d2lrepro.core import machines, paths, shortfall
-from d2lrepro.core.results import FAILED, outside_domain, with_unit
+from d2lrepro.core.results import FAILED, outside_domain
 from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
 from d2lrepro.pipeline import checks
 from d2lrepro.pipeline.scaling import names_left_out, scaled_reason
@@ -23,7 +23,11 @@ LEDGER = paths.LEDGER
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
+# Every check that failed sat within its measured spread: this run cannot tell, and is no
+# evidence against the book (another run of the same code may fall on either side).
+INCONCLUSIVE = "inconclusive here"
 NOT_APPLICABLE = "not applicable here"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_APPLICABLE)
 COLUMNS = [
     "id",
     "section",
@@ -107,10 +111,8 @@ def _lacking(rows: pd.DataFrame, status: pd.Series) -> pd.DataFrame:
     return rows[(status == NOT_APPLICABLE_STATUS) & lacks]
 
 
-# How the reason of a failed check begins: "within the measured noise" where every failed
-# check of the claim sat within its measured spread, so that the run cannot tell.
+# How the reason of a claim that did not reproduce begins where a check failed.
 FAILED_CHECK = "failed: "
-FAILED_WITHIN_NOISE = "failed within the measured noise: "
 # A job that times shares the machine only where the preset allows it (timings_alone: false).
 RAN_BESIDE_OTHERS = (
     "timed by a job that ran beside other jobs (timings_alone: false); a run whose timings"
@@ -135,12 +137,12 @@ def evaluate_claim(
     records: dict[str, dict],
     deviations: list = (),
     preset: str = "book",
-    seconds: dict | None = None,
+    rates: dict | None = None,
 ) -> dict:
     """One row of claims.csv for ``claim``, given the rows of its evidence file and the
     records of the machines they name (:mod:`d2lrepro.core.machines`), the settings
-    the preset changed (``deviations``: (key, book value, value) triples) and the seconds this
-    run's jobs took by setting (:func:`job_seconds`).
+    the preset changed (``deviations``: (key, book value, value) triples) and the training rates
+    this run's runs measured by setting (:func:`~d2lrepro.pipeline.scaling.rates`).
 
     "not applicable here": the machine lacks the hardware (the claim's ``requires``, or a
     metric's note saying what its job lacked: this reason comes first, since no preset cures
@@ -148,7 +150,8 @@ def evaluate_claim(
     leave out what measures a metric: a metric missing otherwise is an error), or the claim
     is ``timed`` and a job that timed it ran beside other jobs. "not reproduced": a check
     failed, or the run behind a metric diverged, failed or measured nothing, or a number it
-    derived is not finite. The measured numbers are shown whenever there are any.
+    derived is not finite. "inconclusive here": every check that failed had the bound within
+    its measured spread. The measured numbers are shown whenever there are any.
     """
     row = {
         k: claim.get(k, "")
@@ -157,7 +160,7 @@ def evaluate_claim(
     names = [n for check in claim["checks"] for n in checks.metrics_of(check)]
     missing = sorted(set(names) - set(metrics["metric"]))
     depends_on, deviations = claim.get("depends_on", []), list(deviations)
-    scaled = scaled_reason(depends_on, deviations, preset, seconds or {})
+    scaled = scaled_reason(depends_on, deviations, preset, rates or {})
     # A metric may be missing only where it names what the preset left out of a setting the
     # claim depends on (a run, a semantics); otherwise the ledger or a summary is broken.
     unexplained = [m for m in missing if not names_left_out(m, depends_on, deviations)]
@@ -166,7 +169,7 @@ def evaluate_claim(
     used = metrics[metrics["metric"].isin(names)]
     if used["metric"].duplicated().any():
         raise ValueError(f"claim {claim['id']}: {claim['evidence']} holds a metric more than once")
-    row["device"] = ", ".join(sorted(set(used["device"].fillna("").astype(str)) - {""}))
+    row["device"] = machines.devices_of(used)
     status = checks.statuses(used, claim["evidence"])
     units = checks.units(used, claim["evidence"])
     values = dict(zip(used["metric"], used["value"].astype(float)))
@@ -177,7 +180,7 @@ def evaluate_claim(
         return metric.removeprefix(prefix)
 
     def shown(metric):
-        return f"{name(metric)} = {with_unit(checks.fmt(values[metric]), units[metric])}"
+        return f"{name(metric)} = {checks.quantity(values[metric], units[metric])}"
 
     checks.check_spreads(claim, values, measured_here)
     compared = set(names) - {
@@ -194,7 +197,10 @@ def evaluate_claim(
     )
     outcomes = []
     if all(math.isfinite(v) for v in values.values()) and not broken and not missing:
-        outcomes = [checks.apply(check, values.__getitem__, name) for check in claim["checks"]]
+        outcomes = [
+            checks.apply(check, values.__getitem__, name, units.__getitem__)
+            for check in claim["checks"]
+        ]
     measured = "; ".join(o.measured for o in outcomes) or "; ".join(
         shown(m) for m in values if math.isfinite(values[m])
     )
@@ -208,9 +214,6 @@ def evaluate_claim(
     unmet = requires and _unmet(requires, machines.records_of(used, records, claim["evidence"]))
     if unmet:
         return verdict(NOT_APPLICABLE, unmet)
-    lacking = _lacking(used, status)
-    if len(lacking):
-        return verdict(NOT_APPLICABLE, _notes(lacking))
     failed_rows = used[status == FAILED]
     # A run that failed or measured no number is a finding even when the preset scaled it: a
     # smaller run that crashes, diverges or times nothing says something is wrong, and the
@@ -223,6 +226,10 @@ def evaluate_claim(
     what += [o.measured for o in outcomes if not o.finite]
     if what:
         return verdict(NOT_REPRODUCED, f"no number was measured: {', '.join(what)}{also}")
+    # A crash or a broken number stays a finding beside a part its job had no devices for.
+    lacking = _lacking(used, status)
+    if len(lacking):
+        return verdict(NOT_APPLICABLE, _notes(lacking))
     if scaled:
         left_out = f"; this preset measures no {', '.join(missing)}" if missing else ""
         return verdict(NOT_APPLICABLE, scaled + left_out)
@@ -237,8 +244,10 @@ def evaluate_claim(
     # What the measurement itself noted (e.g. why two numbers are equal) explains the finding.
     noted = used[used["note"].fillna("").astype(str) != ""] if "note" in used else used[:0]
     why = f"; note: {_notes(noted)}" if len(noted) else ""
-    lead = FAILED_WITHIN_NOISE if all(o.within_noise for o in failed) else FAILED_CHECK
-    return verdict(NOT_REPRODUCED, lead + "; ".join(o.measured for o in failed) + why)
+    how = "; ".join(o.measured for o in failed) + why
+    if all(o.within_noise for o in failed):
+        return verdict(INCONCLUSIVE, how)  # each failed check says it sat within its noise
+    return verdict(NOT_REPRODUCED, FAILED_CHECK + how)
 
 
 def evaluate(
@@ -247,7 +256,7 @@ def evaluate(
     read_machines,
     deviations: list = (),
     preset: str = "book",
-    seconds: dict | None = None,
+    rates: dict | None = None,
 ) -> pd.DataFrame:
     """All claims of the ledger; ``read_metrics(path)`` returns an evidence file's rows,
     ``read_machines(path)`` the records of the machines that measured them."""
@@ -261,6 +270,6 @@ def evaluate(
                 cache[path], records[path] = read_metrics(path), read_machines(path)
             rows.append(
                 {"section": section["id"]}
-                | evaluate_claim(claim, cache[path], records[path], deviations, preset, seconds)
+                | evaluate_claim(claim, cache[path], records[path], deviations, preset, rates)
             )
     return pd.DataFrame(rows, columns=COLUMNS)

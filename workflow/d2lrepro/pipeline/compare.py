@@ -19,7 +19,7 @@ import pandas as pd
 from d2lrepro.core import paths
 from d2lrepro.pipeline import compare_figures
 from d2lrepro.pipeline.archive import Run
-from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 TEMPLATE = paths.COMPARE_TEMPLATE
 DIFFERS = "verdict differs"
@@ -27,7 +27,25 @@ SOME_RUNS = "in some runs only"
 SAME = "same verdict"
 GROUPS = (DIFFERS, SOME_RUNS, SAME)
 ABSENT = "not in this run"
-VERDICT_CLASS = {REPRODUCED: "ok", NOT_REPRODUCED: "bad", NOT_APPLICABLE: "na", ABSENT: "absent"}
+VERDICT_CLASS = {
+    REPRODUCED: "ok",
+    NOT_REPRODUCED: "bad",
+    INCONCLUSIVE: "unsure",
+    NOT_APPLICABLE: "na",
+    ABSENT: "absent",
+}
+# How an archive written before the inconclusive verdict began the reason of a claim whose
+# every failed check sat within its noise, under the verdict "not reproduced".
+OLD_WITHIN_NOISE = "failed within the measured noise: "
+
+
+def read_verdicts(run: Run) -> pd.DataFrame:
+    """The run's claims as text, a claim an older archive calls not reproduced within its
+    noise read as inconclusive, as a run of this code would call it."""
+    claims = run.claims.astype(str)
+    reasons = claims["reason"] if "reason" in claims else pd.Series("", index=claims.index)
+    old = (claims["verdict"] == NOT_REPRODUCED) & reasons.str.startswith(OLD_WITHIN_NOISE)
+    return claims.assign(verdict=claims["verdict"].mask(old, INCONCLUSIVE))
 
 
 def labels(runs: list[Run]) -> list[str]:
@@ -111,7 +129,7 @@ def table(runs: list[Run], names: list[str]) -> pd.DataFrame:
     """One row per claim of any run: its group (verdict differs, in some runs only, same
     verdict; in that order, each in ledger order), and per run its verdict, the number its
     first check compares, the measured text and the reason."""
-    claims = [r.claims.astype(str).drop_duplicates("id").set_index("id", drop=False) for r in runs]
+    claims = [read_verdicts(r).drop_duplicates("id").set_index("id", drop=False) for r in runs]
     numbers = [claim_values(r) for r in runs]
     ids = list(dict.fromkeys(i for c in claims for i in c.index))
     rows = []
@@ -189,12 +207,12 @@ def render(
     names = labels(runs)
     rows = table(runs, names)
     titles = section_titles(runs)
-    held = [set(r.claims.loc[r.claims["verdict"] == REPRODUCED, "id"].astype(str)) for r in runs]
+    read = [read_verdicts(r) for r in runs]
+    held = [set(c.loc[c["verdict"] == REPRODUCED, "id"]) for c in read]
     counts = {g: int((rows["group"] == g).sum()) for g in GROUPS}
     counts["reproduced in every run"] = len(set.intersection(*held)) if held else 0
     per_run = [
-        {v: int((r.claims["verdict"] == v).sum()) for v in VERDICT_CLASS if v != ABSENT}
-        for r in runs
+        {v: int((c["verdict"] == v).sum()) for v in VERDICT_CLASS if v != ABSENT} for c in read
     ]
     numbers = [claim_values(r) for r in runs]
     figures = compare_figures.curves(runs, names, book) + compare_figures.ratios(

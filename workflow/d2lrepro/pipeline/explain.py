@@ -47,7 +47,8 @@ def explanation(claim: dict, rows: pd.DataFrame) -> str:
 
 
 def explain(ledger: dict, table: pd.DataFrame, read_metrics) -> pd.DataFrame:
-    """``table`` (claims.csv) with an ``explanation`` of each claim it does not reproduce;
+    """``table`` (claims.csv) with an ``explanation`` of each claim it does not reproduce (an
+    inconclusive one differs by no more than its noise: nothing to explain);
     ``read_metrics(path)`` returns an evidence file's rows."""
     by_id = {c["id"]: c for s in ledger["sections"] for c in s["claims"]}
     cache: dict[str, pd.DataFrame] = {}
@@ -55,7 +56,7 @@ def explain(ledger: dict, table: pd.DataFrame, read_metrics) -> pd.DataFrame:
     def why(row) -> str:
         if row["verdict"] != claims.NOT_REPRODUCED:
             return ""
-        if not str(row["reason"]).startswith((claims.FAILED_CHECK, claims.FAILED_WITHIN_NOISE)):
+        if not str(row["reason"]).startswith(claims.FAILED_CHECK):
             # The run failed or measured no number: nothing was compared with the book, so
             # nothing the run measured explains a difference.
             return NOT_EXPLAINED

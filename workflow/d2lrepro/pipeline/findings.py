@@ -1,17 +1,18 @@
 """What a run found, in sentences made from its verdicts and numbers, chapter by chapter: how
-many of the book's claims held here, which did not and by how much, and what this run could
-not judge and why. Claims that cannot be judged for one reason (no GPU, 2 devices, the
-preset's scale) are grouped under it, and what a device is on the machines that measured is
-said once. Nothing here is typed for a run: change a verdict and the sentences change.
-Serves every section of the ledger.
+many of the book's claims held here, which did not and by how much, which sat within their
+measured noise, and what this run could not judge and why. Claims that cannot be judged for
+one reason (no GPU, 2 devices, the preset's scale) are grouped under it, and what a device is
+on the machines that measured is said once. Nothing here is typed for a run: change a verdict
+and the sentences change. Serves every section of the ledger.
 """
 
 from __future__ import annotations
 
 from d2lrepro.core import shortfall
+from d2lrepro.pipeline.checks import WITHIN_NOISE
 from d2lrepro.pipeline.claims import (
     FAILED_CHECK,
-    FAILED_WITHIN_NOISE,
+    INCONCLUSIVE,
     NOT_APPLICABLE,
     NOT_REPRODUCED,
     RAN_BESIDE_OTHERS,
@@ -68,29 +69,35 @@ def not_judged(rows: list[dict], preset: str) -> str:
 
 
 def failed_check(reason: str) -> str:
-    """What a not-reproduced claim measured against the book's bound: its reason without the
-    prefix and the notes of the measurement (the claim's row shows them)."""
-    for lead in (FAILED_WITHIN_NOISE, FAILED_CHECK):
-        reason = reason.removeprefix(lead)
-    return reason.split("; note: ")[0]
+    """What a claim that did not reproduce, or was inconclusive, measured against the book's
+    bound: its reason without the prefix and the notes of the measurement (the claim's row
+    shows them)."""
+    return reason.removeprefix(FAILED_CHECK).split("; note: ")[0]
 
 
 def chapter(title: str, rows: list[dict], preset: str) -> dict:
-    """What this run found in one chapter: a summary sentence, and each claim that did not
-    reproduce with its headline, what it measured and why it differs where the run says."""
+    """What this run found in one chapter: a summary sentence; each claim that did not
+    reproduce with its headline, what it measured and why it differs where the run says; and
+    each inconclusive one with what it measured, the book's bound within its spread."""
     held = [r for r in rows if r["verdict"] == REPRODUCED]
     failed = [r for r in rows if r["verdict"] == NOT_REPRODUCED]
-    judged = len(held) + len(failed)
+    # A claim whose every failed check sat within its noise is no evidence against the book:
+    # counted apart, never as one that did not hold.
+    unsure = [r for r in rows if r["verdict"] == INCONCLUSIVE]
+    judged = len(held) + len(failed) + len(unsure)
     kinds = ", ".join(
         plural(n, label) for k, label in KINDS.items() if (n := sum(r["kind"] == k for r in held))
     )
     sentence = f"This run judged {judged} of the chapter's {plural(len(rows), 'claim')}"
     if judged:
-        sentence += f": {len(held)} held ({kinds or 'none'}) and {len(failed)} did not"
-        # A claim whose every failed check sat within its noise is no evidence against the
-        # book: counted apart.
-        if noise := sum(r["reason"].startswith(FAILED_WITHIN_NOISE) for r in failed):
-            sentence += f" ({noise} of them within their measured noise)"
+        parts = [f"{len(held)} held ({kinds or 'none'})", f"{len(failed)} did not"]
+        if unsure:
+            one = len(unsure) == 1
+            parts.append(
+                f"{len(unsure)} {'was' if one else 'were'} inconclusive (the book's number lay"
+                f" within the spread of {'its' if one else 'their'} measurements here)"
+            )
+        sentence += ": " + ", ".join(parts[:-1]) + " and " + parts[-1]
     sentence += "."
     if judged < len(rows):
         sentence += f" Not judged here: {not_judged(rows, preset)}."
@@ -105,6 +112,14 @@ def chapter(title: str, rows: list[dict], preset: str) -> dict:
                 "explanation": r.get("explanation", ""),
             }
             for r in failed
+        ],
+        "inconclusive": [
+            {
+                "id": r["id"],
+                "headline": r["headline"],
+                "measured": failed_check(r["reason"]).replace(f", {WITHIN_NOISE}", ""),
+            }
+            for r in unsure
         ],
     }
 
@@ -146,8 +161,8 @@ def devices_here(records: list[dict], rows: list[dict], preset: str) -> str:
         judged = (
             "So the claims about several devices cannot be judged here: "
             + ", ".join(counted(n, why) for why, n in lacking.items())
-            + f"; a machine whose jobs can use {most} GPUs, or {most} cores and no GPU,"
-            " judges them."
+            + f"; a machine whose jobs can use {most} GPUs judges them, and one whose jobs"
+            f" can use {most} cores and no GPU those of them that do not need CUDA."
         )
     else:
         on_gpus = sum(n for why, n in groups.items() if shortfall.needs_gpus(why))

@@ -14,20 +14,25 @@ import pandas as pd
 from d2lrepro.core import machines, paths
 from d2lrepro.pipeline.claims import (
     FAILED_CHECK,
-    FAILED_WITHIN_NOISE,
+    INCONCLUSIVE,
     NOT_APPLICABLE,
     NOT_REPRODUCED,
     REPRODUCED,
+    VERDICTS,
     section_categories,
 )
 from d2lrepro.pipeline.findings import KINDS, devices_here, findings, folded, not_judged
 from d2lrepro.pipeline.scaling import SCALED_REASON
 from d2lrepro.pipeline.settings import Settings
 
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_APPLICABLE)
 TEMPLATE = paths.REPORT_TEMPLATE
 SECTION_TEMPLATE = paths.SECTION_TEMPLATE
-VERDICT_CLASS = {REPRODUCED: "ok", NOT_REPRODUCED: "bad", NOT_APPLICABLE: "na"}
+VERDICT_CLASS = {
+    REPRODUCED: "ok",
+    NOT_REPRODUCED: "bad",
+    INCONCLUSIVE: "unsure",
+    NOT_APPLICABLE: "na",
+}
 
 
 def embed_png(path: Path) -> str:
@@ -75,12 +80,8 @@ def _environment(template: Path) -> jinja2.Environment:
 
 def shown_reason(reason: str, measured: str) -> str:
     """What a claim's reason adds under its verdict to what it measured: nothing where it only
-    repeats the failed checks, the words "within the measured noise" where that is all."""
-    if reason == FAILED_CHECK + measured:
-        return ""
-    if reason == FAILED_WITHIN_NOISE + measured:
-        return FAILED_WITHIN_NOISE.removesuffix(": ")
-    return reason
+    repeats the checks (each inconclusive one says that it sat within its noise)."""
+    return "" if reason in (FAILED_CHECK + measured, measured) else reason
 
 
 def with_explanations(claims: pd.DataFrame) -> pd.DataFrame:

@@ -1,9 +1,11 @@
 """Claims judged at the book's scale only: what a preset scaled that a claim depends on, and how
-long the book's settings would take on this machine, from this run's job times."""
+long training at the book's settings would take on this machine, at the rates this run's own
+runs measured after start-up."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import math
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -16,15 +18,46 @@ SCALED_REASON = "judged at the book's scale only"
 WORK_SETTINGS = {"epochs": None, "train_subset": 60_000}
 
 
-def job_seconds(files: dict[str, list[str]]) -> dict[str, float]:
-    """Wall seconds this run's jobs took, by the setting they ran: ``files`` maps a config key
-    to the benchmark files of the jobs that ran it (those missing are skipped)."""
-    seconds = {}
-    for key, job_files in files.items():
-        found = [Path(p) for p in job_files if Path(p).exists()]
-        if found:
-            seconds[key] = sum(float(pd.read_csv(f, sep="\t")["s"].iloc[-1]) for f in found)
-    return seconds
+@dataclass(frozen=True)
+class Rate:
+    """What this run's runs of one family trained: ``examples`` over all their epochs, and the
+    seconds an example took after start-up (NaN where they trained nothing: ``nothing`` says
+    why, from their histories' notes)."""
+
+    examples: float
+    seconds_per_example: float
+    nothing: str = ""
+
+
+def rate(histories: list[pd.DataFrame]) -> Rate:
+    """The :class:`Rate` of the runs whose histories are ``histories``: one row per epoch
+    (``epoch``, ``seconds``, ``samples_per_s``; a ``seed`` where a file holds several runs), or
+    a ``note`` where a run could not train here. Only the time of training counts (a job's
+    start-up and testing are not in ``seconds``), and of it each run's epochs after its first,
+    which pays one-off set-up, or its only epoch; an epoch's rate is its
+    ``steady_samples_per_s`` where recorded (its whole batches after the first), else its
+    ``samples_per_s``."""
+    trained = [
+        h.assign(run=i, seed=h.get("seed", 0))
+        for i, h in enumerate(histories)
+        if "seconds" in h and len(h)
+    ]
+    if not trained:
+        notes = sorted({str(n) for h in histories if "note" in h for n in h["note"].dropna()})
+        return Rate(0.0, math.nan, "; ".join(notes) or "its histories are empty")
+    epochs = pd.concat(trained, ignore_index=True)
+    epochs["examples"] = epochs["seconds"] * epochs["samples_per_s"]
+    runs = epochs.groupby(["run", "seed"])["epoch"]
+    counted = epochs[(epochs["epoch"] > runs.transform("min")) | (runs.transform("size") == 1)]
+    steady = counted.get("steady_samples_per_s", counted["samples_per_s"])
+    seconds = counted["examples"] / steady.fillna(counted["samples_per_s"])
+    return Rate(float(epochs["examples"].sum()), float(seconds.sum() / counted["examples"].sum()))
+
+
+def rates(files: dict[str, list[str]]) -> dict[str, Rate]:
+    """The :class:`Rate` of each family of runs: ``files`` maps a config key to the history
+    files of the runs that ran it."""
+    return {key: rate([pd.read_csv(p) for p in paths]) for key, paths in files.items() if paths}
 
 
 def _minutes(seconds: float) -> str:
@@ -75,12 +108,14 @@ def names_left_out(metric: str, depends_on: list[str], deviations: list) -> bool
     return any(f".{name}." in f".{metric}." for name in names)
 
 
-def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds: dict) -> str:
+def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: dict) -> str:
     """Why a claim is judged only at the book's scale, when the preset changed a setting it
-    depends on ("" when it changed none): what was scaled or left out, and how long the
-    book's settings would take here, from the ``seconds`` this run's jobs of each family took
-    and the work factor of that family's own settings (families add up), or else how much
-    more work; a run left out was not timed, so nothing is estimated."""
+    depends on ("" when it changed none): what was scaled or left out, and how long training
+    at the book's settings would take here: each family of runs it depends on (``rates``, by
+    config key) trains the examples it trained in this run times the work factor of its own
+    settings, at the rate it measured after start-up (families add up); else how much more
+    work the book's settings are. Nothing is estimated from a run left out or one that
+    trained nothing here (a device it lacked): the reason names them."""
     hits = _hits(depends_on, deviations)
     if not hits:
         return ""
@@ -91,39 +126,50 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, seconds:
     ] * bool(left_out)
     matched = [
         f
-        for f in seconds
+        for f in rates
         if any(f == d or d.startswith(f + ".") or f.startswith(d + ".") for d in depends_on)
     ]
     # A family whose own part also matched (airfoil beside airfoil.eps_sweep) runs other jobs.
     families = [f for f in matched if not any(g.startswith(f + ".") for g in matched)]
-    spent = sum(seconds[f] for f in families)
-    book = sum(seconds[f] * _work_factor([h for h in hits if _under(h[0], f)]) for f in families)
+    timed = [f for f in families if rates[f].examples]
+    idle = [f for f in families if not rates[f].examples]
+    trained = sum(rates[f].examples * rates[f].seconds_per_example for f in timed)
+    book = sum(
+        rates[f].examples
+        * _work_factor([h for h in hits if _under(h[0], f)])
+        * rates[f].seconds_per_example
+        for f in timed
+    )
     factor = _work_factor(hits)
-    if not scaled:  # only left out: nothing ran that an estimate could scale
+    if not scaled or (idle and not timed):  # nothing ran that an estimate could scale
         more = ""
-    elif spent and book > spent:
+    elif book > trained:
+        measured = ", ".join(
+            f"{f}: {1 / rates[f].seconds_per_example:,.0f} examples/s" for f in timed
+        )
         more = (
-            f"; the book's settings would take at most about {_minutes(book)} of job time"
-            f" here, one job at a time (this run's {_minutes(spent)} scaled linearly, its"
-            " start-up costs too)"
+            f"; training at the book's settings would take about {_minutes(book)} here, one"
+            f" run after another, at this run's rates after start-up ({measured}; start-up"
+            " and testing not counted)"
         )
     elif factor > 1:
         more = f"; the book's settings are about {factor:.3g}x this run's work"
     elif factor < 1:  # more seeds or settings than the book's: not a scaled-down run
         more = f"; this preset does about {1 / factor:.3g}x the work of the book's settings"
-    elif spent:
-        more = (
-            f"; this run's jobs of it took {_minutes(spent)}, the book's settings do more work"
-            " (how much more is not estimated)"
-        )
     else:
         more = ""
-    if left_out:
-        gone = ", ".join(left_out)
+    why: dict[str, list[str]] = {}  # the runs that trained nothing, by the reason
+    for f in idle:
+        why.setdefault(rates[f].nothing, []).append(f)
+    unestimated = [f"no job of this run ran {', '.join(left_out)}"] * bool(left_out) + [
+        f"{' and '.join(runs)} trained nothing in this run ({note})" for note, runs in why.items()
+    ]
+    if unestimated:
+        them = "it" if len(left_out) + len(idle) == 1 else "them"
         more += (
-            f"; no job of this run ran {gone}, so that estimate leaves it out"
+            f"; {' and '.join(unestimated)}, so that estimate leaves {them} out"
             if more
-            else f"; no job of this run ran {gone}, so its book-scale time is not estimated"
+            else f"; {' and '.join(unestimated)}, so no book-scale time is estimated"
         )
     return (
         f"{SCALED_REASON}: preset {preset} "

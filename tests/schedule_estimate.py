@@ -1,0 +1,234 @@
+"""Benchmark: a preset's wall time on a machine of N cores and G GPUs, simulated from each job's
+measured wall time and the workflow's own plan, beside the runs that measured the times.
+
+    .venv/bin/python tests/schedule_estimate.py [--run LABEL JOBS PRESET CORES GPUS SECONDS]...
+
+JOBS is a run's benchmarks/ folder or a TSV of job and seconds (the GPU run's job-seconds.tsv);
+SECONDS the run's measured wall time. Without --run it checks the first GPU run
+(../shared/evidence/h200-2026-11-26: the cpu preset on 16 cores and one H200). Then it prints
+what the cpu preset would take on that machine were each job family's start-up paid once.
+
+The plan is the workflow's own: a dry run of this tree as a machine of CORES cores and GPUS
+GPUs would plan it (the Snakefile's GPU count faked), which gives each job's threads (a job
+that times takes every core), its `gpu` and `gpu_share` and the jobs it waits for. The
+simulation assumes: each job takes its measured time whatever runs beside it; the scheduler
+starts, whenever a job ends, every waiting job whose inputs are done and whose threads and
+GPUs are free, in the plan's order (by job name); jobs without a benchmark (data fetches, the
+claims, the report) take no time, nor does Snakemake's own start (4 to 6 s in the logs).
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import heapq
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EVIDENCE = REPO.parent / "shared" / "evidence" / "h200-2026-11-26"
+SKIP = {".git", ".venv", ".snakemake", "results", "resources", "logs", "benchmarks", "__pycache__"}
+# The GPU run's wall time: 6 min 28 s and 111 s in two calls (evidence README), 30 s of the
+# first spent on a `hardware` job that the time limit stopped and the second ran again.
+H200_RUN = ("H200, cpu preset", EVIDENCE / "job-seconds.tsv", "cpu", 16, 1, 388.0 + 111.0)
+
+# Run by the planning process in a copy of the tree: the jobs a dry run plans, as JSON.
+PLAN = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.scheduling.job_scheduler import JobScheduler
+from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+
+sys.path.insert(0, "workflow")
+from d2lrepro.pipeline import settings
+
+preset, cores, gpus = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+settings.local_gpus = lambda: gpus  # this machine, as the Snakefile sees it
+planned = {}
+schedule = JobScheduler.schedule
+
+
+def record(scheduler):
+    if not planned:
+        dag = scheduler.workflow.dag
+        jobs = sorted(dag.needrun_jobs(), key=lambda j: (str(j.benchmark or j.rule.name), j.jobid))
+        ids = {job: i for i, job in enumerate(jobs)}
+        limits = scheduler.workflow.global_resources
+        names = ("_cores", "gpu", "gpu_share")
+        planned["limits"] = {k: getattr(limits.get(k), "value", None) for k in names}
+        planned["jobs"] = [
+            {
+                "rule": job.rule.name,
+                "benchmark": str(job.benchmark) if job.benchmark else None,
+                "needs": {k: v for k, v in job.scheduler_resources.items() if k in names},
+                "after": sorted(ids[d] for d in dag.dependencies[job] if d in ids),
+            }
+            for job in jobs
+        ]
+    return schedule(scheduler)
+
+
+JobScheduler.schedule = record
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(
+        snakefile=Path("Snakefile"),
+        resource_settings=ResourceSettings(cores=cores),
+        config_settings=ConfigSettings(config={"preset": preset}),
+    )
+    dag = workflow.dag(DAGSettings(forceall=True))
+    dag.execute_workflow(executor="local", pseudo_executor="dryrun")
+print("PLANNED", json.dumps(planned))
+"""
+
+
+@dataclass(frozen=True)
+class Job:
+    """A planned job: its name (its benchmark file under benchmarks/, without .tsv; else its
+    rule's), its rule, what it holds while it runs (``_cores``, ``gpu``, ``gpu_share``) and the
+    indices of the jobs it waits for."""
+
+    name: str
+    rule: str
+    needs: dict
+    after: tuple = ()
+
+
+def plan(preset: str, cores: int, gpus: int) -> tuple[dict, list[Job]]:
+    """The run's limits and jobs, as a dry run of this tree plans them on a machine of
+    ``cores`` cores and ``gpus`` GPUs (in a copy: the Snakefile records a results tree's
+    preset)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "repo"
+        shutil.copytree(REPO, tree, ignore=lambda d, names: [n for n in names if n in SKIP])
+        done = subprocess.run(
+            [sys.executable, "-c", PLAN, preset, str(cores), str(gpus)],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+        )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("PLANNED ")]
+    if done.returncode or not lines:
+        sys.exit(f"the dry run failed:\n{done.stderr[-5000:]}")
+    planned = json.loads(lines[-1].removeprefix("PLANNED "))
+    jobs = [
+        Job(
+            name=(j["benchmark"] or j["rule"]).removeprefix("benchmarks/").removesuffix(".tsv"),
+            rule=j["rule"],
+            needs=j["needs"],
+            after=tuple(j["after"]),
+        )
+        for j in planned["jobs"]
+    ]
+    return planned["limits"], jobs
+
+
+def measured(path: Path) -> dict[str, float]:
+    """Each job's wall time: from a benchmarks/ folder (``s`` of each ``<job>.tsv``) or a TSV
+    of ``job`` and ``seconds``."""
+    if path.is_file():
+        with open(path) as f:
+            return {row["job"]: float(row["seconds"]) for row in csv.DictReader(f, delimiter="\t")}
+    times = {}
+    for tsv in path.rglob("*.tsv"):
+        with open(tsv) as f:
+            times[str(tsv.relative_to(path).with_suffix(""))] = float(
+                next(csv.DictReader(f, delimiter="\t"))["s"]
+            )
+    return times
+
+
+def simulate(jobs: list[Job], seconds: list[float], limits: dict) -> float:
+    """The wall time of ``jobs``, each taking ``seconds``, on a machine of ``limits`` (at most
+    this much of each resource at once; None: no limit): list scheduling. Whenever a job ends,
+    every job whose jobs to wait for are done and whose needs fit what is free starts, in the
+    order of ``jobs``; a job never asks for more than the machine has (as Snakemake caps
+    threads at the cores)."""
+    limits = {k: v for k, v in limits.items() if v is not None}
+    free = dict(limits)
+    waiting = {i: set(job.after) for i, job in enumerate(jobs)}
+    running: list[tuple[float, int]] = []
+    now = 0.0
+
+    def needs(i):
+        return {k: min(jobs[i].needs.get(k, 0), limit) for k, limit in limits.items()}
+
+    while waiting or running:
+        for i in [i for i, after in waiting.items() if not after]:
+            if all(v <= free[k] for k, v in needs(i).items()):
+                free = {k: free[k] - v for k, v in needs(i).items()}
+                heapq.heappush(running, (now + seconds[i], i))
+                del waiting[i]
+        if not running:
+            raise ValueError(f"jobs that cannot start: {sorted(jobs[i].name for i in waiting)}")
+        now = running[0][0]
+        while running and running[0][0] == now:
+            _, i = heapq.heappop(running)
+            free = {k: free[k] + v for k, v in needs(i).items()}
+            for after in waiting.values():
+                after.discard(i)
+    return now
+
+
+def start_up_once(jobs: list[Job], seconds: list[float]) -> list[float]:
+    """The job times ``seconds`` with each family's start-up (a rule's: Python, torch, CUDA,
+    its data) paid once: by its first job, the others taking that much less. A family's
+    start-up is taken as its shortest job's time, an upper bound."""
+    start_up, first = {}, {}
+    for i, job in enumerate(jobs):
+        start_up[job.rule] = min(start_up.get(job.rule, seconds[i]), seconds[i])
+        first.setdefault(job.rule, i)
+    return [
+        s if first[j.rule] == i else s - start_up[j.rule]
+        for i, (j, s) in enumerate(zip(jobs, seconds))
+    ]
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds:.0f} s ({int(seconds // 60)} min {seconds % 60:02.0f} s)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--run",
+        nargs=6,
+        action="append",
+        metavar=("LABEL", "JOBS", "PRESET", "CORES", "GPUS", "SECONDS"),
+        help="a measured run to check the simulation against (repeatable)",
+    )
+    args = parser.parse_args()
+    plans = {}
+    print(f"{'run':<24} {'jobs':>4} {'measured':>18} {'simulated':>18} {'error':>6}")
+    for label, source, preset, cores, gpus, wall in args.run or [H200_RUN]:
+        if not Path(source).exists():
+            sys.exit(f"no job times at {source}")
+        key = (preset, int(cores), int(gpus))
+        limits, jobs = plans[key] = plans.get(key) or plan(*key)
+        times = measured(Path(source))
+        simulated = simulate(jobs, [times.get(job.name, 0.0) for job in jobs], limits)
+        wall = float(wall)
+        print(
+            f"{label:<24} {len(jobs):>4} {_time(wall):>18} {_time(simulated):>18}"
+            f" {simulated / wall - 1:>+6.0%}"
+        )
+        unmeasured = ", ".join(sorted({j.rule for j in jobs if j.name not in times}))
+        print(f"  on {cores} cores and {gpus} GPUs; no time measured (0 s taken): {unmeasured}")
+    label, source, preset, cores, gpus, _ = H200_RUN
+    limits, jobs = plans.get((preset, cores, gpus)) or plan(preset, cores, gpus)
+    times = measured(source)
+    once = start_up_once(jobs, [times.get(job.name, 0.0) for job in jobs])
+    print(
+        f"An estimate: the {preset} preset on {cores} cores and {gpus} GPU, each job family's"
+        f" start-up paid once (job times: {label}): {_time(simulate(jobs, once, limits))}"
+    )
+
+
+if __name__ == "__main__":
+    main()

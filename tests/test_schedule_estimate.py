@@ -1,0 +1,83 @@
+"""The schedule estimate (tests/schedule_estimate.py): its simulation on tiny synthetic plans,
+the start-up paid once per family, the job times it reads, and the plan it takes from a dry
+run of the workflow."""
+
+import pytest
+
+import schedule_estimate
+from schedule_estimate import Job, simulate, start_up_once
+
+CORES = {"_cores": 2, "gpu": None, "gpu_share": None}
+
+
+def one_core(name, *after, rule="r"):
+    return Job(name, rule, {"_cores": 1}, after)
+
+
+def test_jobs_run_side_by_side_as_far_as_the_cores_go():
+    jobs = [one_core("a"), one_core("b"), one_core("c")]
+    assert simulate(jobs, [3.0, 2.0, 2.0], CORES) == 4.0  # a and b, then c beside a
+    assert simulate(jobs, [3.0, 2.0, 2.0], CORES | {"_cores": 1}) == 7.0
+
+
+def test_a_job_waits_for_the_jobs_it_depends_on():
+    jobs = [one_core("data"), one_core("train", 0), one_core("summary", 1), one_core("plot")]
+    assert simulate(jobs, [1.0, 5.0, 1.0, 4.0], CORES) == 7.0
+
+
+def test_a_job_that_takes_every_core_waits_for_a_free_machine_and_runs_alone():
+    """The timing job does not fit beside a, so it starts when a ends; b, ready then too,
+    comes after it in the plan's order and waits for it to end: 1 + 2 + 1 s, where b beside
+    the timing job would make 3 s."""
+    timing = Job("timing", "t", {"_cores": 16})  # asks for more than there is: capped
+    jobs = [one_core("a"), timing, one_core("b", 0)]
+    assert simulate(jobs, [1.0, 2.0, 1.0], CORES) == 4.0
+
+
+def test_jobs_that_share_a_gpu_run_as_many_at_once_as_there_are_shares():
+    shared = [Job(f"lr{i}", "lr", {"_cores": 1, "gpu_share": 1}) for i in range(4)]
+    machine = {"_cores": 16, "gpu": 1, "gpu_share": 2}
+    assert simulate(shared, [10.0] * 4, machine) == 20.0
+    on_the_gpu = Job("hybridize", "h", {"_cores": 1, "gpu": 1})
+    assert simulate([on_the_gpu, on_the_gpu], [5.0, 5.0], machine) == 10.0
+    # without GPUs (limit 0) a job asks for none
+    assert simulate([on_the_gpu] * 2, [5.0] * 2, machine | {"gpu": 0}) == 5.0
+
+
+def test_a_plan_that_cannot_finish_says_which_jobs_wait():
+    with pytest.raises(ValueError, match="'a', 'b'"):
+        simulate([one_core("a", 1), one_core("b", 0)], [1.0, 1.0], CORES)
+
+
+def test_start_up_paid_once_per_family_is_its_shortest_job():
+    jobs = [one_core("x1", rule="x"), one_core("y", rule="y"), one_core("x2", rule="x")]
+    assert start_up_once(jobs + [one_core("x3", rule="x")], [10.0, 7.0, 12.0, 11.0]) == [
+        10.0,
+        7.0,
+        2.0,
+        1.0,
+    ]
+
+
+def test_job_times_come_from_a_benchmarks_folder_or_a_table(tmp_path):
+    folder = tmp_path / "benchmarks"
+    (folder / "data_parallel_run").mkdir(parents=True)
+    (folder / "hybridize.tsv").write_text("s\th:m:s\n98.06\t0:01:38\n")
+    (folder / "data_parallel_run" / "lenet.1.seed0.tsv").write_text("s\th:m:s\n13.48\t0:00:13\n")
+    found = {"hybridize": 98.06, "data_parallel_run/lenet.1.seed0": 13.48}
+    assert schedule_estimate.measured(folder) == found
+    table = tmp_path / "job-seconds.tsv"
+    table.write_text("job\tseconds\nhybridize\t98.06\ndata_parallel_run/lenet.1.seed0\t13.48\n")
+    assert schedule_estimate.measured(table) == found
+
+
+def test_the_plan_is_the_workflow_s_own_on_the_machine_named():
+    """A dry run as a machine of 4 cores and 1 GPU: a job that times takes every core and the
+    GPU, the lr-schedule runs a share of it, and each waits for the prepared data."""
+    limits, jobs = schedule_estimate.plan("cpu", 4, 1)
+    assert limits == {"_cores": 4, "gpu": 1, "gpu_share": 4}
+    named = {job.name: job for job in jobs}
+    assert named["hybridize"].needs == {"_cores": 4, "gpu": 1}
+    run = named["lr_schedules_run/constant.as_written.seed0"]
+    assert run.needs == {"_cores": 1, "gpu": 0, "gpu_share": 1}
+    assert [jobs[i].rule for i in run.after] == ["prepare_fashion_mnist"]
