@@ -175,10 +175,10 @@ def module_decisions(tmp_path, monkeypatch) -> dict:
 
     from d2lrepro.core import environment
     from d2lrepro.multidevice import launcher
-    from d2lrepro.performance import hardware, hybridize
+    from d2lrepro.performance import hardware, hybridize, hybridize_symbolic
 
     timed = []
-    monkeypatch.setattr(hybridize, "imperative_vs_symbolic", lambda: ([], ""))
+    monkeypatch.setattr(hybridize_symbolic, "imperative_vs_symbolic", lambda: ([], ""))
     monkeypatch.setattr(hybridize, "hybridize", lambda device, **_: timed.append(device) or [])
     monkeypatch.setattr(hybridize, "serialize", lambda *_: [])
     cfg = {

@@ -25,30 +25,6 @@ def values(rows):
     return {row["metric"]: row["value"] for row in rows}
 
 
-def test_fancy_func_imperative_and_symbolic():
-    rows, printed = hybridize.imperative_vs_symbolic()
-    assert values(rows) == {"imperative.result": 10, "symbolic.result": 10}
-    assert printed.startswith(hybridize.evoke_()) and printed.endswith("10\n")
-    assert verdict_of("hyb.fancy_func", rows) == verdict_of("hyb.symbolic", rows) == REPRODUCED
-
-
-def test_each_result_comes_from_its_own_code(monkeypatch):
-    # Mutations: a wrong add in the module breaks the imperative cell only; a wrong add in the
-    # generated program breaks the symbolic cell only.
-    monkeypatch.setattr(hybridize, "add", lambda a, b: a * b)
-    rows, _ = hybridize.imperative_vs_symbolic()
-    assert values(rows) == {"imperative.result": 24, "symbolic.result": 10}
-    assert verdict_of("hyb.fancy_func", rows) == NOT_REPRODUCED
-    assert verdict_of("hyb.symbolic", rows) == REPRODUCED
-
-    monkeypatch.undo()
-    monkeypatch.setattr(hybridize, "add_", lambda: "\ndef add(a, b):\n    return a - b\n")
-    rows, _ = hybridize.imperative_vs_symbolic()
-    assert values(rows) == {"imperative.result": 10, "symbolic.result": 0}
-    assert verdict_of("hyb.fancy_func", rows) == REPRODUCED
-    assert verdict_of("hyb.symbolic", rows) == NOT_REPRODUCED
-
-
 @pytest.fixture(scope="module")
 def hybrid_rows():
     return hybridize.hybridize(batch_sizes=(1, 4), modes=("eager", "script"), n_calls=5, **FAST)

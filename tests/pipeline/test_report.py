@@ -1,3 +1,5 @@
+import tomllib
+
 import pandas as pd
 
 from d2lrepro.core import paths, plotting
@@ -259,3 +261,39 @@ def test_the_report_says_once_near_the_top_what_a_device_is_and_what_it_could_ju
     laptop = report.render(LEDGER, TABLE, ENV, run, "abc")  # no records: the overview's machine
     assert "A device here is one CPU core" in laptop
     assert "the claims about several devices are judged here." in laptop
+
+
+def test_the_first_line_names_what_measured(tmp_path, monkeypatch):
+    """Machine, cores, GPUs, torch (with the pinned version where it differs), preset and
+    commit, before anything else of the page."""
+    monkeypatch.chdir(tmp_path)
+    fig, ax = plotting.figure()
+    plotting.save(fig, paths.figure("s", "c"))
+    gpu_box = ENV | {
+        "host": "box",
+        "cpu_model": "Xeon",
+        "usable_cores": 16,
+        "cuda_devices": 1,
+        "gpus": ["NVIDIA H200"],
+        "torch_version": "2.11.0+cu130",
+    }
+    monkeypatch.setattr(report, "pinned_torch", lambda: "2.13.0")
+    run = settings.Settings("cpu", "cpu", {}, [])
+    html = report.render(LEDGER, TABLE, ENV, run, "abc1234", measured_on=[gpu_box])
+    first = (
+        "Measured on box: Xeon (16 cores), NVIDIA H200, torch 2.11.0+cu130 (pinned: 2.13.0)"
+        " · preset cpu · commit abc1234"
+    )
+    body = html[html.index("<body>") :]
+    assert first in body and body.index(first) < body.index("<h1>")
+    # the pinned version itself is not repeated; without records, the run's overview speaks
+    laptop = report.measured_by([], ENV, "smoke", "abc1234", "2.13.0")
+    assert (
+        laptop
+        == "Measured on Test CPU (2 cores), no GPU, torch 2.13.0 · preset smoke · commit abc1234"
+    )
+
+
+def test_the_pinned_torch_comes_from_the_package_metadata(repo):
+    pins = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"torch=={report.pinned_torch()}" in pins

@@ -1,7 +1,8 @@
-"""Compilers and interpreters (``hyb.*``): imperative vs symbolic fancy_func, the book's MLP
-run eagerly, by TorchScript and by torch.compile, and TorchScript serialization.
+"""Compilers and interpreters (``hyb.*``): imperative vs symbolic fancy_func
+(:mod:`.hybridize_symbolic`), the book's MLP run eagerly, by TorchScript and by torch.compile,
+and TorchScript serialization.
 
-Metrics: ``imperative.result``, ``symbolic.result`` (book: 10); ``hyb.n_calls``;
+Metrics: ``hyb.n_calls``;
 ``hyb.batch{B}.{mode}.{median_s,iqr_s,runs}`` (time of ``n_calls`` forward calls),
 ``hyb.batch{B}.{mode}.naive_s`` (the book's one cold loop), ``hyb.batch{B}.{mode}.max_abs_diff``
 (against eager), ``hyb.batch{B}.eager_over_{mode}`` and its ``_iqr`` (eager's time over the
@@ -14,7 +15,6 @@ book's cold loop in fresh processes: :mod:`.hybridize_cold`); the same on the fi
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import math
 import os
@@ -32,73 +32,11 @@ from d2lrepro.core import devices, plotting, reference
 from d2lrepro.core.models import mlp
 from d2lrepro.core.results import failed, metric, not_applicable, one_line, unmeasured
 from d2lrepro.core.timing import NAN_TIMING, naive_time, paired_ratio, time_fn, timing_rows
-from d2lrepro.performance import hybridize_cold
+from d2lrepro.performance import hybridize_cold, hybridize_symbolic
 
 log = logging.getLogger(__name__)
 MODES = ("eager", "script", "compile")
 BOOK_PARAMS = 164_482
-
-
-def add(a, b):
-    return a + b
-
-
-def fancy_func(a, b, c, d):
-    e = add(a, b)
-    f = add(c, d)
-    g = add(e, f)
-    return g
-
-
-def add_():
-    return """
-def add(a, b):
-    return a + b
-"""
-
-
-def fancy_func_():
-    return """
-def fancy_func(a, b, c, d):
-    e = add(a, b)
-    f = add(c, d)
-    g = add(e, f)
-    return g
-"""
-
-
-def evoke_():
-    return add_() + fancy_func_() + "print(fancy_func(1, 2, 3, 4))"
-
-
-def _printed(cell: Callable[[], None]) -> str:
-    """What ``cell`` prints."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        cell()
-    return out.getvalue()
-
-
-def imperative_vs_symbolic() -> tuple[list[dict], str]:
-    """The book's two cells, run as it writes them: print(fancy_func(1, 2, 3, 4)), and the
-    program that evoke_() generates, printed, compiled and executed; each result is the last
-    line the cell prints. Returns the rows and what the symbolic cell printed."""
-
-    def symbolic():
-        prog = evoke_()
-        print(prog)
-        y = compile(prog, "", "exec")
-        # Its own namespace, as a notebook's: the program's fancy_func calls the program's add,
-        # never this module's.
-        exec(y, {})
-
-    imperative = _printed(lambda: print(fancy_func(1, 2, 3, 4)))
-    printed = _printed(symbolic)
-    rows = [
-        metric("imperative.result", float(imperative.splitlines()[-1])),
-        metric("symbolic.result", float(printed.splitlines()[-1])),
-    ]
-    return rows, printed
 
 
 @contextlib.contextmanager
@@ -357,7 +295,7 @@ def measure(cfg: dict, seed: int, model_dir) -> list[dict]:
     the MLP in each mode on the CPU (as the book timed it) and, where there is one, on the
     first GPU (``hyb.cuda.*``; not applicable, with the reason, where the job has none), and
     its serialization into ``model_dir``."""
-    rows, printed = imperative_vs_symbolic()
+    rows, printed = hybridize_symbolic.imperative_vs_symbolic()
     log.info("the symbolic cell printed:\n%s", printed)
     timing = dict(
         batch_sizes=cfg["batch_sizes"],

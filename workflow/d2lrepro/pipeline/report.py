@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import importlib.metadata
 import os
 from pathlib import Path
 from urllib.parse import urljoin
@@ -101,6 +102,40 @@ def tally(rows: list[dict]) -> dict:
     }
 
 
+def pinned_torch() -> str:
+    """The torch version the package pins ("2.13.0"), "" where it is not installed as a
+    package (its metadata holds the pins)."""
+    try:
+        requires = importlib.metadata.requires("d2lrepro") or []
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+    found = [r.split("==", 1)[1] for r in requires if r.replace(" ", "").startswith("torch==")]
+    return found[0] if found else ""
+
+
+def measured_by(
+    machines_: list[dict], environment: dict, preset: str, commit: str, pinned: str
+) -> str:
+    """The report's first line: what measured this run. Each machine its jobs measured on
+    (the run's overview where none is recorded) with its CPU, the cores and GPUs its jobs
+    could use and its torch (and the pinned version where it differs), then the preset and
+    the commit."""
+    if not machines_:
+        machines_ = machines.distinct([environment])
+
+    def one(m: dict) -> str:
+        cores = "/".join(map(str, m["cores"]))
+        gpus = ", ".join(m["gpus"]) if m["gpus"] else "no GPU"
+        torch = "/".join(m["torch"])
+        differs = pinned and any(not v.startswith(pinned) for v in m["torch"])
+        pin = f" (pinned: {pinned})" if differs else ""
+        host = f"{m['host']}: " if m.get("host") else ""
+        return f"{host}{m['cpu_model']} ({cores} cores), {gpus}, torch {torch}{pin}"
+
+    where = "; ".join(one(m) for m in machines_)
+    return f"Measured on {where} · preset {preset} · commit {commit}"
+
+
 def render(
     ledger: dict,
     claims: pd.DataFrame,
@@ -155,6 +190,9 @@ def render(
         findings=findings(ledger, records, settings.preset),
         environment=environment,
         machines=machines.distinct(measured_on),
+        measured_by=measured_by(
+            machines.distinct(measured_on), environment, settings.preset, commit, pinned_torch()
+        ),
         settings=settings,
         commit=commit,
         built=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
