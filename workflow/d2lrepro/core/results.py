@@ -155,26 +155,25 @@ def named_unit(name: str) -> str | None:
     return None
 
 
+# Each kind of quantity with a domain: whether a finite value lies in it, and its words.
+DOMAINS = {
+    "p-value": (lambda v: 0 <= v <= 1, "lies between 0 and 1"),
+    "distance": (lambda v: v >= 0, "is at least 0"),
+} | {what: (lambda v: v > 0, "is positive") for what in POSITIVE}
+
+
 def outside_domain(value: float, unit: str) -> bool:
     """Whether a finite ``value`` in ``unit`` cannot be a measurement: a time, size, bandwidth,
     throughput or speed-up of zero or below, a p-value outside [0, 1], a negative distance."""
-    what = UNITS[unit]
-    if what == "p-value":
-        return not 0 <= value <= 1
-    if what == "distance":
-        return value < 0
-    return what in POSITIVE and value <= 0
+    inside, _ = DOMAINS.get(UNITS[unit], (lambda v: True, ""))
+    return not inside(value)
 
 
 def domain(unit: str) -> str:
     """What a number in ``unit`` must be, in words ("a time is positive")."""
     what = UNITS[unit]
     article = "an" if what[0] in "aeiou" else "a"
-    if what == "p-value":
-        return f"{article} {what} lies between 0 and 1"
-    if what == "distance":
-        return f"{article} {what} is at least 0"
-    return f"{article} {what} is positive" if what in POSITIVE else f"{article} {what} is finite"
+    return f"{article} {what} {DOMAINS.get(what, (None, 'is finite'))[1]}"
 
 
 def with_unit(text: str, unit: str) -> str:
