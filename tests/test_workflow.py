@@ -787,6 +787,7 @@ rule toy:
     claims:
       - id: toy.sum
         kind: output
+        claimed_by: book
         headline: The first ten integers sum to 55
         statement: 1 + 2 + ... + 10 is 55.
         printed: "55"

@@ -159,8 +159,8 @@ def test_ledger_schema_rejects_unknown_check(tmp_path):
     path = tmp_path / "claims.yaml"
     path.write_text(
         SECTION + "  claims:\n"
-        "  - {id: s.c, kind: output, statement: s, printed: b, evidence: e.csv,\n"
-        "     checks: [{kind: roughly, metric: a}]}\n"
+        "  - {id: s.c, kind: output, claimed_by: notes, statement: s, printed: b,\n"
+        "     evidence: e.csv, checks: [{kind: roughly, metric: a}]}\n"
     )
     with pytest.raises(jsonschema.ValidationError):
         claims.load(path)
@@ -172,7 +172,7 @@ def test_every_claim_says_whether_it_is_an_output_or_a_measurement(tmp_path, kin
     said = f"kind: {kind}, " if kind else ""
     path.write_text(
         SECTION + "  claims:\n"
-        f"  - {{id: s.c, {said}statement: s, printed: b, evidence: e.csv,\n"
+        f"  - {{id: s.c, {said}claimed_by: notes, statement: s, printed: b, evidence: e.csv,\n"
         "     checks: [{kind: above, metric: a, bound: 0}]}\n"
     )
     with pytest.raises(jsonschema.ValidationError):
@@ -184,7 +184,8 @@ def claim_printing(printed: str, gloss: str = "") -> str:
     glossed = f", printed_en: '{gloss}'" if gloss else ""
     return (
         SECTION + "  claims:\n"
-        f"  - {{id: s.c, kind: output, headline: h, statement: s, printed: '{printed}'{glossed},\n"
+        f"  - {{id: s.c, kind: output, claimed_by: notes, headline: h, statement: s,\n"
+        f"     printed: '{printed}'{glossed},\n"
         "     evidence: e.csv, checks: [{kind: above, metric: a, bound: 0}]}\n"
     )
 

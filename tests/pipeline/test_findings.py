@@ -14,9 +14,25 @@ from d2lrepro.pipeline.claims import (
     REPRODUCED,
 )
 
+# Whose claim each is: a.3 the study notes', the rest the book's own.
+CLAIMED_BY = {"a.3": "study_notes"}
 LEDGER = {
     "chapters": {"opt": "Optimization algorithms", "perf": "Computational performance"},
-    "sections": [{"id": "a", "chapter": "opt"}, {"id": "b", "chapter": "perf"}],
+    "sources": {
+        "book": {"label": "the book", "kind": "book"},
+        "study_notes": {"label": "the study notes", "kind": "notes"},
+    },
+    "sections": [
+        {
+            "id": section,
+            "chapter": chapter,
+            "claims": [
+                {"id": f"{section}.{i}", "claimed_by": CLAIMED_BY.get(f"{section}.{i}", "book")}
+                for i in range(1, 5)
+            ],
+        }
+        for section, chapter in (("a", "opt"), ("b", "perf"))
+    ],
 }
 SCALED = "judged at the book's scale only: preset cpu scaled lr_schedules.epochs = 6 (book: 30)"
 
@@ -28,8 +44,13 @@ def row(cid, section, verdict, kind="measurement", reason=""):
 ROWS = [
     row("a.1", "a", REPRODUCED),
     row("a.2", "a", REPRODUCED, kind="output"),
-    row("a.3", "a", NOT_REPRODUCED, reason="failed: a.speedup = 1.61 (needs < 1.2)")
-    | {"headline": "Two devices give no speed-up", "explanation": "computation outweighs"},
+    row("a.3", "a", NOT_REPRODUCED, reason="failed: a.speedup = 1.61x (needs < 1.2x)")
+    | {
+        "headline": "Two devices give no speed-up",
+        "printed": "1.1x",
+        "device": "cpu",
+        "explanation": "computation outweighs",
+    },
     row("a.4", "a", NOT_APPLICABLE, reason=SCALED),
     row("b.1", "b", NOT_APPLICABLE, reason="needs CUDA, the job that measured it could use none"),
     row(
@@ -47,13 +68,17 @@ def test_each_chapter_says_what_held_what_did_not_and_what_was_not_judged():
     assert opt["title"] == "Optimization algorithms"
     assert opt["sentence"] == (
         "This run judged 3 of the chapter's 4 claims: 2 held (1 measurement, 1 printed output)"
-        " and 1 did not. Not judged here: 1 scaled by the cpu preset."
+        " and 1 did not. Of the book's own claims, 2 held and 0 did not; of the others (the"
+        " study notes), 0 held and 1 did not. Not judged here: 1 scaled by the cpu preset."
     )
     assert opt["failures"] == [
         {
             "id": "a.3",
             "headline": "Two devices give no speed-up",
-            "measured": "a.speedup = 1.61 (needs < 1.2)",
+            "whose": "claimed by the study notes",
+            "printed": "1.1x",
+            "measured": "a.speedup = 1.61x (needs < 1.2x)",
+            "device": "cpu",
             "explanation": "computation outweighs",
         }
     ]
@@ -120,7 +145,12 @@ def test_inconclusive_claims_are_counted_apart_from_those_that_did_not_hold():
     )
     assert opt["failures"] == []
     assert opt["inconclusive"] == [
-        {"id": "a.3", "headline": "Two devices give no speed-up", "measured": check}
+        {
+            "id": "a.3",
+            "headline": "Two devices give no speed-up",
+            "measured": check,
+            "device": "cpu",
+        }
     ]
     assert "IQR" not in opt["sentence"] + str(opt["inconclusive"])
     plain = findings.findings(LEDGER, ROWS, "cpu")[0]

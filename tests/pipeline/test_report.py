@@ -48,14 +48,14 @@ LEDGER = {
                 {"id": "book", "at": "§12.7 Adagrad", "page": "chapter_optimization/adagrad"},
             ],
             "figures": [{"name": "c", "caption": "A line"}],
-            "claims": [],
+            "claims": [{"id": "s.c", "claimed_by": "notes"}],
         },
         {
             "id": "t",
             "title": "No figure",
             "chapter": "c",
             "sources": [{"id": "book", "at": "§13.2"}],
-            "claims": [],
+            "claims": [{"id": i, "claimed_by": "book"} for i in ("t.d", "t.0", "t.1")],
         },
     ],
 }
@@ -114,9 +114,15 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path, monke
         "1 not reproduced: 1 measurement, 0 printed outputs",
         "1 reproduced: 1 measurement, 0 printed outputs",
         '<span class="kind">measurements</span>',  # the contents count the kinds apart
-        '<div class="reason">measurement</div>',
+        '<div class="reason">measurement, claimed by the study notes</div>',
         "What this run found",
-        "This run judged 2 of the chapter&#39;s 2 claims: 1 held (1 measurement) and 1 did not.",
+        "This run judged 2 of the chapter&#39;s 2 claims: 1 held (1 measurement) and 1 did not."
+        " Of the book&#39;s own claims, 1 held and 0 did not; of the others (the study notes),"
+        " 0 held and 1 did not.",
+        # the failure: whose claim, what its source printed (in English), what this run
+        # measured and where
+        '<span class="whose">claimed by the study notes</span><div><b>Printed:</b> somewhat'
+        ' slower than linearly · <b>measured here:</b> <span class="mono">acc</span> on cpu.',
         "<summary>Holds well</summary>",  # the headline, the statement a click away
         'href="#claim-s.c"',
         '<figure id="fig-s-c">',
@@ -153,7 +159,7 @@ def test_an_inconclusive_claim_has_its_own_colour_count_and_words(tmp_path, monk
         '<span class="n unsure" title="1 measurement: inconclusive here">1</span>',
         '<td class="verdict"><span class="unsure">inconclusive here</span></td>',
         "1 held (1 measurement), 0 did not and 1 was inconclusive",
-        f'<span class="mono">{check.replace(">", "&gt;")}</span>.',  # escaped
+        f'<span class="mono">{check.replace(">", "&gt;")}</span> on cpu.',  # escaped; where it ran
         "<b>IQR</b> (interquartile range",
         "<b>sign test</b>",
     ):

@@ -28,6 +28,10 @@ NOT_REPRODUCED = "not reproduced"
 INCONCLUSIVE = "inconclusive here"
 NOT_APPLICABLE = "not applicable here"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_APPLICABLE)
+# A claim's claimed_by where this project makes it beyond the book; every other claim is of
+# one of the ledger's sources, and the book's own where that source is of one of BOOKS_OWN.
+BEYOND_BOOK = "beyond_book"
+BOOKS_OWN = ("book", "library")
 COLUMNS = [
     "id",
     "section",
@@ -56,10 +60,29 @@ def load(path: Path = LEDGER) -> dict:
     )
     if unknown:
         raise ValueError(f"{path}: sections cite sources {unknown}, not in its sources")
+    claimants = {c["claimed_by"] for s in ledger["sections"] for c in s["claims"]}
+    unknown = sorted(claimants - set(ledger["sources"]) - {BEYOND_BOOK})
+    if unknown:
+        raise ValueError(f"{path}: claims are claimed_by {unknown}, not in its sources")
     chapters = sorted({s["chapter"] for s in ledger["sections"]} - set(ledger["chapters"]))
     if chapters:
         raise ValueError(f"{path}: sections name chapters {chapters}, not in its chapters")
     return ledger
+
+
+def claimant(ledger: dict, claim: dict) -> tuple[str, bool]:
+    """Whose claim ``claim`` is, in the ledger's words ("the book", "the study notes", "beyond
+    the book"), and whether it is the book's own."""
+    if claim["claimed_by"] == BEYOND_BOOK:
+        return "beyond the book", False
+    source = ledger["sources"][claim["claimed_by"]]
+    return source["label"], source["kind"] in BOOKS_OWN
+
+
+def whose_words(label: str) -> str:
+    """A claim's :func:`claimant` label as its tag in the report: "claimed by the study
+    notes", "beyond the book"."""
+    return label if label == "beyond the book" else f"claimed by {label}"
 
 
 def section_categories(ledger: dict) -> dict[str, str]:

@@ -17,6 +17,8 @@ from d2lrepro.pipeline.claims import (
     NOT_REPRODUCED,
     RAN_BESIDE_OTHERS,
     REPRODUCED,
+    claimant,
+    whose_words,
 )
 from d2lrepro.pipeline.scaling import SCALED_REASON
 
@@ -75,10 +77,21 @@ def failed_check(reason: str) -> str:
     return reason.removeprefix(FAILED_CHECK).split("; note: ")[0]
 
 
-def chapter(title: str, rows: list[dict], preset: str) -> dict:
-    """What this run found in one chapter: a summary sentence; each claim that did not
-    reproduce with its headline, what it measured and why it differs where the run says; and
-    each inconclusive one with what it measured, the book's bound within its spread."""
+def tally(held: list, failed: list, unsure: list) -> str:
+    """ "2 held, 1 did not and 1 was inconclusive": what became of a group of judged claims."""
+    parts = [f"{len(held)} held", f"{len(failed)} did not"]
+    if unsure:
+        parts.append(f"{len(unsure)} {'was' if len(unsure) == 1 else 'were'} inconclusive")
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def chapter(title: str, rows: list[dict], preset: str, whose: dict[str, tuple[str, bool]]) -> dict:
+    """What this run found in one chapter: a summary sentence, then the book's own claims
+    counted apart from the rest where the chapter judged both; each claim that did not
+    reproduce with its headline, whose claim it is, what its source printed, what this run
+    measured and on which devices, and why it differs where the run says; and each
+    inconclusive one with what it measured, the book's bound within its spread. ``whose``:
+    each claim's :func:`~d2lrepro.pipeline.claims.claimant`."""
     held = [r for r in rows if r["verdict"] == REPRODUCED]
     failed = [r for r in rows if r["verdict"] == NOT_REPRODUCED]
     # A claim whose every failed check sat within its noise is no evidence against the book:
@@ -99,6 +112,20 @@ def chapter(title: str, rows: list[dict], preset: str) -> dict:
             )
         sentence += ": " + ", ".join(parts[:-1]) + " and " + parts[-1]
     sentence += "."
+    judged_rows = held + failed + unsure
+    own = [r for r in judged_rows if whose[r["id"]][1]]
+    if 0 < len(own) < judged:
+
+        def of(books_own: bool) -> list[list[dict]]:
+            return [
+                [r for r in g if whose[r["id"]][1] == books_own] for g in (held, failed, unsure)
+            ]
+
+        others = sorted({whose[r["id"]][0] for r in judged_rows} - {whose[r["id"]][0] for r in own})
+        sentence += (
+            f" Of the book's own claims, {tally(*of(True))}; of the others"
+            f" ({', '.join(others)}), {tally(*of(False))}."
+        )
     if judged < len(rows):
         sentence += f" Not judged here: {not_judged(rows, preset)}."
     return {
@@ -108,7 +135,10 @@ def chapter(title: str, rows: list[dict], preset: str) -> dict:
             {
                 "id": r["id"],
                 "headline": r["headline"],
+                "whose": whose_words(whose[r["id"]][0]),
+                "printed": r.get("printed_en") or r.get("printed", ""),
                 "measured": failed_check(r["reason"]),
+                "device": r.get("device", ""),
                 "explanation": r.get("explanation", ""),
             }
             for r in failed
@@ -118,6 +148,7 @@ def chapter(title: str, rows: list[dict], preset: str) -> dict:
                 "id": r["id"],
                 "headline": r["headline"],
                 "measured": failed_check(r["reason"]).replace(f", {WITHIN_NOISE}", ""),
+                "device": r.get("device", ""),
             }
             for r in unsure
         ],
@@ -128,8 +159,9 @@ def findings(ledger: dict, rows: list[dict], preset: str) -> list[dict]:
     """:func:`chapter` of each chapter of the ledger, in its order, from the claims' ``rows``
     (claims.csv as records)."""
     section_chapter = {s["id"]: s["chapter"] for s in ledger["sections"]}
+    whose = {c["id"]: claimant(ledger, c) for s in ledger["sections"] for c in s["claims"]}
     return [
-        chapter(title, [r for r in rows if section_chapter[r["section"]] == cid], preset)
+        chapter(title, [r for r in rows if section_chapter[r["section"]] == cid], preset, whose)
         for cid, title in ledger["chapters"].items()
     ]
 

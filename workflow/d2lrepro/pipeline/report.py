@@ -20,7 +20,9 @@ from d2lrepro.pipeline.claims import (
     NOT_REPRODUCED,
     REPRODUCED,
     VERDICTS,
+    claimant,
     section_categories,
+    whose_words,
 )
 from d2lrepro.pipeline.findings import KINDS, devices_here, findings, folded, not_judged
 from d2lrepro.pipeline.scaling import SCALED_REASON
@@ -85,13 +87,16 @@ def shown_reason(reason: str, measured: str) -> str:
     return "" if reason in (FAILED_CHECK + measured, measured) else reason
 
 
-def with_explanations(claims: pd.DataFrame) -> pd.DataFrame:
-    """claims.csv's rows with empty cells as "", an empty explanation where it has none, and
-    the reason each shows (:func:`shown_reason`)."""
+def with_explanations(claims: pd.DataFrame, ledger: dict) -> pd.DataFrame:
+    """claims.csv's rows with empty cells as "", an empty explanation where it has none, the
+    reason each shows (:func:`shown_reason`) and whose claim each is, from the ``ledger``
+    (:func:`~d2lrepro.pipeline.claims.claimant`)."""
     claims = claims.fillna("")
     claims = claims if "explanation" in claims else claims.assign(explanation="")
     shown = [shown_reason(r, m) for r, m in zip(claims["reason"], claims["measured"])]
-    return claims.assign(shown_reason=shown)
+    by_id = {c["id"]: c for s in ledger["sections"] for c in s["claims"]}
+    whose = [whose_words(claimant(ledger, by_id[i])[0]) for i in claims["id"]]
+    return claims.assign(shown_reason=shown, whose=whose)
 
 
 def tally(rows: list[dict]) -> dict:
@@ -150,7 +155,7 @@ def render(
     and its claims, each linked to its figure and its evidence file. ``environment`` is the
     run's overview; ``measured_on``, the records of the machines its jobs measured on, are
     listed in its set-up where there are several machines, and say what a device is here."""
-    claims = with_explanations(claims)
+    claims = with_explanations(claims, ledger)
     sections = []
     for section in ledger["sections"]:
         names = [f["name"] for f in section.get("figures", [])]
@@ -207,7 +212,7 @@ def section_pages(
     """Section id -> a page of its claims (sources, summary, and each claim with the book's
     value, its gloss, the measured value and the verdict): `snakemake --report` shows every
     section through its files, and a section without figures has only this one."""
-    claims = with_explanations(claims)
+    claims = with_explanations(claims, ledger)
     page = _environment(template).get_template(Path(template).name)
     titles = section_categories(ledger)
     return {
