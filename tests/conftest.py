@@ -343,6 +343,23 @@ def airfoil_data(mirror):
 
 
 @pytest.fixture
+def notes(monkeypatch) -> dict:
+    """Each figure's note (what it lacks, the scale it ran at) by the figure's file stem, ""
+    where it has none, as the figures are saved (and still drawn) during the test."""
+    from d2lrepro.core import plotting
+
+    found, saved = {}, plotting.save
+
+    def save(fig, path, footer=None):
+        said = [t.get_text() for t in fig.texts if t.get_gid() == plotting.NOTE]
+        found[Path(path).stem] = " ".join(said).replace("\n", " ")
+        saved(fig, path, footer)
+
+    monkeypatch.setattr(plotting, "save", save)
+    return found
+
+
+@pytest.fixture
 def footers(monkeypatch) -> dict:
     """Each figure's footer by the figure's file stem, as the figures are saved (and still
     drawn) during the test."""

@@ -185,3 +185,18 @@ def test_a_scaled_run_names_its_scale_and_the_book_preset_s():
         " 1,000 of 10,000 test images, 40 epochs (the book preset: 30)."
     )
     assert plotting.scale_note(scaled[3:4]) == plotting.scale_note([]) == ""
+
+
+def test_the_scale_of_each_run_is_said_after_its_name():
+    scaled = [
+        ["data_parallel.seeds", [0, 1, 2], [0]],
+        ["data_parallel.runs.resnet18.1.epochs", 10, 1],
+        ["data_parallel.runs.resnet18.1.train_subset", None, 1024],
+        ["data_parallel.runs.resnet18_b256.2.train_subset", None, 32],
+        ["data_parallel.runs.resnet18.2.epochs", 10, 1],
+        ["data_parallel.runs.resnet18.2.train_subset", None, 1024],
+    ]
+    assert plotting.scale_note(scaled) == (
+        "Scaled from the book preset: 1 of 3 seeds; resnet18.1, resnet18.2: 1 of 10 epochs,"
+        " 1,024 of 60,000 training images; resnet18_b256.2: 32 of 60,000 training images."
+    )

@@ -58,7 +58,7 @@ BOOK = reference.load()
 RECORDS = {"m1": machine_record("node1", 1), "m2": machine_record("node2", 2)}
 
 
-def test_the_summaries_compare_every_pair_and_draw_every_figure(tmp_path, footers):
+def test_the_summaries_compare_every_pair_and_draw_every_figure(tmp_path, footers, notes):
     """Every row names the machines of the jobs whose data it comes from (a speed-up, both
     runs'), and every figure's footer names those of the data it draws: the 1-device runs ran
     on a job with one GPU, the rest on one with two. The book's one-process runs have their
@@ -102,3 +102,31 @@ def test_the_summaries_compare_every_pair_and_draw_every_figure(tmp_path, footer
     # The book's code ran on a job with 2 GPUs: its claim is judged from its own file.
     judged = claims.evaluate_claim(shipped_claims()["mgpu.2gpu.book"], book.reset_index(), RECORDS)
     assert judged["verdict"] != NOT_APPLICABLE, judged
+    # The preset scaled nothing here: no figure says it was scaled.
+    assert not any("Scaled" in note for note in notes.values())
+
+
+def test_each_figure_says_what_the_preset_scaled_of_the_runs_it_draws(tmp_path, notes):
+    """The ResNet-18 figures name the scale of ResNet-18's runs, LeNet's of LeNet's; the
+    seeds and the throughput of every run concern all."""
+    h = training_history([2.3, 1.0]).assign(world_size=1, batch_size=256, lr=0.1, machine="m1")
+    runs = []
+    for name, model in (("lenet.1", "lenet"), ("resnet18.1", "resnet18")):
+        h.assign(model=model, train_acc=0.5).drop(columns="seed").to_csv(
+            tmp_path / f"{name}.seed0.csv", index=False
+        )
+        runs.append(tmp_path / f"{name}.seed0.csv")
+    names = ["mgpu_test_acc", "mgpu_epochs", "mgpuc_test_acc", "mgpuc_epochs", "throughput"]
+    figure_paths = {n: tmp_path / f"{n}.png" for n in [*names, "topk"]}
+    scaled = [
+        ["data_parallel.seeds", [0, 1, 2], [0]],
+        ["data_parallel.runs.resnet18.1.epochs", 10, 1],
+        ["data_parallel.runs.resnet18.1.train_subset", None, 1024],
+    ]
+    metrics = tmp_path / "metrics.csv"
+    data_parallel.summarize(runs, [], [], RECORDS, metrics, figure_paths, BOOK, scaled)
+    resnet = "resnet18.1: 1 of 10 epochs, 1,024 of 60,000 training images"
+    for name in ("mgpuc_test_acc", "mgpuc_epochs", "throughput", "topk"):
+        assert "1 of 3 seeds" in notes[name] and resnet in notes[name], name
+    for name in ("mgpu_test_acc", "mgpu_epochs"):
+        assert "1 of 3 seeds" in notes[name] and "resnet18" not in notes[name], name

@@ -225,6 +225,13 @@ rule data_parallel_summary:
     threads: 1
     resources:
         **needs(2000, 10),
+    params:
+        # The settings the preset scaled: the figures state them.
+        scaled=[
+            [d.key, d.book, d.value]
+            for d in SETTINGS.deviations
+            if d.key.startswith("data_parallel.")
+        ],
     script:
         "../scripts/data_parallel_summary.py"
 

@@ -11,4 +11,5 @@ data_parallel.summarize(
     metrics_out=snakemake.output.metrics,
     figure_paths=snakemake.output,
     book=reference.load(snakemake.input.book_curves),
+    scaled=snakemake.params.scaled,
 )

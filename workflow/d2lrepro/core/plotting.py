@@ -107,10 +107,11 @@ def no_data(ax, reason: str) -> None:
     ax.set(xticks=[], yticks=[], xlabel="", ylabel="")
 
 
-def note(fig, text: str) -> None:
-    """A sentence about the whole figure (what it lacks, the scale it ran at) under its axes,
-    wrapped to its width; :func:`save` makes room for it above the footer. None if ``text``
-    is empty."""
+def note(fig, *texts: str) -> None:
+    """Sentences about the whole figure (what it lacks, the scale it ran at) under its axes,
+    the empty ones left out, wrapped to its width; :func:`save` makes room for them above the
+    footer. None if every text is empty."""
+    text = " ".join(filter(None, texts))
     if not text:
         return
     pt = readable_pt(fig)
@@ -122,17 +123,27 @@ def scale_note(scaled: list) -> str:
     """A figure's note on the settings a preset scaled (``scaled``: [key, book preset's value,
     this run's value] of each setting that differs), those of :data:`SCALE_WORDS` only:
     "Scaled from the book preset: 1 of 3 seeds, 3,000 of 60,000 training images."; "" when
-    none was scaled."""
-    parts = []
+    none was scaled. The settings of one run (``<experiment>.runs.<run>.<setting>``) are said
+    after its name, once for the runs scaled alike: "…: 1 of 3 seeds; resnet18.1, resnet18.2:
+    1 of 10 epochs, …"."""
+    said: dict[str, list[str]] = {}
     for key, book, value in scaled:
-        if (name := key.rsplit(".", 1)[-1]) in SCALE_WORDS:
+        where, _, name = key.rpartition(".")
+        if name in SCALE_WORDS:
             words, whole = SCALE_WORDS[name]
             ours, books = (_count(v, whole) for v in (value, book))
             if ours < books:
-                parts.append(f"{ours:,} of {books:,} {words}")
+                part = f"{ours:,} of {books:,} {words}"
             else:
-                parts.append(f"{ours:,} {words} (the book preset: {books:,})")
-    return f"Scaled from the book preset: {', '.join(parts)}." if parts else ""
+                part = f"{ours:,} {words} (the book preset: {books:,})"
+            said.setdefault(where.partition(".runs.")[2], []).append(part)
+    alike: dict[tuple[bool, str], list[str]] = {}  # (of a run, its parts) -> the runs
+    for run, p in said.items():
+        alike.setdefault((bool(run), ", ".join(p)), []).append(run)
+    parts = [
+        f"{', '.join(runs) + ': ' if of_run else ''}{p}" for (of_run, p), runs in alike.items()
+    ]
+    return f"Scaled from the book preset: {'; '.join(parts)}." if parts else ""
 
 
 def _count(value, whole: int | None) -> int:

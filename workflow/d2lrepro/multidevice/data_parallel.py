@@ -93,14 +93,27 @@ def summarize(
     metrics_out,
     figure_paths: dict,
     book: pd.DataFrame,
+    scaled: list = (),
 ) -> None:
     """The experiment's metrics (``run_files``: history CSVs ``<run>.seed<n>.csv``) and figures:
     test accuracy and epochs per model beside the book's curves (``book``) and the book's
     one-process runs of the same settings (``single_process_files``, drawn only: their metrics are
     :func:`d2lrepro.multidevice.single_process.summarize`'s), throughput, and the top-k logs
     (``topk_files``: ``<run>.seed<n>.topk.csv``). Each row and each figure's footer names the
-    machines of the jobs that measured its data (``records``)."""
+    machines of the jobs that measured its data (``records``), and each figure says what the
+    preset scaled of its runs (``scaled``: [key, book preset's value, this run's value] of the
+    experiment's settings that differ)."""
+    from d2lrepro.core import plotting
     from d2lrepro.multidevice import figures, runs  # only in the job that summarizes
+
+    def scale(model: str = "") -> str:
+        """The scale note of the figures of ``model``'s runs (of every run, without one)."""
+
+        def concerns(key: str) -> bool:
+            run = key.partition(".runs.")[2]
+            return not (run and model) or runs.model_of(run) == model
+
+        return plotting.scale_note([d for d in scaled if concerns(d[0])])
 
     trained = runs.load_runs(run_files)
     write_metrics(runs.metrics(trained, book), metrics_out)
@@ -115,14 +128,16 @@ def summarize(
             drawn,
             book,
             runs.BOOK_CURVE_IDS,
+            scale(model),
         )
-        figures.draw_epochs(of_model, runs.label, figure_paths[f"{section}_epochs"], drawn)
+        epochs = figure_paths[f"{section}_epochs"]
+        figures.draw_epochs(of_model, runs.label, epochs, drawn, scale(model))
     values = {r["metric"]: r["value"] for r in runs.metrics(histories, book)}
     every_run = runs.footer(records, *histories.values())
-    figures.draw_throughput(values, list(histories), figure_paths["throughput"], every_run)
+    figures.draw_throughput(values, list(histories), figure_paths["throughput"], every_run, scale())
     logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk_files}
     logged = {name: rows for name, rows in logs.items() if len(rows)}
     drawn = runs.footer(records, *(logged or histories).values())
     unlogged = sorted(logs.keys() - logged.keys())
     missing = figures.not_run({name: histories[name] for name in unlogged})
-    figures.draw_topk(logged, figure_paths["topk"], drawn, missing)
+    figures.draw_topk(logged, figure_paths["topk"], drawn, missing, scale("resnet18"))

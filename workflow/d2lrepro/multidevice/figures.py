@@ -119,8 +119,11 @@ def draw_param_server(rows: pd.DataFrame, path, footer: str) -> None:
     plotting.save(fig, path, footer=footer)
 
 
-def draw_throughput(values: dict[str, float], runs: list[str], path, footer: str) -> None:
-    """Samples per second of each run made on this machine (log scale: the models differ ~100x)."""
+def draw_throughput(
+    values: dict[str, float], runs: list[str], path, footer: str, scale: str = ""
+) -> None:
+    """Samples per second of each run made on this machine (log scale: the models differ
+    ~100x); ``scale`` (:func:`~d2lrepro.core.plotting.scale_note`) as a note."""
     rates = {r: values.get(f"{r}.samples_per_s", math.nan) for r in runs}
     rates = {r: v for r, v in rates.items() if math.isfinite(v)}
     fig, ax = plotting.figure(figsize=(4.5, 2.5))
@@ -128,13 +131,16 @@ def draw_throughput(values: dict[str, float], runs: list[str], path, footer: str
     ax.set_xticks(range(len(rates)), list(rates), rotation=20, ha="right")
     ax.set(yscale="log", ylabel="samples / s", title="Training throughput")
     ax.grid(True, axis="y")
+    plotting.note(fig, scale)
     plotting.save(fig, path, footer=footer)
 
 
-def draw_topk(topk: dict[str, pd.DataFrame], path, footer: str, missing: str = "") -> None:
+def draw_topk(
+    topk: dict[str, pd.DataFrame], path, footer: str, missing: str = "", scale: str = ""
+) -> None:
     """The runs that log it (the seeds' Paddle run on 1 and 2 devices): running train loss,
     top-1 and top-5 training accuracy at each logging step; ``missing`` (:func:`not_run`)
-    names those that could not run here."""
+    names those that could not run here, ``scale`` what the preset scaled."""
     fig, axes = plotting.figure(figsize=(7, 2.8), ncols=2)
     for i, (name, rows) in enumerate(topk.items()):
         step = np.arange(1, len(rows) + 1)
@@ -147,7 +153,7 @@ def draw_topk(topk: dict[str, pd.DataFrame], path, footer: str, missing: str = "
         ax.grid(True)
         if ax.lines:
             plotting.legend_readable(ax)
-    plotting.note(fig, missing)
+    plotting.note(fig, missing, scale)
     plotting.save(fig, path, footer=footer)
 
 
@@ -183,12 +189,13 @@ def draw_test_acc(
     footer: str,
     book: pd.DataFrame,
     curve_ids: dict[str, str],
+    scale: str = "",
 ) -> None:
     """Test accuracy per epoch (median over seeds), one line per run that could be made on
     this machine (``label(name, history)``: a run in words), the book's curves of the same
     runs (``curve_ids``: run -> its id in ``book``) in grey, a line style per device count,
-    and a note naming the runs not made here; the legend beside the axes, where it hides no
-    curve."""
+    and a note naming the runs not made here and what the preset scaled (``scale``); the
+    legend beside the axes, where it hides no curve."""
     fig, ax = plotting.figure(figsize=(8, 2.8))
     for name in histories:
         if name in curve_ids:
@@ -202,16 +209,20 @@ def draw_test_acc(
     ax.set(xlabel="epoch", ylabel="test acc")
     plotting.legend_readable(ax, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(True)
-    plotting.note(fig, not_run(histories))
+    plotting.note(fig, not_run(histories), scale)
     plotting.save(fig, path, footer=footer)
 
 
 def draw_epochs(
-    histories: dict[str, pd.DataFrame], label: Callable[[str, pd.DataFrame], str], path, footer: str
+    histories: dict[str, pd.DataFrame],
+    label: Callable[[str, pd.DataFrame], str],
+    path,
+    footer: str,
+    scale: str = "",
 ) -> None:
     """Train loss, train accuracy and test accuracy per epoch (medians over seeds) of every
     run that could be made on this machine, one panel each, the legend beside them, and a note
-    naming the runs not made here."""
+    naming the runs not made here and what the preset scaled (``scale``)."""
     columns = ("train_loss", "train_acc", "test_acc")
     fig, axes = plotting.figure(figsize=(11, 2.8), ncols=len(columns))
     for name, h in _trained(histories).items():
@@ -223,5 +234,5 @@ def draw_epochs(
         ax.grid(True)
     if axes[-1].lines:
         plotting.legend_readable(axes[-1], loc="upper left", bbox_to_anchor=(1.01, 1))
-    plotting.note(fig, not_run(histories))
+    plotting.note(fig, not_run(histories), scale)
     plotting.save(fig, path, footer=footer)
