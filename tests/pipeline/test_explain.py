@@ -33,6 +33,17 @@ def test_where_the_conditions_fail_or_nothing_was_measured_the_run_does_not_expl
     assert explain.explanation(CLAIM, unmeasured) == explain.NOT_EXPLAINED
 
 
+def test_a_sentence_may_name_what_the_summary_noted_beside_a_metric():
+    """{metric!note} is the note beside the metric (which setting was slowest); a metric with no
+    note leaves the sentence unfilled, so the run does not explain it."""
+    claim = CLAIM | {
+        "explained_by": CLAIM["explained_by"] | {"because": "{t1_over_t2!note} took {t1_over_t2}"}
+    }
+    noted = pd.DataFrame([metric("t1_over_t2", 3.0, note="adadelta.concise (torch.optim)")])
+    assert explain.explanation(claim, noted) == "adadelta.concise (torch.optim) took 3"
+    assert explain.explanation(claim, rows(3.0)) == explain.NOT_EXPLAINED
+
+
 def test_a_claim_without_an_explanation_says_so():
     assert explain.explanation({"id": "s.x", "evidence": "m.csv"}, rows(2)) == (
         "not explained by this run"

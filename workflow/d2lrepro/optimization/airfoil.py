@@ -33,6 +33,7 @@ COLUMNS = ["epoch", "examples", "loss", "elapsed", "eff_lr", "state_gap", "step_
 # Where the book's airfoil loops start: train_ch11 from b = 0, train_concise_ch11 from
 # nn.Linear's default bias.
 BOOK_START = {"scratch": "ch11", "torch": "concise"}
+CODE = {"scratch": "from scratch", "torch": "torch.optim"}  # a setting's code, in notes
 
 
 def squared_loss(y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -229,11 +230,10 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     book's editions, its clipped top included (``curve_excess``); for from-scratch Adagrad the
     slope of its effective lr and the largest gaps of its state and steps from the gradients it
     was fed (``state_gap``, ``step_gap``: :class:`~d2lrepro.optimization.optimizers.AdagradAudit`,
-    the worst over seeds and steps); the losses of a setting
-    where a seed diverged are failed, not numbers to compare. Over the settings the book ran
-    (those with a book curve): the slowest and fastest sec/epoch, not applicable where none of
-    them ran or where they ran on different hosts. Each row names the devices of the runs it
-    comes from."""
+    the worst over seeds and steps); a setting where a seed diverged is failed. Over the
+    settings with a book curve: the slowest and fastest sec/epoch, noted with their setting and
+    code ("adadelta.concise (torch.optim)"), not applicable where none ran or where they ran
+    on different hosts. Each row names the devices of the runs it comes from."""
     rows, per_epoch = [], {}
     for name, group in runs.groupby("setting", sort=False):
         finals = group.loc[group.groupby("seed")["examples"].idxmax()]
@@ -286,11 +286,13 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         )
         return rows + [not_applicable(name, why, "s") for name in ends]
     device = machines.devices_of(runs[runs["setting"].isin(in_book)])
+    code = runs.groupby("setting")["implementation"].first()
     for end, pick in (("slowest", max), ("fastest", min)):
         name = pick(in_book, key=lambda n: in_book[n][0])
+        note = f"{name} ({CODE[code[name]]})"
         rows += [
-            metric(f"airfoil.{end}_sec_per_epoch", in_book[name][0], "s", device, name),
-            metric(f"airfoil.{end}_sec_per_epoch_iqr", in_book[name][1], "s", device, name),
+            metric(f"airfoil.{end}_sec_per_epoch", in_book[name][0], "s", device, note),
+            metric(f"airfoil.{end}_sec_per_epoch_iqr", in_book[name][1], "s", device, note),
         ]
     return rows
 

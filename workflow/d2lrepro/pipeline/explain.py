@@ -1,8 +1,10 @@
 """Why a claim that this run did not reproduce differs from the book, where this run measured
 the reason: a claim's ``explained_by`` in the ledger names the metrics that bear on it, the
 conditions they must meet (checks, judged as a claim's are) and a sentence filled with their
-values. The sentence is shown only where every condition holds on this run's numbers; else
-the claim says that this run does not explain the difference. Serves every section.
+values (or, as {metric!note}, with the note its summary wrote beside it: which setting a
+slowest time is). The sentence is shown only where every condition holds on this run's
+numbers; else the claim says that this run does not explain the difference. Serves every
+section.
 """
 
 from __future__ import annotations
@@ -15,17 +17,25 @@ import pandas as pd
 from d2lrepro.pipeline import claims
 
 NOT_EXPLAINED = "not explained by this run"
-# {metric} or {metric:format}, as in str.format, where a metric's name may hold dots.
-PLACEHOLDER = re.compile(r"\{([^{}:]+)(?::([^{}]*))?\}")
+# {metric}, {metric:format} as in str.format, or {metric!note}; a metric's name may hold dots.
+PLACEHOLDER = re.compile(r"\{([^{}:!]+)(!note)?(?::([^{}]*))?\}")
 
 
-def placeholders(template: str) -> list[str]:
-    return [m.group(1) for m in PLACEHOLDER.finditer(template)]
+def placeholders(template: str, notes: bool = False) -> list[str]:
+    """The metrics ``template`` names; with ``notes``, only those whose note it shows."""
+    return [m.group(1) for m in PLACEHOLDER.finditer(template) if not notes or m.group(2)]
 
 
-def fill(template: str, values: dict[str, float]) -> str:
-    """``template`` with each placeholder replaced by its metric's value, formatted."""
-    return PLACEHOLDER.sub(lambda m: format(values[m.group(1)], m.group(2) or ".3g"), template)
+def fill(template: str, values: dict[str, float], notes: dict[str, str] | None = None) -> str:
+    """``template`` with each placeholder replaced by its metric's value, formatted, or by
+    its metric's note (``notes``)."""
+
+    def one(m):
+        if m.group(2):
+            return notes[m.group(1)]
+        return format(values[m.group(1)], m.group(3) or ".3g")
+
+    return PLACEHOLDER.sub(one, template)
 
 
 def explanation(claim: dict, rows: pd.DataFrame) -> str:
@@ -39,11 +49,15 @@ def explanation(claim: dict, rows: pd.DataFrame) -> str:
     if missing:
         raise KeyError(f"claim {claim['id']}: {evidence} has no metric {missing} to explain it")
     values = dict(zip(rows["metric"], rows["value"].astype(float)))
+    noted = rows["note"].fillna("").astype(str) if "note" in rows else [""] * len(rows)
+    notes = dict(zip(rows["metric"], noted))
     conditions = {"id": f"{claim['id']}.why", "evidence": evidence, "checks": spec["checks"]}
     held = claims.evaluate_claim(conditions, rows, {})["verdict"] == claims.REPRODUCED
     if not held or not all(math.isfinite(values[m]) for m in placeholders(spec["because"])):
         return NOT_EXPLAINED
-    return fill(spec["because"], values)
+    if not all(notes[m] for m in placeholders(spec["because"], notes=True)):
+        return NOT_EXPLAINED  # the run noted nothing to name
+    return fill(spec["because"], values, notes)
 
 
 def explain(ledger: dict, table: pd.DataFrame, read_metrics) -> pd.DataFrame:
