@@ -1,5 +1,6 @@
 import functools
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -12,8 +13,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
-def repo() -> Path:
-    return REPO
+def repo(tmp_path_factory) -> Path:
+    """The checkout as a fresh clone has it: a copy without what a run wrote in it (a results
+    tree keeps its preset, and a test that plans another would stop there)."""
+    copy = tmp_path_factory.mktemp("checkout") / "repo"
+    shutil.copytree(REPO, copy, ignore=lambda _, names: [n for n in names if n in OUTPUTS])
+    return copy
 
 
 @pytest.fixture(scope="session")

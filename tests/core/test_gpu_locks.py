@@ -107,7 +107,7 @@ with SnakemakeApi(OutputSettings()) as api:
     api.workflow(
         snakefile=Path("Snakefile"),
         resource_settings=ResourceSettings(cores=2),
-        config_settings=ConfigSettings(config={"preset": "smoke"}),
+        config_settings=ConfigSettings(config={}),  # auto: keeps a results tree's preset
         workflow_settings=WorkflowSettings(exec_mode=ExecMode[sys.argv[1]]),
     )._workflow
 print("SUBMITTED", os.environ.get(sys.argv[2], "") or "no")
