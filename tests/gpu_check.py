@@ -93,7 +93,7 @@ def data_parallel_targets(gpus: int) -> list[str]:
     spec = settings.resolve(config, cuda_available=True).values["data_parallel"]
     experiment = paths.experiment("multidevice", "data_parallel")
     return [
-        str(experiment / f"{name}.seed{seed}.csv")
+        str(experiment / paths.run_file(name, seed))
         for name, run in spec["runs"].items()
         if run and run["devices"] <= gpus
         for seed in spec["seeds"]

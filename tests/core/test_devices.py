@@ -248,3 +248,35 @@ def test_a_job_that_only_trains_asks_for_a_share_of_a_gpu(
         machine_gpus=machine_gpus, book=book, limit=limit, share_limit=share_limit, local=local
     )
     assert request == asked
+
+
+class FakeNVML:
+    """NVML's answers for GPUs ``GPU-a``, ``GPU-b``, ``GPU-c`` whose NVLink pairs are
+    ``linked``."""
+
+    def __init__(self, linked):
+        self.linked = linked
+
+    def nvmlInit_v2(self):
+        return 0
+
+    def nvmlDeviceGetHandleByUUID(self, uuid, handle):
+        if uuid not in (b"GPU-a", b"GPU-b", b"GPU-c"):
+            return 1
+        handle.contents.value = uuid[-1]
+        return 0
+
+    def nvmlDeviceGetP2PStatus(self, one, two, index, status):
+        assert index == devices.NVML_P2P_CAPS_INDEX_NVLINK
+        pair = {chr(one.value), chr(two.value)}
+        status.contents.value = 0 if pair in self.linked else 4  # NVML: not supported
+        return 0
+
+
+def test_nvlink_is_read_from_nvml_for_every_pair():
+    gpus = ["GPU-a", "GPU-b", "GPU-c"]
+    assert devices.nvlink_between(gpus[:2], FakeNVML([{"a", "b"}])) == ""
+    assert devices.nvlink_between(gpus[:2], FakeNVML([])) == "no NVLink between GPU 0 and 1"
+    half = FakeNVML([{"a", "b"}, {"a", "c"}])
+    assert devices.nvlink_between(gpus, half) == "no NVLink between GPU 1 and 2"
+    assert "does not know" in devices.nvlink_between(["GPU-z", "GPU-a"], half)

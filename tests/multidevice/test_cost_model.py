@@ -1,11 +1,16 @@
-"""The cost model's summary (d2lrepro.multidevice.cost_model): t1 against t2 where they balance,
-the printed examples, and the figure."""
+"""The cost model (d2lrepro.multidevice.cost_model): its workers, run as the launcher runs them,
+and its summary: t1 against t2 where they balance, the printed examples, and the figure."""
+
+import json
 
 import pandas as pd
+import pytest
+import torch
 
-from conftest import judged, machine_record, verdict_of
+from conftest import judged, machine_record, ok, run, verdict_of
 from d2lrepro.core import devices
-from d2lrepro.multidevice import cost_model
+from d2lrepro.core.models import LENET_SHAPES
+from d2lrepro.multidevice import cost_model, launcher, worker
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 
@@ -23,6 +28,53 @@ def cost_table(steps, t1=(1.0, 2.0, 8.0), t2=(2.0, 2.1, 2.0)):
             "measured_step": steps,
         }
     )
+
+
+def test_cost_model_rows_for_each_model_of_the_spec(tmp_path):
+    spec = {
+        "lenet": {"batches": [2, 8], "repeats": 2, "out": str(tmp_path / "cost_lenet.csv")},
+        "resnet18": {"batches": [1], "repeats": 1, "out": str(tmp_path / "cost_resnet18.csv")},
+    }
+    ok(run(["--cost-model", json.dumps(spec)], module=cost_model))
+    lenet, resnet = (pd.read_csv(tmp_path / f"cost_{m}.csv") for m in spec)
+    assert list(lenet.columns) == cost_model.COST_COLUMNS
+    assert lenet["batch_per_device"].tolist() == [2, 8] and resnet["batch_per_device"].tolist() == [
+        1
+    ]
+    assert (lenet["t1"] > 0).all() and (lenet["measured_step"] > 0).all()
+    assert (lenet["max_t1_t2"] == lenet[["t1", "t2"]].max(axis=1)).all()
+    assert set(lenet["params"]) == {
+        sum(torch.Size(shape).numel() for shape in LENET_SHAPES.values())
+    }
+    assert set(resnet["model"]) == {"resnet18"}
+
+
+def test_the_workers_have_a_command_line_of_their_own():
+    """Measuring without training is not a mode of the training worker, and the cost model's
+    workers need something to measure."""
+    assert cost_model.parse_args(["--cost-model", "{}"]).cost_model == {}
+    with pytest.raises(SystemExit):
+        cost_model.parse_args(["--seed", "1"])
+    with pytest.raises(SystemExit):
+        worker.parse_args(["--cost-model", "{}", "--data", "x.pt", "--out", "y.csv"])
+    argv = launcher.command(cost_model, 2, ["--examples-out", "e.csv"])
+    assert "torch.distributed.run" in argv
+    assert argv[-4:] == ["-m", "d2lrepro.multidevice.cost_model", "--examples-out", "e.csv"]
+
+
+def test_one_launch_of_2_workers_makes_the_cost_model_and_the_examples(
+    tmp_path, cpu_only, monkeypatch
+):
+    """The job starts this module as its 2 workers under torchrun, once for both."""
+    monkeypatch.setattr(devices, "usable_cores", lambda: 2)
+    costs = {"lenet": {"batches": [2], "repeats": 1}}
+    outputs, examples = {"lenet": tmp_path / "lenet.csv"}, tmp_path / "examples.csv"
+    cost_model.launch(costs, outputs, examples, 0, 60, tmp_path / "cost.log")
+    assert set(pd.read_csv(outputs["lenet"])["world_size"]) == {2}
+    rows = cost_model.example_metrics(pd.read_csv(examples))
+    assert sorted(r["metric"] for r in rows) == sorted(cost_model.EXAMPLE_METRICS)
+    for claim in ("mgpu.params", "mgpu.allreduce", "mgpu.scatter", "mgpu.split_and_load"):
+        assert verdict_of(claim, rows) == REPRODUCED, claim
 
 
 def test_cost_metrics_judge_the_step_where_t1_and_t2_balance():
@@ -92,7 +144,7 @@ def test_without_two_devices_get_params_is_made_on_the_one_there_is(
     monkeypatch.setattr(devices, "usable_cores", lambda: 1)
     costs = {"lenet": {"batches": [2], "repeats": 1}}
     outputs, examples = {"lenet": tmp_path / "lenet.csv"}, tmp_path / "examples.csv"
-    cost_model.launch(costs, outputs, examples, 0, 60, tmp_path / "probes.log")
+    cost_model.launch(costs, outputs, examples, 0, 60, tmp_path / "cost.log")
     rows = cost_model.example_metrics(pd.read_csv(examples))
     assert [r["metric"] for r in rows] == cost_model.EXAMPLE_METRICS
     assert {r["device"] for r in rows if r["metric"] in cost_model.ONE_DEVICE} == {"cpu"}

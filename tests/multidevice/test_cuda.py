@@ -176,10 +176,10 @@ def test_training_on_gpus(model, world, fashion, tmp_path):
 
 @processes
 @two_gpus
-def test_probes_and_parameter_servers_on_gpus(tmp_path):
+def test_cost_model_and_parameter_servers_on_gpus(tmp_path):
     costs = {"lenet": {"batches": [2], "repeats": 1}}
     outputs = {"lenet": tmp_path / "cost_lenet.csv"}
-    cost_model.launch(costs, outputs, tmp_path / "examples.csv", 0, 120, tmp_path / "probes.log")
+    cost_model.launch(costs, outputs, tmp_path / "examples.csv", 0, 120, tmp_path / "cost.log")
     assert (pd.read_csv(outputs["lenet"])["t1"] > 0).all()
     servers = tmp_path / "ps.csv"
     spec = {"mb": 1, "repeats": 2, "max_devices": 8}

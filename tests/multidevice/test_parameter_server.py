@@ -1,6 +1,7 @@
 """The parameter-server strategies on gloo workers (CPU processes), and their launch on 2
 workers and on all the machine's devices."""
 
+import json
 import statistics
 
 import pandas as pd
@@ -12,7 +13,7 @@ import torch.multiprocessing as mp
 import fake_cuda
 from conftest import machine_record, verdict_of
 from d2lrepro.core import devices, results
-from d2lrepro.multidevice import parameter_server
+from d2lrepro.multidevice import launcher, parameter_server
 from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 
@@ -257,38 +258,14 @@ def test_no_run_on_all_devices_where_they_are_2(tmp_path, three_cores):
     assert gone["note"].iloc[0].endswith("(parameter_server.max_devices is 2)")
 
 
-class FakeNVML:
-    """NVML's answers for GPUs ``GPU-a``, ``GPU-b``, ``GPU-c`` whose NVLink pairs are
-    ``linked``."""
-
-    def __init__(self, linked):
-        self.linked = linked
-
-    def nvmlInit_v2(self):
-        return 0
-
-    def nvmlDeviceGetHandleByUUID(self, uuid, handle):
-        if uuid not in (b"GPU-a", b"GPU-b", b"GPU-c"):
-            return 1
-        handle.contents.value = uuid[-1]
-        return 0
-
-    def nvmlDeviceGetP2PStatus(self, one, two, index, status):
-        assert index == parameter_server.NVML_P2P_CAPS_INDEX_NVLINK
-        pair = {chr(one.value), chr(two.value)}
-        status.contents.value = 0 if pair in self.linked else 4  # NVML: not supported
-        return 0
-
-
-def test_nvlink_is_read_from_nvml_for_every_pair():
-    gpus = ["GPU-a", "GPU-b", "GPU-c"]
-    assert parameter_server.nvlink_between(gpus[:2], FakeNVML([{"a", "b"}])) == ""
-    assert (
-        parameter_server.nvlink_between(gpus[:2], FakeNVML([])) == "no NVLink between GPU 0 and 1"
-    )
-    half = FakeNVML([{"a", "b"}, {"a", "c"}])
-    assert parameter_server.nvlink_between(gpus, half) == "no NVLink between GPU 1 and 2"
-    assert "does not know" in parameter_server.nvlink_between(["GPU-z", "GPU-a"], half)
+def test_the_workers_have_a_command_line_of_their_own():
+    """The launch starts this module as each worker, which must be told what to measure."""
+    spec = {"mb": 1, "repeats": 2, "prefix": "ps", "out": "ps.csv"}
+    assert parameter_server.parse_args(["--param-server", json.dumps(spec)]).param_server == spec
+    with pytest.raises(SystemExit):
+        parameter_server.parse_args(["--timeout", "5"])
+    argv = launcher.command(parameter_server, 2, ["--timeout", "5"])
+    assert argv[-4:] == ["-m", "d2lrepro.multidevice.parameter_server", "--timeout", "5"]
 
 
 def _whole_to_each(grad, servers, rank, received, group=None):

@@ -207,6 +207,14 @@ def test_the_book_s_one_process_runs_are_named_apart_from_the_data_parallel_ones
     assert len(loaded["lenet.2"]) == len(loaded["single_process_lenet.2"]) == 2
 
 
+def test_a_data_parallel_history_not_named_by_its_seed_is_refused(tmp_path):
+    """Read as seed 0 it would join, unseen, the seed 0 of the run it names."""
+    unseeded = tmp_path / "lenet.2.csv"
+    history([2.3, 1.0]).drop(columns="seed").to_csv(unseeded, index=False)
+    with pytest.raises(ValueError, match="lenet.2.csv: not a run's csv file"):
+        runs.load_runs([unseeded])
+
+
 def test_final_accuracies_are_judged_within_the_editions_printed_disagreement():
     """EN's value ± (the editions' spread + 0.005, the rounding of two printed decimals)."""
 

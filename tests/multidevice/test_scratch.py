@@ -87,8 +87,8 @@ def test_the_printed_b1_comes_through_the_books_get_params(monkeypatch):
     assert verdict_of("mgpu.params", rows) == REPRODUCED
     # The book's training takes its per-device copies from the same get_params.
     calls = []
-    real = single_process.get_params
-    monkeypatch.setattr(single_process, "get_params", lambda p, d: calls.append(d) or real(p, d))
+    real = scratch.get_params
+    monkeypatch.setattr(scratch, "get_params", lambda p, d: calls.append(d) or real(p, d))
     X, y = _batch(8)
     data = Data(X, y, X, y)
     history = single_process.train_scratch(data, cpus(2), epochs=1, batch_size=4, lr=0.1)
@@ -109,6 +109,6 @@ def _attached_copies(params, device):
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
 @pytest.mark.parametrize("broken", [_no_grad_copies, _attached_copies])
 def test_a_broken_get_params_fails_the_printed_b1(monkeypatch, broken):
-    monkeypatch.setattr(single_process, "get_params", broken)
+    monkeypatch.setattr(scratch, "get_params", broken)
     rows = scratch.params_example(torch.device("cpu"))
     assert verdict_of("mgpu.params", rows) == NOT_REPRODUCED

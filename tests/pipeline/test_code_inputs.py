@@ -128,3 +128,43 @@ def test_a_training_job_does_not_depend_on_its_experiment_s_figures(repo):
     assert "multidevice/figures.py" in closure("data_parallel_summary")
     assert "multidevice/data_parallel.py" in closure("data_parallel_summary")
     assert "multidevice/cost_model.py" not in closure("data_parallel_run")
+
+
+def test_a_main_block_runs_only_where_the_module_is_started_as_a_program(tmp_path):
+    """An experiment that is its own workers' program: its training job, which names its
+    ``main`` to start them, runs what the workers import; its summary does not."""
+    root = package(
+        tmp_path,
+        {
+            "exp.py": "import sys\n"
+            "def launch():\n"
+            "    from d2lrepro import launcher\n"
+            "    launcher.start(sys.modules[main.__module__])\n"
+            "def summarize():\n    return 0\n"
+            "def main():\n    from d2lrepro import worker\n    worker.join()\n"
+            'if __name__ == "__main__":\n    main()\n',
+            "launcher.py": "def start(module):\n    return module\n",
+            "worker.py": "def join():\n    return 1\n",
+        },
+    )
+
+    def closure(source):
+        script = tmp_path / "script.py"
+        script.write_text(source)
+        return {f.removeprefix("workflow/d2lrepro/") for f in code_inputs.closure(script, root)}
+
+    assert closure("from d2lrepro import exp\nexp.summarize()\n") == {"__init__.py", "exp.py"}
+    assert "worker.py" in closure("from d2lrepro import exp\nexp.launch()\n")
+    assert "worker.py" in closure("from d2lrepro import exp\nrun_all(exp)\n")
+
+
+def test_an_experiment_s_workers_are_inputs_of_its_job_not_of_its_summary(repo):
+    def closure(script):
+        path = repo / "workflow" / "scripts" / f"{script}.py"
+        return names(code_inputs.closure(path, repo))
+
+    for job in ("cost_model", "parameter_server"):
+        assert "multidevice/worker.py" in closure(job), job
+        assert "multidevice/worker.py" not in closure(f"{job}_summary"), job
+    assert "multidevice/parameter_server.py" not in closure("cost_model")
+    assert "multidevice/cost_model.py" not in closure("parameter_server")

@@ -1,10 +1,15 @@
 """The comparison's figures: every run's curves and ratios (d2lrepro.pipeline.compare_figures)."""
 
-import pandas as pd
+from pathlib import Path
 
+import pandas as pd
+import pytest
+
+from conftest import training_history as history
 from conftest import two_archived_runs
-from d2lrepro.core import reference
+from d2lrepro.core import paths, reference
 from d2lrepro.pipeline import compare, compare_figures
+from d2lrepro.pipeline.archive import Run
 
 BOOK = reference.load()
 
@@ -56,3 +61,24 @@ def test_a_run_without_the_tables_draws_no_curves(tmp_path):
     runs = two_archived_runs(tmp_path)
     assert compare_figures.curves(runs, compare.labels(runs), BOOK) == []
     assert all(read(runs[0]) == {} for _, read, *_ in compare_figures.FAMILIES)
+
+
+def test_the_data_parallel_curves_are_read_from_each_run_s_histories_only():
+    """The experiment's other files (its metrics, top-k logs, machine records) draw nothing."""
+
+    def csv(frame):
+        return frame.to_csv(index=False).encode()
+
+    folder = compare_figures.DATA_PARALLEL
+    files = {
+        f"{folder}/{paths.run_file('lenet.1', 0)}": csv(history([2.3, 1.0], acc=0.8)),
+        f"{folder}/{paths.run_file('lenet.1', 1)}": csv(history([2.3, 1.0], acc=0.9)),
+        f"{folder}/{paths.run_file('resnet18_b256.2', 0)}": csv(history([2.3], acc=0.7)),
+        f"{folder}/{paths.run_file('lenet.1', 0, 'topk.csv')}": csv(pd.DataFrame({"top1": [0.1]})),
+        f"{folder}/lenet.1.seed0.machines.json": b"{}",
+        f"{folder}/metrics.csv": csv(pd.DataFrame({"metric": ["x"], "value": [1.0]})),
+    }
+    curves = compare_figures.data_parallel(Run(Path("run.zip"), {}, files))
+    assert sorted(curves) == ["mgpu.1gpu", "resnet18_b256.2"]
+    assert curves["mgpu.1gpu"].to_dict() == pytest.approx({1: 0.85, 2: 0.85})
+    assert curves["resnet18_b256.2"].to_dict() == {1: 0.7}

@@ -8,6 +8,8 @@ COST_MODEL = paths.experiment("multidevice", "cost_model")
 PARAMETER_SERVER = paths.experiment("multidevice", "parameter_server")
 ARCHITECTURES = paths.experiment("multidevice", "architectures")
 SINGLE_PROCESS = paths.experiment("multidevice", "single_process")
+# The history of one seed of a data-parallel run, as a wildcard pattern (core.paths.run_file).
+DATA_PARALLEL_HISTORY = DATA_PARALLEL / paths.run_file("{run}", "{seed}")
 
 
 MULTIGPU_MODELS = sorted({run["model"] for run in S["data_parallel"]["runs"].values()})
@@ -27,13 +29,13 @@ rule data_parallel_run:
         data=FASHION_MNIST_DATA,
         code=code("data_parallel_run"),
     output:
-        history=DATA_PARALLEL / "{run}.seed{seed}.csv",
-        topk=DATA_PARALLEL / "{run}.seed{seed}.topk.csv",
-        machines=machines_of(DATA_PARALLEL / "{run}.seed{seed}.csv"),
+        history=DATA_PARALLEL_HISTORY,
+        topk=DATA_PARALLEL / paths.run_file("{run}", "{seed}", "topk.csv"),
+        machines=machines_of(DATA_PARALLEL_HISTORY),
     log:
-        "logs/data_parallel_run/{run}.seed{seed}.log",
+        Path("logs", "data_parallel_run", paths.run_file("{run}", "{seed}", "log")),
     benchmark:
-        "benchmarks/data_parallel_run/{run}.seed{seed}.tsv"
+        Path("benchmarks", "data_parallel_run", paths.run_file("{run}", "{seed}", "tsv"))
     wildcard_constraints:
         run="|".join(re.escape(r) for r in S["data_parallel"]["runs"]),
         seed=r"\d+",
@@ -185,7 +187,7 @@ rule single_process_summary:
 rule data_parallel_summary:
     input:
         runs=expand(
-            DATA_PARALLEL / "{run}.seed{seed}.csv",
+            DATA_PARALLEL_HISTORY,
             run=S["data_parallel"]["runs"],
             seed=S["data_parallel"]["seeds"],
         ),
@@ -193,13 +195,14 @@ rule data_parallel_summary:
         single_process=rules.single_process_summary.input.runs,
         # The top-k logs of the first seed: the seeds draw one run.
         topk=[
-            DATA_PARALLEL / f"{run}.seed{S['data_parallel']['seeds'][0]}.topk.csv"
+            DATA_PARALLEL
+            / paths.run_file(run, S["data_parallel"]["seeds"][0], "topk.csv")
             for run, spec in S["data_parallel"]["runs"].items()
             if spec.get("topk")
         ],
         machines=[
             *expand(
-                machines_of(DATA_PARALLEL / "{run}.seed{seed}.csv"),
+                machines_of(DATA_PARALLEL_HISTORY),
                 run=S["data_parallel"]["runs"],
                 seed=S["data_parallel"]["seeds"],
             ),
@@ -281,7 +284,7 @@ rule parameter_server_summary:
 
 TIMED |= {
     f"data_parallel.runs.{run}": expand(
-        DATA_PARALLEL / "{run}.seed{seed}.csv",
+        DATA_PARALLEL_HISTORY,
         run=[run],
         seed=S["data_parallel"]["seeds"],
     )

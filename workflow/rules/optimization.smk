@@ -14,9 +14,13 @@ WARMUP_SWEEP = paths.experiment("optimization", "warmup_sweep")
 LR_RUNS = list(schedules.RUNS)
 
 
+# An lr-schedule run's name in its files: the schedule and the semantics it ran under; the
+# history of one of its seeds, as a wildcard pattern (core.paths.run_file).
+LR_RUN = "{run}.{semantics}"
+LR_RUN_HISTORY = LR_SCHEDULES / "runs" / paths.run_file(LR_RUN, "{seed}")
 # Every (run, semantics, seed) of the lr schedules; a constant lr has no schedule to apply late.
 LR_RUN_FILES = [
-    LR_SCHEDULES / "runs" / f"{r}.{s}.seed{seed}.csv"
+    LR_SCHEDULES / "runs" / paths.run_file(LR_RUN.format(run=r, semantics=s), seed)
     for r, s in [("constant", "as_written")]
     + [(r, s) for r in LR_RUNS[1:] for s in S["lr_schedules"]["semantics"]]
     for seed in S["lr_schedules"]["seeds"]
@@ -297,12 +301,12 @@ rule lr_schedules_run:
         data=FASHION_MNIST_DATA,
         code=code("lr_schedules_run"),
     output:
-        history=LR_SCHEDULES / "runs" / "{run}.{semantics}.seed{seed}.csv",
-        machines=machines_of(LR_SCHEDULES / "runs" / "{run}.{semantics}.seed{seed}.csv"),
+        history=LR_RUN_HISTORY,
+        machines=machines_of(LR_RUN_HISTORY),
     log:
-        "logs/lr_schedules_run/{run}.{semantics}.seed{seed}.log",
+        Path("logs", "lr_schedules_run", paths.run_file(LR_RUN, "{seed}", "log")),
     benchmark:
-        "benchmarks/lr_schedules_run/{run}.{semantics}.seed{seed}.tsv"
+        Path("benchmarks", "lr_schedules_run", paths.run_file(LR_RUN, "{seed}", "tsv"))
     wildcard_constraints:
         run="|".join(LR_RUNS),
         semantics="|".join(schedules.SEMANTICS),

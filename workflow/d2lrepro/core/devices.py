@@ -1,4 +1,5 @@
-"""What this machine has, which device a worker uses, and why a run cannot happen here.
+"""What this machine has (NVLink between its GPUs too), which device a worker uses, and why a
+run cannot happen here.
 
 A *device* is a CUDA GPU on a machine with GPUs, and one worker process pinned to one core
 with one thread on a machine without. Every "not applicable here" reason of the package that
@@ -9,11 +10,14 @@ speed benchmark) falls back to a pinned core rather than asking for a GPU that i
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 import torch
 
 from d2lrepro.core import shortfall
+
+NVML_P2P_CAPS_INDEX_NVLINK, NVML_P2P_STATUS_OK = 2, 0  # nvml.h
 
 
 def cuda_count() -> int:
@@ -109,3 +113,35 @@ def world_size() -> int:
     import torch.distributed as dist
 
     return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def nvlink_between(uuids: list[str], nvml=None) -> str:
+    """Why the GPUs named ``uuids`` (NVML's "GPU-..." names) are not all joined by NVLink,
+    or "" when NVML reports NVLink peer-to-peer between each pair."""
+    try:
+        nvml = nvml or ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError as error:
+        return f"NVML is not available to tell the GPUs' links: {error}"
+    if nvml.nvmlInit_v2() != 0:
+        return "NVML did not initialize: the GPUs' links are unknown"
+    handles = []
+    for uuid in uuids:
+        handle = ctypes.c_void_p()
+        if nvml.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.pointer(handle)) != 0:
+            return f"NVML does not know GPU {uuid}"
+        handles.append(handle)
+    for i in range(len(handles)):
+        for j in range(i + 1, len(handles)):
+            status = ctypes.c_int(-1)
+            rc = nvml.nvmlDeviceGetP2PStatus(
+                handles[i], handles[j], NVML_P2P_CAPS_INDEX_NVLINK, ctypes.pointer(status)
+            )
+            if rc != 0 or status.value != NVML_P2P_STATUS_OK:
+                return f"no NVLink between GPU {i} and {j}"
+    return ""
+
+
+def gpu_uuids(count: int) -> list[str]:
+    """NVML's names of this process's first ``count`` GPUs."""
+    names = [str(torch.cuda.get_device_properties(i).uuid) for i in range(count)]
+    return [n if n.startswith("GPU-") else f"GPU-{n}" for n in names]

@@ -7,6 +7,7 @@ are relative to the working directory Snakemake runs in: each experiment writes 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
@@ -46,6 +47,24 @@ def experiment(chapter: str, name: str) -> Path:
 def figure(section: str, name: str) -> Path:
     """The figure ``name`` of ledger section ``section``."""
     return RESULTS / "figures" / section / f"{name}.png"
+
+
+def run_file(run: str, seed: int | str, kind: str = "csv") -> str:
+    """The name of a file of seed ``seed`` of run ``run`` of an experiment that runs each seed
+    as a job of its own, ``<run>.seed<n>.<kind>`` (``kind``: csv, its history; topk.csv; log;
+    tsv); with ``{run}`` and ``{seed}``, the rules' wildcard pattern."""
+    return f"{run}.seed{seed}.{kind}"
+
+
+def run_of(path, kind: str = "csv") -> tuple[str, int]:
+    """The run and seed that ``path``, a :func:`run_file` of ``kind``, was named after; a
+    ValueError where it is none."""
+    name = Path(path).name
+    # Greedy: a run's own name may hold dots (resnet18_b256.2), the seed is the last part.
+    named = re.fullmatch(rf"(.+)\.seed(\d+)\.{re.escape(kind)}", name)
+    if not named:
+        raise ValueError(f"{path}: not a run's {kind} file, named <run>.seed<n>.{kind}")
+    return named[1], int(named[2])
 
 
 def claims_table(section: str) -> Path:

@@ -5,13 +5,19 @@ synchronizes them, and LeNet and ResNet-18 through DDP, which all-reduces bucket
 while the backward pass still runs. Its summary also holds the section's printed examples
 (``mgpu.params``, ``mgpu.allreduce``, ``mgpu.scatter``, ``mgpu.split_and_load``), which the
 same launch of 2 workers makes (``mgpu.params``, which needs one device, is made on the job's
-own device where there are not 2)."""
+own device where there are not 2).
+
+Each worker of the launch runs this module (``python -m d2lrepro.multidevice.cost_model`` under
+``torchrun``) and joins the run as a training worker does
+(:func:`d2lrepro.multidevice.worker.joined`); rank 0 writes what they measure."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import statistics
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +29,7 @@ from d2lrepro.core.results import (
     failed,
     metric,
     not_applicable,
+    write_csv,
     write_metrics,
     write_not_applicable,
 )
@@ -170,7 +177,7 @@ def launch(costs: dict, outputs: dict, examples, seed: int, timeout: float, log_
     ``examples``; or why they cannot be measured here. Without 2 devices the example that
     needs one (:data:`ONE_DEVICE`) is made on the job's device, in its own process."""
     from d2lrepro.core.devices import device_for, unavailable
-    from d2lrepro.multidevice import launcher, probes  # the probes import this module
+    from d2lrepro.multidevice import launcher
     from d2lrepro.multidevice.scratch import params_example
 
     reason = unavailable(2)
@@ -183,7 +190,50 @@ def launch(costs: dict, outputs: dict, examples, seed: int, timeout: float, log_
         return
     spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
     argv = ["--cost-model", json.dumps(spec), "--examples-out", str(examples)]
-    launcher.launch(probes, 2, [*argv, "--seed", str(seed), "--timeout", str(timeout)], log_path)
+    argv += ["--seed", str(seed), "--timeout", str(timeout)]
+    # The workers run this module's main: named here, its imports are the rule's inputs.
+    launcher.launch(sys.modules[main.__module__], 2, argv, log_path)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m d2lrepro.multidevice.cost_model",
+        description="A worker of the cost model and the printed examples",
+    )
+    parser.add_argument(
+        "--cost-model",
+        type=json.loads,
+        metavar="JSON",
+        help="the cost model of each step of "
+        '{"STEP": {"batches": [per-device batch sizes], "repeats": N, "out": CSV}} '
+        "(steps: lenet, lenet_ddp, resnet18)",
+    )
+    parser.add_argument("--examples-out", type=Path, help="CSV of the section's printed examples")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=0.2, help="of the cost model's SGD steps")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for peers")
+    args = parser.parse_args(argv)
+    if args.cost_model is None and args.examples_out is None:
+        parser.error("nothing to measure: give --cost-model or --examples-out")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    from d2lrepro.multidevice.scratch import printed_examples
+    from d2lrepro.multidevice.worker import joined
+
+    args = parse_args(argv)
+    with joined(args.timeout) as (device, rank):
+        # One launch measures every step of the spec and the examples: a torchrun start
+        # costs seconds.
+        for model, spec in (args.cost_model or {}).items():
+            rows = cost_model(model, spec["batches"], spec["repeats"], args.seed, args.lr, device)
+            if rank == 0:
+                write_csv(rows, spec["out"], COST_COLUMNS)
+        if args.examples_out is not None:
+            rows = printed_examples(device)
+            if rank == 0:
+                write_metrics(rows, args.examples_out)
 
 
 def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
@@ -247,3 +297,7 @@ def summarize(costs: list, examples, records: dict[str, dict], metrics_out, figu
         rows += runs.measured_by(cost_metrics(cost, model), cost)
     write_metrics(rows, metrics_out)
     figures.draw_cost(tables, figure_path, runs.footer(records, *tables.values()))
+
+
+if __name__ == "__main__":
+    main()

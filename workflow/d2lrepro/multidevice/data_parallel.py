@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 
 import pandas as pd
 
@@ -135,7 +134,7 @@ def summarize(
     values = {r["metric"]: r["value"] for r in runs.metrics(histories, book)}
     every_run = runs.footer(records, *histories.values())
     figures.draw_throughput(values, list(histories), figure_paths["throughput"], every_run, scale())
-    logs = {Path(p).name.split(".seed")[0]: pd.read_csv(p) for p in topk_files}
+    logs = {paths.run_of(p, "topk.csv")[0]: pd.read_csv(p) for p in topk_files}
     logged = {name: rows for name, rows in logs.items() if len(rows)}
     drawn = runs.footer(records, *(logged or histories).values())
     unlogged = sorted(logs.keys() - logged.keys())

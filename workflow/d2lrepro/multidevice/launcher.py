@@ -32,10 +32,11 @@ def torchrun_argv(
     endpoint: str = "",
     run_id: str = "",
 ) -> list[str]:
-    """torchrun's arguments for ``devices`` workers running ``module`` (:mod:`.worker` or
-    :mod:`.probes`) with ``argv``, on one node or spread evenly over ``nodes``. On one node
-    --standalone picks a free port, so jobs running at once never collide; across nodes every
-    agent meets the others at the c10d rendezvous ``endpoint`` (host:port) under ``run_id``.
+    """torchrun's arguments for ``devices`` workers running ``module`` (:mod:`.worker`, or an
+    experiment that is its own workers' program, as :mod:`.cost_model` is) with ``argv``, on
+    one node or spread evenly over ``nodes``. On one node --standalone picks a free port, so
+    jobs running at once never collide; across nodes every agent meets the others at the c10d
+    rendezvous ``endpoint`` (host:port) under ``run_id``.
     --max-restarts 0 ends the group when a worker dies."""
     if nodes == 1:
         where = ["--standalone"]

@@ -25,16 +25,20 @@ Metrics, under a ``prefix`` per run (``ps`` for 2 workers, ``ps.all`` for all th
 ``ring.busbw_gbps`` and ``ring.busbw_iqr_gbps`` (the ring's bus bandwidth, 2(N-1)/N of the
 gradient's bytes per second, median and IQR over the repeats), the same two as
 ``ring_nvlink.*`` where NVML reports NVLink between every pair of the workers' GPUs (else
-not applicable),
-and ``workers``.
+not applicable), and ``workers``.
+
+Each worker of a launch runs this module (``python -m d2lrepro.multidevice.parameter_server``
+under ``torchrun``) and joins the run as a training worker does
+(:func:`d2lrepro.multidevice.worker.joined`); rank 0 writes the metrics.
 """
 
 from __future__ import annotations
 
-import ctypes
+import argparse
 import json
 import logging
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,13 +46,19 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from d2lrepro.core.devices import machine_devices, synchronize, unavailable, world_size
+from d2lrepro.core.devices import (
+    gpu_uuids,
+    machine_devices,
+    nvlink_between,
+    synchronize,
+    unavailable,
+    world_size,
+)
 from d2lrepro.core.results import METRIC_COLUMNS, iqr, metric, not_applicable, write_metrics
 
 log = logging.getLogger(__name__)
 
 MB = 10**6
-NVML_P2P_CAPS_INDEX_NVLINK, NVML_P2P_STATUS_OK = 2, 0  # nvml.h
 # Seconds of back-to-back calls per sample, and the most calls: a fixed cost per sample of
 # some 50 µs then weighs 0.1% at most, except on calls that take under 12 µs.
 SAMPLE_S, MAX_CALLS = 0.05, 4096
@@ -150,38 +160,6 @@ def push(
         request.wait()
 
 
-def nvlink_between(uuids: list[str], nvml=None) -> str:
-    """Why the GPUs named ``uuids`` (NVML's "GPU-..." names) are not all joined by NVLink,
-    or "" when NVML reports NVLink peer-to-peer between each pair."""
-    try:
-        nvml = nvml or ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError as error:
-        return f"NVML is not available to tell the GPUs' links: {error}"
-    if nvml.nvmlInit_v2() != 0:
-        return "NVML did not initialize: the GPUs' links are unknown"
-    handles = []
-    for uuid in uuids:
-        handle = ctypes.c_void_p()
-        if nvml.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.pointer(handle)) != 0:
-            return f"NVML does not know GPU {uuid}"
-        handles.append(handle)
-    for i in range(len(handles)):
-        for j in range(i + 1, len(handles)):
-            status = ctypes.c_int(-1)
-            rc = nvml.nvmlDeviceGetP2PStatus(
-                handles[i], handles[j], NVML_P2P_CAPS_INDEX_NVLINK, ctypes.pointer(status)
-            )
-            if rc != 0 or status.value != NVML_P2P_STATUS_OK:
-                return f"no NVLink between GPU {i} and {j}"
-    return ""
-
-
-def gpu_uuids(count: int) -> list[str]:
-    """NVML's names of this process's first ``count`` GPUs."""
-    names = [str(torch.cuda.get_device_properties(i).uuid) for i in range(count)]
-    return [n if n.startswith("GPU-") else f"GPU-{n}" for n in names]
-
-
 STRATEGIES = ("gather", "host", "ring", "push.n1", "push.split", "push.split_x_n")
 BANDWIDTH = ("busbw_gbps", "busbw_iqr_gbps")
 
@@ -269,7 +247,7 @@ def launch(spec: dict, out, timeout: float, log_path) -> None:
     one launch each, written together to ``out``; what cannot run here says why."""
     import pandas as pd
 
-    from d2lrepro.multidevice import launcher, probes  # the probes import this module
+    from d2lrepro.multidevice import launcher
 
     most = min(spec["max_devices"], machine_devices())
     rows = []
@@ -284,11 +262,40 @@ def launch(spec: dict, out, timeout: float, log_path) -> None:
         part = Path(out).with_suffix(f".{workers}.csv")
         point = {"mb": spec["mb"], "repeats": spec["repeats"], "prefix": prefix, "out": str(part)}
         argv = ["--param-server", json.dumps(point), "--timeout", str(timeout)]
-        launcher.launch(probes, workers, argv, log_path)
+        # The workers run this module's main: named here, its imports are the rule's inputs.
+        launcher.launch(sys.modules[main.__module__], workers, argv, log_path)
         measured = pd.read_csv(part, dtype={c: str for c in METRIC_COLUMNS[2:]})
         rows += measured.fillna({c: "" for c in METRIC_COLUMNS[2:]}).to_dict("records")
         part.unlink()
     write_metrics(rows, out)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m d2lrepro.multidevice.parameter_server",
+        description="A worker of the parameter-server timings",
+    )
+    parser.add_argument(
+        "--param-server",
+        type=json.loads,
+        metavar="JSON",
+        required=True,
+        help='the parameter-server strategies, {"mb": gradient MB, "repeats": N, '
+        '"prefix": metric prefix, "out": CSV}',
+    )
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for peers")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from d2lrepro.multidevice.worker import joined
+
+    args = parse_args(argv)
+    spec = args.param_server
+    with joined(args.timeout) as (device, rank):
+        rows = measure(spec["mb"], spec["repeats"], device, spec["prefix"])
+        if rank == 0:
+            write_metrics(rows, spec["out"])
 
 
 def summarize(timings, records: dict[str, dict], figure_path) -> None:
@@ -302,3 +309,7 @@ def summarize(timings, records: dict[str, dict], figure_path) -> None:
     figures.draw_param_server(measured, figure_path, runs.footer(records, measured))
     unmeasured = int((measured["status"].fillna("") != "").sum()) if "status" in measured else 0
     log.info("%s: %d timings, %d not measured here", figure_path, len(measured), unmeasured)
+
+
+if __name__ == "__main__":
+    main()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from d2lrepro.core import machines, reference
+from d2lrepro.core import machines, paths, reference
 from d2lrepro.core.results import (
     NOT_APPLICABLE,
     failed,
@@ -55,15 +55,15 @@ NO_SPREAD = "one timed epoch of one seed: no spread measured, so the speed-up is
 SINGLE_PROCESS = "single_process_"
 
 
-def load_runs(paths, prefix: str = "") -> dict[str, pd.DataFrame]:
-    """Histories by run name (``prefix`` + the file's), the seeds of a run (files
-    ``<run>.seed<n>.csv``) concatenated with a ``seed`` column; the book's one-process code
-    runs once (``<run>.csv``)."""
+def load_runs(files, prefix: str = "") -> dict[str, pd.DataFrame]:
+    """Histories by run name, with a ``seed`` column: the data-parallel runs write a file per
+    seed (:func:`d2lrepro.core.paths.run_file`), concatenated by run; the book's one-process
+    code (``prefix`` :data:`SINGLE_PROCESS`, put before each run's name) runs once, in files
+    ``<run>.csv``, as seed 0."""
     runs: dict[str, list] = {}
-    for path in paths:
-        name, _, seed = Path(path).name.removesuffix(".csv").partition(".seed")
-        name = prefix + name
-        runs.setdefault(name, []).append(pd.read_csv(path).assign(seed=int(seed or 0)))
+    for file in files:
+        name, seed = (Path(file).stem, 0) if prefix else paths.run_of(file)
+        runs.setdefault(prefix + name, []).append(pd.read_csv(file).assign(seed=seed))
     return {name: pd.concat(frames, ignore_index=True) for name, frames in runs.items()}
 
 

@@ -1,8 +1,9 @@
 """Training on multiple GPUs, from scratch (``mgpu.*``), one process per device: the book's
 allreduce on ``torch.distributed``, the rows each worker takes of a batch, the from-scratch
-LeNet's training step, how far the workers' replicas lie apart, and the section's printed
-examples. The book's own one-process code is
-:mod:`d2lrepro.multidevice.single_process`."""
+LeNet's training step, how far the workers' replicas lie apart, the book's ``get_params`` and
+the section's printed examples. The book's own one-process code
+(:mod:`d2lrepro.multidevice.single_process`) takes its parameter copies from
+:func:`get_params` too."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from torch.nn import functional as F
 from d2lrepro.core import models
 from d2lrepro.core.devices import place, world_size
 from d2lrepro.core.results import metric
-from d2lrepro.multidevice import single_process
 
 log = logging.getLogger(__name__)
 
@@ -84,14 +84,23 @@ def scratch_setup(seed: int, lr: float, device: torch.device):
     return net, None, step
 
 
+def get_params(params: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """The book's ``get_params``: each parameter copied to ``device``, where it requires a
+    gradient. The copies are detached first: our parameters already require one, and a copy
+    of such a tensor would be no leaf and never receive its gradient."""
+    new_params = [p.detach().to(device, copy=True) for p in params]
+    for p in new_params:
+        p.requires_grad_()
+    return new_params
+
+
 def params_example(device: torch.device) -> list[dict]:
     """The section's ``get_params`` cell: LeNet's parameters through the book's
-    :func:`~d2lrepro.multidevice.single_process.get_params` to ``device``, and what the book
-    prints of b1
+    :func:`get_params` to ``device``, and what the book prints of b1
     (``b1 weight: tensor([0., …], device=…, requires_grad=True)``, ``b1 grad: None``), logged
     as printed: its zero entries, whether the print shows ``requires_grad=True``, whether it
     is on ``device``, and whether its grad is None."""
-    b1 = single_process.get_params(models.lenet_params(), device)[1]
+    b1 = get_params(models.lenet_params(), device)[1]
     printed = repr(b1)
     log.info("b1 weight: %s", printed)
     log.info("b1 grad: %s", b1.grad)

@@ -35,16 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def get_params(params: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-    """The book's ``get_params``: each parameter copied to ``device``, where it requires a
-    gradient. The copies are detached first: our parameters already require one, and a copy
-    of such a tensor would be no leaf and never receive its gradient."""
-    new_params = [p.detach().to(device, copy=True) for p in params]
-    for p in new_params:
-        p.requires_grad_()
-    return new_params
-
-
 def allreduce(data: list[torch.Tensor]) -> None:
     """The book's ``allreduce``: sum every tensor into ``data[0]``, then copy the sum back to
     each one, in place; the tensors may live on different devices."""
@@ -138,6 +128,7 @@ def train_scratch(
 
     from d2lrepro.core import models
     from d2lrepro.core.data import evaluate_accuracy
+    from d2lrepro.multidevice.scratch import get_params
 
     params = models.lenet_params(seed)
     copies = [get_params(params, d) for d in devices]

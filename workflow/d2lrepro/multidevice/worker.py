@@ -18,7 +18,9 @@ from-scratch section (:mod:`d2lrepro.multidevice.scratch`), ``resnet18`` the con
 (:mod:`d2lrepro.multidevice.concise`). Test accuracy is measured on rank 0 only (the book
 evaluates on the first GPU), outside the timed part, as is the gap between the workers'
 parameters at each epoch's end (``mgpu.2gpu.replicas``); rank 0 also writes the CSVs and the
-checkpoint. What the workers measure without training is :mod:`d2lrepro.multidevice.probes`.
+checkpoint. The experiments whose workers measure without training
+(:mod:`~d2lrepro.multidevice.cost_model`, :mod:`~d2lrepro.multidevice.parameter_server`) are
+their own workers' programs and join the run through :func:`joined`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ a module-level function runs only where that function does: where the script or 
 of another module names it (``module.f``, ``from module import f``), or a running part of its
 own module does. So an experiment's module may import its plotting inside its summary, and its
 training job does not rerun when a figure changes. A module imported in any other way (``import
-d2lrepro.a.b``, ``import ... as``, a star) counts with every function."""
+d2lrepro.a.b``, ``import ... as``, a star) counts with every function. A module's ``if __name__ ==
+"__main__":`` block runs only where the module is the program, as in the workers an experiment
+starts from its own module: the job that starts them names the module's ``main`` (or passes the
+module on), and that counts instead."""
 
 from __future__ import annotations
 
@@ -58,15 +61,26 @@ def _sources(names, package_dir: Path) -> set[Path]:
     return found
 
 
+def _main_block(node: ast.AST) -> bool:
+    """Whether ``node`` is an ``if __name__ == "__main__":`` block."""
+    return isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'"
+
+
 def _running(tree: ast.Module, functions) -> list[ast.AST]:
-    """The parts of a module that run: its top-level statements but its functions, and the
-    functions of ``functions`` (:data:`EVERY`: all) with those they name, in turn."""
+    """The parts of a module that run: its top-level statements but its functions and, unless
+    ``functions`` is :data:`EVERY`, its ``__main__`` block; and the functions of ``functions``
+    (:data:`EVERY`: all) with those they name, in turn."""
     defined = {
         node.name: node
         for node in tree.body
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
     }
-    parts = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    parts = [
+        n
+        for n in tree.body
+        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        and (functions is EVERY or not _main_block(n))
+    ]
     todo = list(defined) if functions is EVERY else list(functions)
     todo += [n.id for part in parts for n in ast.walk(part) if isinstance(n, ast.Name)]
     running: set[str] = set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -65,12 +66,17 @@ def lr_schedules(run: Run) -> dict[str, pd.Series]:
 
 
 def data_parallel(run: Run) -> dict[str, pd.Series]:
-    """Test accuracy of each multi-device run (files <run>.seed<n>.csv), by the book's id."""
+    """Test accuracy of each multi-device run (its histories, one per seed:
+    :func:`d2lrepro.core.paths.run_file`), by the book's id."""
     frames = []
     for member in run.files:
-        name, _, seed = member.removeprefix(f"{DATA_PARALLEL}/").rpartition(".seed")
-        if member.startswith(f"{DATA_PARALLEL}/") and seed.removesuffix(".csv").isdigit():
-            frames.append(run.table(member).assign(run=name))
+        if Path(member).parent != DATA_PARALLEL:
+            continue
+        try:
+            name, _ = paths.run_of(member)
+        except ValueError:  # the experiment's other files: metrics, top-k logs, machines
+            continue
+        frames.append(run.table(member).assign(run=name))
     if not frames:
         return {}
     curves = median_curves(pd.concat(frames, ignore_index=True), "run", "test_acc")

@@ -1,7 +1,10 @@
+"""The CPU speed benchmark (tests/speed.py): the book's data path against ours, on a few
+synthetic images."""
+
 import torch
 
+import speed
 from d2lrepro.core import data
-from d2lrepro.multidevice import speed
 
 
 def raw(n=64):

@@ -1,4 +1,4 @@
-"""Speed of LeNet training on the CPU, measured side by side in one run:
+"""Benchmark: the speed of LeNet training on the CPU, measured side by side in one run:
 
 1. our data path (Fashion-MNIST in memory as tensors, batches by index) against the book's
    (a torchvision-style dataset: one PIL image per sample, ToTensor, a DataLoader with 4
@@ -6,9 +6,11 @@
 2. one training process against two (the from-scratch data-parallel LeNet of the multi-device
    section, each process pinned to its own core).
 
-Run: ``python -m d2lrepro.multidevice.speed --data results/data/fashion_mnist.pt``. It prints
-the share of the epoch spent waiting for data, the speed-up over the book's loop and the
-2-process scaling. A benchmark run by hand, outside the workflow: it serves no ledger id.
+    .venv/bin/python tests/speed.py [--data results/data/fashion_mnist.pt]
+
+Prints the share of the epoch spent waiting for data, the speed-up over the book's loop and
+the 2-process scaling; it asserts nothing. Run by hand, outside the workflow: it serves no
+ledger id.
 """
 
 from __future__ import annotations
