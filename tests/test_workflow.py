@@ -190,20 +190,29 @@ def test_two_real_runs_are_bundled_and_compared(comparison):
 
 @pytest.mark.e2e
 def test_the_report_opens_with_what_the_run_found(smoke_run, tmp_path):
-    """What a reader sees, in a headless browser where one is installed: the findings of
-    each chapter first, every claim under its headline, the claims this machine cannot judge
-    folded away by reason, and the count of each reason at the top."""
+    """What a reader sees, in a headless browser where one is installed: the machine that
+    measured on the first line, the findings of each chapter first, every claim under its
+    headline, the claims this machine cannot judge folded away by reason, and the count of
+    each reason at the top; the first screen is drawn."""
     report = smoke_run / "results" / "report.html"
     table = pd.read_csv(smoke_run / "results" / "claims.csv", keep_default_na=False)
     browser = next(filter(None, map(shutil.which, BROWSERS)), None)
     if browser is None:
         html = report.read_text()
     else:
-        headless = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"]
+        headless = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
         html = subprocess.run(
-            [*headless, report.as_uri()], capture_output=True, text=True, timeout=120
+            [*headless, "--dump-dom", report.as_uri()], capture_output=True, text=True, timeout=120
         ).stdout
+        shot = tmp_path / "first-screen.png"
+        subprocess.run(
+            [*headless, "--window-size=1280,900", f"--screenshot={shot}", report.as_uri()],
+            capture_output=True,
+            timeout=120,
+        )
+        assert shot.stat().st_size > 50_000  # a screen drawn, not a blank one
     found = html.index("What this run found")
+    assert html.index('class="machine">Measured on ') < found  # what measured, first
     assert found < html.index('id="contents"') < html.index('id="setup"')
     for title in claims.load(smoke_run / "workflow" / "claims.yaml")["chapters"].values():
         assert html.index(title, found) < html.index('id="contents"')
