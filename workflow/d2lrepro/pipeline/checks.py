@@ -4,7 +4,9 @@ be judged at all: a known status, a known unit, a number inside its unit's domai
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import pandas as pd
 
@@ -71,119 +73,164 @@ def apply(check: dict, value, name=lambda m: m, unit=lambda m: "") -> Outcome:
     Finite metrics may still give a number that is not one (1e308 / 1e-308 is inf): a check
     whose derived numbers are not all finite fails in every kind, marked as no number.
     """
-    outcome, derived = _judge(check, value, name, unit)
+    kind = check["kind"]
+    if kind not in KINDS:
+        raise ValueError(f"unknown check kind {kind!r}")
+    read = Reading(value, name, unit, check.get("spread", {}))
+    outcome, derived = KINDS[kind](check, read)
     if all(math.isfinite(x) for x in derived):
         return outcome
     return Outcome(outcome.measured.removesuffix(f", {WITHIN_NOISE}"), False, finite=False)
 
 
-def _judge(check: dict, value, name, unit) -> tuple[Outcome, list[float]]:
-    """:func:`apply`'s outcome, and the numbers it derived from the metrics."""
-    kind, spread = check["kind"], check.get("spread", {})
+@dataclass
+class Reading:
+    """What a check reads of its metrics: each one's value, label, unit and spread."""
 
-    def half(metric):
-        return value(spread[metric]) / 2 if metric in spread else 0.0
+    value: Callable[[str], float]
+    name: Callable[[str], str]
+    unit: Callable[[str], str]
+    spread: dict  # metric -> the metric of its IQR
 
-    def shown(metric):
-        return f"{name(metric)} = {quantity(value(metric), unit(metric))}"
+    def half(self, metric: str) -> float:
+        """Half the metric's spread; 0 where it has none."""
+        return self.value(self.spread[metric]) / 2 if metric in self.spread else 0.0
 
-    def ends(low, high, u, digits=None):
-        """A judged spread's two ends (``digits`` significant), so that a reader sees the
-        bound between or beyond them; an end may be unbounded (a denominator's spread
-        reaching 0)."""
+    def span(self, metric: str) -> tuple[float, float]:
+        """The lower and the upper end of the metric's spread (median -+ IQR / 2)."""
+        v, h = self.value(metric), self.half(metric)
+        return v - h, v + h
+
+    def shown(self, metric: str) -> str:
+        return f"{self.name(metric)} = {quantity(self.value(metric), self.unit(metric))}"
+
+    def ends(self, metrics, low, high, unit, digits=None, form=", {}") -> str:
+        """The two ends of a judged spread (``digits`` significant) in ``form``, so that a
+        reader sees the bound between or beyond them; "" where none of ``metrics`` has a
+        spread. An end may be unbounded (a denominator's spread reaching 0)."""
+        if not any(self.half(m) for m in metrics):
+            return ""
 
         def end(x):
             text = None if digits is None else f"{x:.{digits}g}"
-            return quantity(x, u, text) if math.isfinite(x) else "no bound"
+            return quantity(x, unit, text) if math.isfinite(x) else "no bound"
 
-        return f"spread {end(low)} to {end(high)}"
+        return form.format(f"spread {end(low)} to {end(high)}")
 
-    def noisy(text, margin, reach):
-        """``margin``: the check holds at the pessimistic ends; ``reach``: at the optimistic."""
-        if reach and not margin:
-            return Outcome(f"{text}, {WITHIN_NOISE}", False, within_noise=True)
-        return Outcome(text, margin)
 
-    if kind in ("above", "below"):
-        m = check["metric"]
-        v, h, u = value(m), half(m), unit(m)
-        sign = ">" if kind == "above" else "<"
-        up = 1 if kind == "above" else -1  # the side of the bound the claim needs
-        end, far = v - up * h, v + up * h
-        margin, reach = up * (end - check["bound"]) > 0, up * (far - check["bound"]) > 0
-        between = f", {ends(v - h, v + h, u)}" if h else ""
-        text = f"{shown(m)}{between} (needs {bound(sign, check['bound'], u)})"
-        return noisy(text, margin, reach), [end, far]
-    if kind == "within":
-        m = check["metric"]
-        v, target, tol, u = value(m), check["target"], check["tol"], unit(m)
-        scale = abs(target) if check.get("relative") else 1.0
-        what = f"{tol:.0%}" if check.get("relative") else quantity(tol, u)
-        off = abs(v - target)
-        text = f"{shown(m)} (needs ± {what} of {quantity(target, u)})"
-        return Outcome(text, off <= tol * scale), [off]
-    if kind in ("ratio_above", "ratio_below"):
-        num, den = check["numerator"], check["denominator"]
-        n, d, u = value(num), value(den), ratio_unit(unit(num), unit(den))
-        needs = f"(needs {bound('>' if kind == 'ratio_above' else '<', check['bound'], u)})"
-        text = f"{name(num)} / {name(den)} = {quantity(n, unit(num))} / {quantity(d, unit(den))}"
-        if d <= 0:  # a time or size of zero is a broken measurement, not an infinite ratio
-            return Outcome(f"{text}: the denominator is not positive {needs}", False), []
-        least = d - half(den)  # the noise may reach zero: then the ratio is not bounded
-        low = (n - half(num)) / (d + half(den))
-        high = (n + half(num)) / least if least > 0 else math.inf
-        if kind == "ratio_above":
-            margin, reach = low > check["bound"], high > check["bound"]
-        else:
-            margin, reach = high < check["bound"], low < check["bound"]
-        text += f" = {quantity(n / d, u, f'{n / d:.3g}')}"
-        between = f", {ends(low, high, u, 3)}" if half(num) or half(den) else ""
-        # The high end may be unbounded where the noise reaches zero; the ratio may not.
-        return noisy(f"{text}{between} {needs}", margin, reach), [n / d, low]
-    if kind == "sum_of_parts":
-        whole, parts = check["whole"], check["parts"]
-        w, total, u = value(whole), sum(value(p) for p in parts), unit(whole)
-        text = (
-            f"{shown(whole)}, sum of parts "
-            f"{' + '.join(quantity(value(p), unit(p)) for p in parts)} = {quantity(total, u)}"
-        )
-        if w <= 0:
-            return Outcome(f"{text}: the whole is not positive", False), []
-        limit = check.get("bound", 1)
-        needs = "needs whole < sum" if limit == 1 else f"needs sum / whole {bound('>', limit, 'x')}"
-        least = w - half(whole)
-        low = sum(value(p) - half(p) for p in parts) / (w + half(whole))
-        high = sum(value(p) + half(p) for p in parts) / least if least > 0 else math.inf
-        between = f", {ends(low, high, 'x', 3)}" if any(map(half, [whole, *parts])) else ""
-        text += f", sum / whole = {total / w:.3g}x{between} ({needs})"
-        return noisy(text, low > limit, high > limit), [total, total / w, low]
-    if kind == "exact":
-        m = check["metric"]
-        v, decimals, u = value(m), check.get("decimals", 6), unit(m)
-        shown_value, expected = f"{v:.{decimals}f}", f"{check['expected']:.{decimals}f}"
-        rounded = "" if float(shown_value) == v else f" → {shown_value}"
-        needs = f"{quantity(check['expected'], u, expected)} to {decimals} decimals"
-        return Outcome(f"{shown(m)}{rounded} (needs {needs})", shown_value == expected), []
-    if kind == "ordering":
-        ms = check["metrics"]
-        increasing = check["order"] == "increasing"
-        # Each metric's ends: the lower and the upper end of its spread.
-        spans = [(value(m) - half(m), value(m) + half(m)) for m in ms]
-        pairs = list(zip(spans, spans[1:]))
-        if increasing:
-            margin = all(a[1] < b[0] for a, b in pairs)
-            reach = all(a[0] < b[1] for a, b in pairs)
-        else:
-            margin = all(a[0] > b[1] for a, b in pairs)
-            reach = all(a[1] > b[0] for a, b in pairs)
-        items = [
-            f"{shown(m)} ({ends(*span, unit(m))})" if half(m) else shown(m)
-            for m, span in zip(ms, spans)
-        ]
-        text = (" < " if increasing else " > ").join(items)
-        derived = [x for span in spans for x in span]
-        return noisy(text + " (needs this order)", margin, reach), derived
-    raise ValueError(f"unknown check kind {kind!r}")
+def _beyond(sign: str, low: float, high: float, limit: float) -> tuple[bool, bool]:
+    """Whether a spread ``low`` to ``high`` lies on the side ``sign`` of ``limit`` at its
+    pessimistic end (the margin), and at its optimistic end (the reach)."""
+    if sign == ">":
+        return low > limit, high > limit
+    return high < limit, low < limit
+
+
+def _quotient(numerator: tuple, denominator: tuple) -> tuple[float, float]:
+    """The ends of a quotient of two spans; unbounded above where the denominator's noise
+    reaches zero."""
+    high = numerator[1] / denominator[0] if denominator[0] > 0 else math.inf
+    return numerator[0] / denominator[1], high
+
+
+def _noisy(text: str, margin: bool, reach: bool) -> Outcome:
+    """``margin``: the check holds at the pessimistic ends; ``reach``: at the optimistic."""
+    if reach and not margin:
+        return Outcome(f"{text}, {WITHIN_NOISE}", False, within_noise=True)
+    return Outcome(text, margin)
+
+
+def _not_positive(text: str, what: str, needs: str = "") -> tuple[Outcome, list[float]]:
+    """A quotient over a time or size of zero is a broken measurement, not an infinite one."""
+    return Outcome(f"{text}: the {what} is not positive{needs}", False), []
+
+
+# Each kind of check: (check, reading) -> its outcome and the numbers it derived.
+
+
+def _bound(sign: str, check: dict, read: Reading) -> tuple[Outcome, list[float]]:
+    m, limit = check["metric"], check["bound"]
+    (low, high), u = read.span(m), read.unit(m)
+    text = f"{read.shown(m)}{read.ends([m], low, high, u)} (needs {bound(sign, limit, u)})"
+    return _noisy(text, *_beyond(sign, low, high, limit)), [low, high]
+
+
+def _within(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
+    m, target, tol = check["metric"], check["target"], check["tol"]
+    v, u = read.value(m), read.unit(m)
+    scale = abs(target) if check.get("relative") else 1.0
+    what = f"{tol:.0%}" if check.get("relative") else quantity(tol, u)
+    off = abs(v - target)
+    text = f"{read.shown(m)} (needs ± {what} of {quantity(target, u)})"
+    return Outcome(text, off <= tol * scale), [off]
+
+
+def _ratio(sign: str, check: dict, read: Reading) -> tuple[Outcome, list[float]]:
+    num, den, limit = check["numerator"], check["denominator"], check["bound"]
+    n, d, u = read.value(num), read.value(den), ratio_unit(read.unit(num), read.unit(den))
+    needs = f"(needs {bound(sign, limit, u)})"
+    text = f"{read.name(num)} / {read.name(den)} = "
+    text += f"{quantity(n, read.unit(num))} / {quantity(d, read.unit(den))}"
+    if d <= 0:
+        return _not_positive(text, "denominator", f" {needs}")
+    low, high = _quotient(read.span(num), read.span(den))
+    text += f" = {quantity(n / d, u, f'{n / d:.3g}')}{read.ends([num, den], low, high, u, 3)}"
+    # The high end may be unbounded where the noise reaches zero; the ratio may not.
+    return _noisy(f"{text} {needs}", *_beyond(sign, low, high, limit)), [n / d, low]
+
+
+def _sum_of_parts(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
+    whole, parts = check["whole"], check["parts"]
+    w, total, u = read.value(whole), sum(read.value(p) for p in parts), read.unit(whole)
+    sums = " + ".join(quantity(read.value(p), read.unit(p)) for p in parts)
+    text = f"{read.shown(whole)}, sum of parts {sums} = {quantity(total, u)}"
+    if w <= 0:
+        return _not_positive(text, "whole")
+    limit = check.get("bound", 1)
+    needs = "needs whole < sum" if limit == 1 else f"needs sum / whole {bound('>', limit, 'x')}"
+    spans = [read.span(p) for p in parts]
+    low, high = _quotient((sum(s[0] for s in spans), sum(s[1] for s in spans)), read.span(whole))
+    between = read.ends([whole, *parts], low, high, "x", 3)
+    text += f", sum / whole = {total / w:.3g}x{between} ({needs})"
+    return _noisy(text, *_beyond(">", low, high, limit)), [total, total / w, low]
+
+
+def _exact(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
+    m = check["metric"]
+    v, decimals, u = read.value(m), check.get("decimals", 6), read.unit(m)
+    shown_value, expected = f"{v:.{decimals}f}", f"{check['expected']:.{decimals}f}"
+    rounded = "" if float(shown_value) == v else f" → {shown_value}"
+    needs = f"{quantity(check['expected'], u, expected)} to {decimals} decimals"
+    return Outcome(f"{read.shown(m)}{rounded} (needs {needs})", shown_value == expected), []
+
+
+def _ordering(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
+    ms, increasing = check["metrics"], check["order"] == "increasing"
+    spans = [read.span(m) for m in ms]
+    # Each neighbouring pair, the one that should be the smaller first.
+    pairs = list(zip(spans, spans[1:]) if increasing else zip(spans[1:], spans))
+    margin = all(a[1] < b[0] for a, b in pairs)
+    reach = all(a[0] < b[1] for a, b in pairs)
+    items = [
+        read.shown(m) + read.ends([m], *span, read.unit(m), form=" ({})")
+        for m, span in zip(ms, spans)
+    ]
+    text = (" < " if increasing else " > ").join(items) + " (needs this order)"
+    return _noisy(text, margin, reach), [x for span in spans for x in span]
+
+
+# The ledger's check kinds (schemas/claims.schema.yaml), each with how it is judged; a kind
+# and its mirror share one judge, told the side of the bound the claim needs.
+KINDS = {
+    "above": partial(_bound, ">"),
+    "below": partial(_bound, "<"),
+    "within": _within,
+    "ratio_above": partial(_ratio, ">"),
+    "ratio_below": partial(_ratio, "<"),
+    "sum_of_parts": _sum_of_parts,
+    "exact": _exact,
+    "ordering": _ordering,
+}
 
 
 def metrics_of(check: dict) -> list[str]:

@@ -154,6 +154,92 @@ def _notes(rows: pd.DataFrame) -> str:
     return "; ".join(sorted(set(rows["note"].fillna("").astype(str)) - {""})) or "no note"
 
 
+def _used(claim: dict, metrics: pd.DataFrame, depends_on: list, deviations: list):
+    """The rows of ``metrics`` that ``claim``'s checks read, and the metrics missing there.
+
+    A metric may be missing only where it names what the preset left out of a setting the
+    claim depends on (a run, a semantics); otherwise the ledger or a summary is broken."""
+    names = [n for check in claim["checks"] for n in checks.metrics_of(check)]
+    missing = sorted(set(names) - set(metrics["metric"]))
+    unexplained = [m for m in missing if not names_left_out(m, depends_on, deviations)]
+    if unexplained:
+        raise KeyError(f"claim {claim['id']}: {claim['evidence']} has no metric {unexplained}")
+    used = metrics[metrics["metric"].isin(names)]
+    if used["metric"].duplicated().any():
+        raise ValueError(f"claim {claim['id']}: {claim['evidence']} holds a metric more than once")
+    return used, missing
+
+
+def _broken(claim: dict, values: dict, units: dict, measured_here: set) -> list[str]:
+    """The metrics measured here whose number is none: NaN or ±inf, or a finite number outside
+    its unit's domain (a time of 0 s, a speed-up of -1 x; a spread may be 0). Metrics that
+    were not measured, with a status saying why, are judged by their status instead."""
+    spreads = {n for check in claim["checks"] for n in check.get("spread", {}).values()}
+    broken = sorted(m for m in measured_here if not math.isfinite(values[m]))
+    return broken + sorted(
+        m
+        for m in measured_here - spreads
+        if math.isfinite(values[m]) and outside_domain(values[m], units[m])
+    )
+
+
+def _not_judged(
+    claim: dict,
+    used: pd.DataFrame,
+    records: dict[str, dict],
+    status: pd.Series,
+    scaled: str,
+    missing: list[str],
+    no_number: list[str],
+) -> tuple[str, str] | None:
+    """The verdict and reason of a claim that its checks do not decide, in this order: the
+    machine lacks its hardware, a run failed, a number is none (``no_number`` says which),
+    the preset scaled it, a metric was not measured here, or it was timed beside other jobs.
+    None where its checks decide it."""
+    # Hardware before scale: a claim the machine lacks the devices for is not applicable for
+    # that reason, which no preset cures, whatever the preset scaled.
+    requires = claim.get("requires", {})
+    unmet = requires and _unmet(requires, machines.records_of(used, records, claim["evidence"]))
+    if unmet:
+        return NOT_APPLICABLE, unmet
+    failed_rows = used[status == FAILED]
+    # A run that failed or measured no number is a finding even when the preset scaled it: a
+    # smaller run that crashes, diverges or times nothing says something is wrong, and the
+    # scale is named beside it.
+    also = f" (this run was scaled: {scaled})" if scaled else ""
+    if len(failed_rows):
+        return NOT_REPRODUCED, f"the run failed: {_notes(failed_rows)}{also}"
+    if no_number:
+        return NOT_REPRODUCED, f"no number was measured: {', '.join(no_number)}{also}"
+    # A crash or a broken number stays a finding beside a part its job had no devices for.
+    lacking = _lacking(used, status)
+    if len(lacking):
+        return NOT_APPLICABLE, _notes(lacking)
+    if scaled:
+        left_out = f"; this preset measures no {', '.join(missing)}" if missing else ""
+        return NOT_APPLICABLE, scaled + left_out
+    not_here = used[status == NOT_APPLICABLE_STATUS]
+    if len(not_here):
+        return NOT_APPLICABLE, _notes(not_here)
+    if claim.get("timed") and _ran_beside_others(used, records):
+        return NOT_APPLICABLE, RAN_BESIDE_OTHERS
+    return None
+
+
+def _judged(outcomes: list[checks.Outcome], used: pd.DataFrame) -> tuple[str, str]:
+    """The verdict and reason of a claim that its checks' ``outcomes`` decide."""
+    failed = [o for o in outcomes if not o.passed]
+    if not failed:
+        return REPRODUCED, ""
+    # What the measurement itself noted (e.g. why two numbers are equal) explains the finding.
+    noted = used[used["note"].fillna("").astype(str) != ""] if "note" in used else used[:0]
+    why = f"; note: {_notes(noted)}" if len(noted) else ""
+    how = "; ".join(o.measured for o in failed) + why
+    if all(o.within_noise for o in failed):
+        return INCONCLUSIVE, how  # each failed check says it sat within its noise
+    return NOT_REPRODUCED, FAILED_CHECK + how
+
+
 def evaluate_claim(
     claim: dict,
     metrics: pd.DataFrame,
@@ -180,18 +266,9 @@ def evaluate_claim(
         k: claim.get(k, "")
         for k in ("id", "kind", "headline", "statement", "printed", "printed_en", "evidence")
     }
-    names = [n for check in claim["checks"] for n in checks.metrics_of(check)]
-    missing = sorted(set(names) - set(metrics["metric"]))
     depends_on, deviations = claim.get("depends_on", []), list(deviations)
     scaled = scaled_reason(depends_on, deviations, preset, rates or {})
-    # A metric may be missing only where it names what the preset left out of a setting the
-    # claim depends on (a run, a semantics); otherwise the ledger or a summary is broken.
-    unexplained = [m for m in missing if not names_left_out(m, depends_on, deviations)]
-    if unexplained:
-        raise KeyError(f"claim {claim['id']}: {claim['evidence']} has no metric {unexplained}")
-    used = metrics[metrics["metric"].isin(names)]
-    if used["metric"].duplicated().any():
-        raise ValueError(f"claim {claim['id']}: {claim['evidence']} holds a metric more than once")
+    used, missing = _used(claim, metrics, depends_on, deviations)
     row["device"] = machines.devices_of(used)
     status = checks.statuses(used, claim["evidence"])
     units = checks.units(used, claim["evidence"])
@@ -206,18 +283,7 @@ def evaluate_claim(
         return f"{name(metric)} = {checks.quantity(values[metric], units[metric])}"
 
     checks.check_spreads(claim, values, measured_here)
-    compared = set(names) - {
-        n for check in claim["checks"] for n in check.get("spread", {}).values()
-    }
-    # No number is judged that is not one: NaN or ±inf, or a finite number outside its unit's
-    # domain (a time of 0 s, a speed-up of -1 x). Metrics that were not measured, with a
-    # status saying why, are judged by their status instead.
-    broken = sorted(m for m in measured_here if not math.isfinite(values[m]))
-    broken += sorted(
-        m
-        for m in measured_here & compared
-        if math.isfinite(values[m]) and outside_domain(values[m], units[m])
-    )
+    broken = _broken(claim, values, units, measured_here)
     outcomes = []
     if all(math.isfinite(v) for v in values.values()) and not broken and not missing:
         outcomes = [
@@ -227,50 +293,12 @@ def evaluate_claim(
     measured = "; ".join(o.measured for o in outcomes) or "; ".join(
         shown(m) for m in values if math.isfinite(values[m])
     )
-
-    def verdict(kind, reason):
-        return row | {"measured": measured, "verdict": kind, "reason": reason}
-
-    # Hardware before scale: a claim the machine lacks the devices for is not applicable for
-    # that reason, which no preset cures, whatever the preset scaled.
-    requires = claim.get("requires", {})
-    unmet = requires and _unmet(requires, machines.records_of(used, records, claim["evidence"]))
-    if unmet:
-        return verdict(NOT_APPLICABLE, unmet)
-    failed_rows = used[status == FAILED]
-    # A run that failed or measured no number is a finding even when the preset scaled it: a
-    # smaller run that crashes, diverges or times nothing says something is wrong, and the
-    # scale is named beside it.
-    also = f" (this run was scaled: {scaled})" if scaled else ""
-    if len(failed_rows):
-        return verdict(NOT_REPRODUCED, f"the run failed: {_notes(failed_rows)}{also}")
     # A number derived from finite ones may be none (a ratio that overflows to inf).
-    what = [checks.no_number(m, values[m], units[m], name) for m in broken]
-    what += [o.measured for o in outcomes if not o.finite]
-    if what:
-        return verdict(NOT_REPRODUCED, f"no number was measured: {', '.join(what)}{also}")
-    # A crash or a broken number stays a finding beside a part its job had no devices for.
-    lacking = _lacking(used, status)
-    if len(lacking):
-        return verdict(NOT_APPLICABLE, _notes(lacking))
-    if scaled:
-        left_out = f"; this preset measures no {', '.join(missing)}" if missing else ""
-        return verdict(NOT_APPLICABLE, scaled + left_out)
-    not_here = used[status == NOT_APPLICABLE_STATUS]
-    if len(not_here):
-        return verdict(NOT_APPLICABLE, _notes(not_here))
-    if claim.get("timed") and _ran_beside_others(used, records):
-        return verdict(NOT_APPLICABLE, RAN_BESIDE_OTHERS)
-    failed = [o for o in outcomes if not o.passed]
-    if not failed:
-        return verdict(REPRODUCED, "")
-    # What the measurement itself noted (e.g. why two numbers are equal) explains the finding.
-    noted = used[used["note"].fillna("").astype(str) != ""] if "note" in used else used[:0]
-    why = f"; note: {_notes(noted)}" if len(noted) else ""
-    how = "; ".join(o.measured for o in failed) + why
-    if all(o.within_noise for o in failed):
-        return verdict(INCONCLUSIVE, how)  # each failed check says it sat within its noise
-    return verdict(NOT_REPRODUCED, FAILED_CHECK + how)
+    no_number = [checks.no_number(m, values[m], units[m], name) for m in broken]
+    no_number += [o.measured for o in outcomes if not o.finite]
+    not_judged = _not_judged(claim, used, records, status, scaled, missing, no_number)
+    verdict, reason = not_judged or _judged(outcomes, used)
+    return row | {"measured": measured, "verdict": verdict, "reason": reason}
 
 
 def evaluate(
