@@ -125,6 +125,14 @@ def test_distinct_machines_are_hosts_with_what_their_jobs_could_use():
     ]
 
 
+def test_a_claim_s_rows_name_the_hosts_that_measured_them():
+    records = {"m1": {"host": "node1"}, "m2": {"host": "node2"}, "m3": {"host": "node1"}}
+    rows = pd.DataFrame({"machine": ["m1", "m2 m3", None]})
+    assert machines.hosts_of(rows, records) == "node1, node2"
+    assert machines.hosts_of(rows[:1], records) == "node1"
+    assert machines.hosts_of(pd.DataFrame({"value": [1.0]}), records) == ""  # none named
+
+
 def test_a_summary_row_names_the_devices_of_its_runs_each_once():
     gpu_runs = pd.DataFrame({"device": ["cuda:0", "cuda:0"]})
     assert machines.devices_of(gpu_runs) == "cuda:0"

@@ -79,9 +79,14 @@ def test_each_chapter_says_what_held_what_did_not_and_what_was_not_judged():
             "printed": "1.1x",
             "measured": "a.speedup = 1.61x (needs < 1.2x)",
             "device": "cpu",
+            "hosts": "",  # one machine measured: the report's first line names it
             "explanation": "computation outweighs",
         }
     ]
+    hosted = [r | {"hosts": "node2"} for r in ROWS]
+    assert findings.findings(LEDGER, hosted, "cpu", hosts=True)[0]["failures"][0]["hosts"] == (
+        "node2"
+    )
     assert perf["sentence"] == (
         "This run judged 0 of the chapter's 3 claims."
         " Not judged here: 2 need a GPU, 1 needs 2 GPUs."
@@ -150,6 +155,7 @@ def test_inconclusive_claims_are_counted_apart_from_those_that_did_not_hold():
             "headline": "Two devices give no speed-up",
             "measured": check,
             "device": "cpu",
+            "hosts": "",
         }
     ]
     assert "IQR" not in opt["sentence"] + str(opt["inconclusive"])

@@ -224,6 +224,14 @@ def test_the_set_up_lists_the_machines_when_the_jobs_used_several(tmp_path, monk
     assert "Machines this run" in two
     assert '<td class="mono">n1</td>' in two and "<td>1, 16</td><td>0, 2: H</td>" in two
     assert '<td class="mono">n2</td>' in two
+    # Measured on several machines, each claim says on which, in the findings and its row.
+    hosted = TABLE.assign(hosts="n2")
+    two = report.render(
+        LEDGER, hosted, ENV, run, "abc", measured_on=[job("n1", 2, 0), job("n2", 2, 0)]
+    )
+    assert "</span> on cpu of n2.</div>" in two and '<div class="reason">on cpu of n2</div>' in two
+    one = report.render(LEDGER, hosted, ENV, run, "abc", measured_on=[job("n1", 2, 0)] * 2)
+    assert " of n2" not in one  # one machine: named once, on the first line
 
 
 def test_a_reason_shows_only_what_it_adds_to_what_was_measured():

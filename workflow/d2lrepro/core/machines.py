@@ -169,6 +169,13 @@ def _device_cells(frame) -> list:
     return list(frame[column]) if column else [None] * len(frame)
 
 
+def hosts_of(frame, records: dict[str, dict]) -> str:
+    """The hosts of the machines that measured ``frame``'s rows (their ``machine`` cells,
+    ``records`` by id), ", "-joined; "" where its rows name none with a host."""
+    ids = ids_of(join(*frame[COLUMN])) if COLUMN in frame else []
+    return ", ".join(sorted({records[i]["host"] for i in ids if records.get(i, {}).get("host")}))
+
+
 def devices_of(*frames) -> str:
     """One ``device`` cell naming each device that measured the rows of ``frames`` ("cpu,
     cuda:0"): a summary's rows are measured on its runs' devices, never on its own job's."""

@@ -44,6 +44,7 @@ COLUMNS = [
     "verdict",
     "reason",
     "device",
+    "hosts",
     "evidence",
 ]
 
@@ -270,6 +271,7 @@ def evaluate_claim(
     scaled = scaled_reason(depends_on, deviations, preset, rates or {})
     used, missing = _used(claim, metrics, depends_on, deviations)
     row["device"] = machines.devices_of(used)
+    row["hosts"] = machines.hosts_of(used, records)
     status = checks.statuses(used, claim["evidence"])
     units = checks.units(used, claim["evidence"])
     values = dict(zip(used["metric"], used["value"].astype(float)))

@@ -85,13 +85,16 @@ def tally(held: list, failed: list, unsure: list) -> str:
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def chapter(title: str, rows: list[dict], preset: str, whose: dict[str, tuple[str, bool]]) -> dict:
+def chapter(
+    title: str, rows: list[dict], preset: str, whose: dict[str, tuple[str, bool]], hosts: bool
+) -> dict:
     """What this run found in one chapter: a summary sentence, then the book's own claims
     counted apart from the rest where the chapter judged both; each claim that did not
     reproduce with its headline, whose claim it is, what its source printed, what this run
     measured and on which devices, and why it differs where the run says; and each
     inconclusive one with what it measured, the book's bound within its spread. ``whose``:
-    each claim's :func:`~d2lrepro.pipeline.claims.claimant`."""
+    each claim's :func:`~d2lrepro.pipeline.claims.claimant`; with ``hosts`` (the run measured
+    on several machines), each says on which."""
     held = [r for r in rows if r["verdict"] == REPRODUCED]
     failed = [r for r in rows if r["verdict"] == NOT_REPRODUCED]
     # A claim whose every failed check sat within its noise is no evidence against the book:
@@ -139,6 +142,7 @@ def chapter(title: str, rows: list[dict], preset: str, whose: dict[str, tuple[st
                 "printed": r.get("printed_en") or r.get("printed", ""),
                 "measured": failed_check(r["reason"]),
                 "device": r.get("device", ""),
+                "hosts": r.get("hosts", "") if hosts else "",
                 "explanation": r.get("explanation", ""),
             }
             for r in failed
@@ -149,19 +153,23 @@ def chapter(title: str, rows: list[dict], preset: str, whose: dict[str, tuple[st
                 "headline": r["headline"],
                 "measured": failed_check(r["reason"]).replace(f", {WITHIN_NOISE}", ""),
                 "device": r.get("device", ""),
+                "hosts": r.get("hosts", "") if hosts else "",
             }
             for r in unsure
         ],
     }
 
 
-def findings(ledger: dict, rows: list[dict], preset: str) -> list[dict]:
+def findings(ledger: dict, rows: list[dict], preset: str, hosts: bool = False) -> list[dict]:
     """:func:`chapter` of each chapter of the ledger, in its order, from the claims' ``rows``
-    (claims.csv as records)."""
+    (claims.csv as records); ``hosts``: the run measured on several machines, and each claim
+    says on which."""
     section_chapter = {s["id"]: s["chapter"] for s in ledger["sections"]}
     whose = {c["id"]: claimant(ledger, c) for s in ledger["sections"] for c in s["claims"]}
     return [
-        chapter(title, [r for r in rows if section_chapter[r["section"]] == cid], preset, whose)
+        chapter(
+            title, [r for r in rows if section_chapter[r["section"]] == cid], preset, whose, hosts
+        )
         for cid, title in ledger["chapters"].items()
     ]
 

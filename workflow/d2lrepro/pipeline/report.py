@@ -184,6 +184,8 @@ def render(
             }
         )
     records = claims.to_dict("records")
+    # Where the jobs measured on several machines, each claim says on which.
+    several_hosts = len({m.get("host") for m in machines.distinct(measured_on)}) > 1
     env = _environment(template)
     return env.get_template(Path(template).name).render(
         sections=sections,
@@ -192,7 +194,8 @@ def render(
         not_judged=not_judged(records, settings.preset),
         # the machines the jobs measured on; the run's overview where none is recorded
         devices=devices_here(list(measured_on) or [environment], records, settings.preset),
-        findings=findings(ledger, records, settings.preset),
+        findings=findings(ledger, records, settings.preset, several_hosts),
+        several_hosts=several_hosts,
         environment=environment,
         machines=machines.distinct(measured_on),
         measured_by=measured_by(
