@@ -35,7 +35,9 @@ rule data_parallel_run:
     log:
         Path("logs", "data_parallel_run", paths.run_file("{run}", "{seed}", "log")),
     benchmark:
-        Path("benchmarks", "data_parallel_run", paths.run_file("{run}", "{seed}", "tsv"))
+        Path(
+            "benchmarks", "data_parallel_run", paths.run_file("{run}", "{seed}", "tsv")
+        )
     wildcard_constraints:
         run="|".join(re.escape(r) for r in S["data_parallel"]["runs"]),
         seed=r"\d+",
