@@ -39,18 +39,7 @@ def imports(script: str) -> str:
     return "\n".join(ast.unparse(n) for n in statements)
 
 
-# parameter_server.py measures with torch.distributed in nearly every function, so it imports
-# torch at its top; its summary job pays for it.
-IMPORTS_TORCH = {"parameter_server_summary"}
-
-
-@pytest.mark.parametrize(
-    "script",
-    [
-        pytest.param(s, marks=pytest.mark.xfail(strict=True)) if s in IMPORTS_TORCH else s
-        for s in sorted(p.stem for p in SCRIPTS.glob("*_summary.py"))
-    ],
-)
+@pytest.mark.parametrize("script", sorted(p.stem for p in SCRIPTS.glob("*_summary.py")))
 def test_a_summary_job_imports_no_torch(script):
     check = f"{SPY}\n{imports(script)}\nprint(json.dumps(['torch' in sys.modules, Spy.chain]))"
     done = subprocess.run(

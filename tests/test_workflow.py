@@ -556,6 +556,7 @@ if sys.argv[3] == "remote":  # jobs submitted to a cluster, as SLURM's executor 
 given = {k: int(v) for k, v in (arg.split("=") for arg in sys.argv[4:])}
 jobs = {}  # rule -> the most GPUs one of its jobs asks for
 shares = {}  # rule -> the most `gpu_share` one of its jobs asks for
+each = {}  # rule.wildcards -> [threads, gpu, gpu_share, shortfall's reason or ""]
 schedule = JobScheduler.schedule
 
 
@@ -568,6 +569,10 @@ def validated(scheduler):
         for asked, key in ((jobs, "gpu"), (shares, "gpu_share")):
             value = job.scheduler_resources.get(key, 0)
             asked[job.rule.name] = max(asked.get(job.rule.name, 0), value)
+        name = ".".join([job.rule.name, *map(str, job.wildcards_dict.values())])
+        short = job.params.get("shortfall") or {}
+        resources = [job.scheduler_resources.get(k, 0) for k in ("gpu", "gpu_share")]
+        each[name] = [job.threads, *resources, short.get("reason", "")]
     return schedule(scheduler)
 
 
@@ -579,8 +584,7 @@ with SnakemakeApi(OutputSettings()) as api:
         config_settings=ConfigSettings(config={"preset": sys.argv[2]}),
     )
     workflow = workflow_api._workflow
-    named = ("autopar", "parameter_server")
-    asked = [workflow.get_rule(r).resources["gpu"].value for r in named]
+    asked = [workflow.get_rule("autopar").resources["gpu"].value]
     limit = workflow.global_resources.get("gpu").value
     share_limit = workflow.global_resources.get("gpu_share").value
     if sys.argv[3] == "remote":  # what the jobs that share would ask (a plan runs local rules)
@@ -592,7 +596,7 @@ with SnakemakeApi(OutputSettings()) as api:
             executor="local", pseudo_executor="dryrun"
         )
 planned = {"limit": limit, "share_limit": share_limit, "rules": asked, "jobs": jobs}
-print("PLANNED", json.dumps(planned | {"shares": shares}))
+print("PLANNED", json.dumps(planned | {"shares": shares, "each": each}))
 """
 
 
@@ -600,8 +604,9 @@ def plan_on_gpus(repo, gpus, preset, given, remote=False):
     """Plan a dry run as a machine with ``gpus`` GPUs would (submitting the jobs to a cluster
     if ``remote``), under ``--resources`` ``given``,
     checking every job against the run's resources as a real run does: the run's `gpu` and
-    `gpu_share` limits, what autopar (2) and parameter_server (8) ask for, and the most `gpu`
-    and `gpu_share` each rule's jobs ask for."""
+    `gpu_share` limits, what autopar asks for (2), the most `gpu` and `gpu_share` each rule's
+    jobs ask for, and each job's threads, `gpu`, `gpu_share` and planned shortfall (``each``,
+    by rule and wildcards)."""
     result = subprocess.run(
         [sys.executable, "-c", PLAN_ON_GPUS, str(gpus), preset, str(remote and "remote"), *given],
         cwd=repo,
@@ -616,9 +621,9 @@ def plan_on_gpus(repo, gpus, preset, given, remote=False):
 @pytest.mark.parametrize(
     "gpus, given, limit, asked",
     [
-        (1, [], 1, [1, 1]),
+        (1, [], 1, [1, 0]),  # the parameter servers need 2 GPUs: not applicable, planned
         (2, [], 2, [2, 2]),
-        (2, ["gpu=1"], 1, [1, 1]),
+        (2, ["gpu=1"], 1, [1, 0]),
         (8, ["gpu=4"], 4, [2, 4]),
         (2, ["gpu=0"], 0, [0, 0]),
         (0, ["gpu=1"], 1, [1, 1]),  # a login node: the book preset asks for what it wants
@@ -630,9 +635,31 @@ def test_a_job_asks_for_no_more_gpus_than_the_run_has(repo, gpus, given, limit, 
     (--resources gpu=N); a job asks for at most as many, so that the run plans and finishes
     (a job given fewer GPUs than it wants finds the rest not applicable)."""
     planned = plan_on_gpus(repo, gpus, "book", given)
-    assert planned["limit"] == limit and planned["rules"] == asked
+    assert planned["limit"] == limit
+    assert [planned["rules"][0], planned["jobs"]["parameter_server"]] == asked
     assert planned["jobs"]["data_parallel_run"] == min(2, 2 if limit is None else limit)
     assert max(planned["jobs"].values()) <= (8 if limit is None else limit)
+
+
+@pytest.mark.parametrize("gpus, given", [(1, []), (2, ["gpu=1"])])
+def test_a_job_short_of_devices_is_planned_light(repo, gpus, given):
+    """On a machine (or a run) of one GPU, the jobs that need 2 devices take one core and no
+    GPU, and carry the reason; the cost model makes its one-device example on a share of the
+    GPU; the 1-device runs still take every core and their GPU."""
+    each = plan_on_gpus(repo, gpus, "book", given)["each"]
+    why = "needs 2 devices, the job that measured it could use 1 (1 GPU)"
+    for name in ("data_parallel_run.lenet.2.0", "parameter_server"):
+        assert each[name] == [1, 0, 0, why], name
+    assert each["cost_model"] == [1, 0, 1, why]
+    assert each["data_parallel_run.lenet.1.0"] == [2, 1, 0, ""]
+
+
+@pytest.mark.parametrize("gpus", [2, 0])
+def test_a_job_with_its_devices_is_not_light(repo, gpus):
+    """Two GPUs, or two cores of a machine without GPUs, run the 2-device jobs."""
+    each = plan_on_gpus(repo, gpus, "cpu", [])["each"]
+    assert each and not any(reason for *_, reason in each.values())
+    assert each["parameter_server"][:2] == [2, gpus]
 
 
 SHARING_RULES = ("lr_schedules_run", "warmup_sweep")
@@ -659,7 +686,8 @@ def test_jobs_that_only_train_share_a_gpu_that_jobs_that_time_keep(
     assert planned["share_limit"] == share_limit
     for rule in SHARING_RULES:
         assert (planned["jobs"][rule], planned["shares"][rule]) == (0, shared), rule
-    assert {r for r, n in planned["shares"].items() if n} <= set(SHARING_RULES)
+    # and the cost model's one-device example, where the run has one GPU only
+    assert {r for r, n in planned["shares"].items() if n} <= {*SHARING_RULES, "cost_model"}
     assert {r for r, n in planned["jobs"].items() if n} <= set(TIMING_RULES)
 
 

@@ -71,6 +71,35 @@ def test_a_job_asks_for_no_more_gpus_than_the_run_may_use(wanted, machine_gpus, 
     assert settings.gpu_request(wanted, machine_gpus=machine_gpus, book=book, limit=limit) == asked
 
 
+@pytest.mark.parametrize(
+    "machine_gpus, limit, cores, here, reason",
+    [
+        (1, None, 16, True, "needs 2 devices, the job that measured it could use 1 (1 GPU)"),
+        (2, 1, 16, True, "needs 2 devices, the job that measured it could use 1 (1 GPU)"),
+        (2, None, 16, True, ""),
+        (2, 0, 16, True, ""),  # --resources gpu=0: its devices are cores
+        (0, None, 2, True, ""),
+        (0, None, 1, True, "needs 2 devices, the job that measured it could use 1 (1 CPU core)"),
+        (1, None, 16, False, ""),  # planned for a cluster's node: decided there
+    ],
+)
+def test_the_plan_finds_a_job_short_of_devices_as_the_job_would(
+    machine_gpus, limit, cores, here, reason, cuda_count, monkeypatch
+):
+    """settings.planned_shortfall gives the reason devices.unavailable gives in the job, on
+    the GPUs the job would lock (at most the run's limit) or the cores it would have."""
+    planned = settings.planned_shortfall(
+        2, machine_gpus=machine_gpus, limit=limit, cores=cores, here=here
+    )
+    assert planned.get("reason", "") == reason
+    if here:
+        gpus = min(2, machine_gpus, machine_gpus if limit is None else limit)
+        cuda_count(gpus)
+        monkeypatch.setattr(devices, "usable_cores", lambda: cores)
+        assert devices.unavailable(2) == reason
+        assert planned.get("gpus", gpus) == gpus
+
+
 def test_a_job_given_fewer_gpus_than_the_machine_has_says_what_it_could_use(
     cuda_count, monkeypatch
 ):

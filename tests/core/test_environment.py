@@ -54,3 +54,18 @@ def test_the_commit_says_whether_the_tree_differs_from_it(tmp_path):
     assert len(head) == 12 and int(head, 16) >= 0
     (tmp_path / "a.txt").write_text("two\n")
     assert environment.git_commit(tmp_path) == head + " +changes"
+
+
+def test_a_machine_as_a_job_given_fewer_gpus_describes_it():
+    machine = environment.describe() | {
+        "cuda_available": True,
+        "cuda_version": "13.0",
+        "cuda_devices": 2,
+        "gpus": ["A", "B"],
+        "gpu_memory_mib": [10, 20],
+    }
+    one = environment.as_given(machine, 1, threads=1)
+    assert (one["cuda_devices"], one["gpus"], one["gpu_memory_mib"]) == (1, ["A"], [10])
+    assert (one["threads"], one["cuda_version"], one["host"]) == (1, "13.0", machine["host"])
+    none = environment.as_given(machine, 0, threads=1)
+    assert (none["cuda_available"], none["cuda_version"], none["gpus"]) == (False, None, [])

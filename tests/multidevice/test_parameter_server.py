@@ -158,7 +158,7 @@ CPU = torch.device("cpu")
 
 def test_a_sample_divides_its_fixed_cost_by_its_calls(one_worker, monkeypatch):
     clock = FakeClock(update=0.001, sync=0.010)
-    monkeypatch.setattr(parameter_server, "synchronize", clock.synchronize)
+    monkeypatch.setattr(devices, "synchronize", clock.synchronize)
     assert parameter_server.timed(clock.call, CPU, 3, 1, clock) == pytest.approx([0.011] * 3)
     # Blocks of 1, 2, 4, ... calls take 11, 12, 14, ... ms; 128 calls are the first to take
     # 100 ms (138).
@@ -177,7 +177,7 @@ def test_o_m_over_n_is_judged_on_the_work_not_on_the_fixed_cost(one_worker, monk
     for calls in (1, None):
         for name, update in (("n1", 0.008), ("split", 0.008 / n)):
             clock = FakeClock(update, sync=0.0012)
-            monkeypatch.setattr(parameter_server, "synchronize", clock.synchronize)
+            monkeypatch.setattr(devices, "synchronize", clock.synchronize)
             k = calls or parameter_server.calls_per_sample(clock.call, CPU, clock=clock)
             medians[calls, name] = parameter_server.timed(clock.call, CPU, 5, k, clock)[0]
 

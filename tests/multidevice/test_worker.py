@@ -14,7 +14,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from conftest import LENET, fake_fashion_mnist, ok, run, verdict_of
-from d2lrepro.core import paths, reference
+from d2lrepro.core import paths, reference, results
 from d2lrepro.multidevice import concise, data_parallel, runs, scratch, worker
 from d2lrepro.pipeline.claims import NOT_REPRODUCED, REPRODUCED
 
@@ -179,7 +179,7 @@ def test_resume_gives_the_uninterrupted_result(data, tmp_path):
         assert resumed[metrics].equals(whole[metrics])
         assert resumed_topk.equals(whole_topk)
     assert len(whole_topk) == 6
-    assert list(whole_topk.columns) == worker.TOPK_COLUMNS
+    assert list(whole_topk.columns) == results.TOPK_COLUMNS
 
     changed = run(
         [

@@ -1,5 +1,6 @@
 """The opening every workflow script shares (d2lrepro.pipeline.job)."""
 
+import json
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -74,3 +75,45 @@ def test_a_job_that_times_records_whether_it_ran_alone(tmp_path, ran_alone):
     job.start(snakemake, threads=True)
     (record,) = machines.read(tmp_path / "m.json").values()
     assert record.get("ran_alone", "absent") == ("absent" if ran_alone is None else ran_alone)
+
+
+START_SHORT = """
+import json, sys
+from types import SimpleNamespace
+from d2lrepro.pipeline import job
+
+short = {"reason": "needs 2 devices, the job that measured it could use 1 (1 GPU)", "gpus": 1}
+opened = SimpleNamespace(
+    log=[sys.argv[1]],
+    threads=1,
+    input=SimpleNamespace(environment=sys.argv[2]),
+    output=SimpleNamespace(machines=sys.argv[3]),
+    params={"shortfall": short},
+    resources=SimpleNamespace(gpu=0),
+)
+job.start(opened, gpus=True, workers=True)
+print("torch" in sys.modules)
+"""
+
+
+def test_a_job_the_plan_found_short_records_the_machine_without_torch(tmp_path):
+    """It locks nothing and starts no torch; its record is the machine's, with the GPUs the
+    plan would have given it, and its log says why it measures nothing."""
+    machine = {
+        "host": "box",
+        "threads": None,
+        "cuda_available": True,
+        "cuda_version": "13.0",
+        "cuda_devices": 8,
+        "gpus": ["H200"] * 8,
+        "gpu_memory_mib": [143000] * 8,
+    }
+    (tmp_path / "env.json").write_text(json.dumps(machine))
+    paths = [tmp_path / name for name in ("job.log", "env.json", "m.json")]
+    result = subprocess.run(
+        [sys.executable, "-c", START_SHORT, *map(str, paths)], capture_output=True, text=True
+    )
+    assert result.stdout.strip() == "False", result.stderr
+    (record,) = machines.read(tmp_path / "m.json").values()
+    assert (record["cuda_devices"], record["gpus"], record["threads"]) == (1, ["H200"], 1)
+    assert "as the run was planned: needs 2 devices" in (tmp_path / "job.log").read_text()

@@ -19,6 +19,7 @@ from snakemake.utils import Paramspace
 
 from d2lrepro.pipeline import archive, claims, code_inputs, settings
 from d2lrepro.core import fetch, gpu_locks, machines, paths
+from d2lrepro.core.shortfall import usable_cores
 
 ENV = "../../envs/d2lrepro.yaml"
 
@@ -98,8 +99,18 @@ SHARE_LIMIT = workflow.global_resources.get("gpu_share").value
 def needs(mem_mb, runtime, gpus=0, shared=False):
     """What a job asks of a scheduler besides its threads: memory (MB), wall time (minutes)
     and GPUs (a number, or a function of the wildcards; see settings.gpu_request), or, for a
-    job that trains on one GPU and times nothing (``shared``), a share of one (see
-    settings.shared_gpu_request)."""
+    job that trains on one GPU and times nothing (``shared``: True, or a function of the
+    wildcards that says so), a share of one (see settings.shared_gpu_request)."""
+
+    def shared_request():
+        # Evaluated as the jobs are planned, when the executor is known.
+        return settings.shared_gpu_request(
+            machine_gpus=MACHINE_GPUS,
+            book=SETTINGS.preset == "book",
+            limit=GPU_LIMIT,
+            share_limit=SHARE_LIMIT,
+            local=workflow.local_exec,
+        )
 
     def request(wanted):
         return settings.gpu_request(
@@ -109,32 +120,49 @@ def needs(mem_mb, runtime, gpus=0, shared=False):
             limit=GPU_LIMIT,
         )
 
-    def share(resource):
-        # Evaluated as the jobs are planned, when the executor is known.
-        return lambda wildcards: settings.shared_gpu_request(
-            machine_gpus=MACHINE_GPUS,
-            book=SETTINGS.preset == "book",
-            limit=GPU_LIMIT,
-            share_limit=SHARE_LIMIT,
-            local=workflow.local_exec,
-        )[resource]
+    def gpu(wildcards):
+        if of_wildcards(shared, wildcards):
+            return shared_request()["gpu"]
+        return request(of_wildcards(gpus, wildcards))
 
-    if shared:
-        return {
-            "mem_mb": mem_mb,
-            "runtime": runtime,
-            "gpu": share("gpu"),
-            "gpu_share": share("gpu_share"),
-        }
-    return {
-        "mem_mb": mem_mb,
-        "runtime": runtime,
-        "gpu": (
-            (lambda wildcards: request(gpus(wildcards)))
-            if callable(gpus)
-            else request(gpus)
-        ),
-    }
+    def gpu_share(wildcards):
+        return shared_request()["gpu_share"] if of_wildcards(shared, wildcards) else 0
+
+    if not (shared or callable(gpus)):
+        return {"mem_mb": mem_mb, "runtime": runtime, "gpu": request(gpus)}
+    return {"mem_mb": mem_mb, "runtime": runtime, "gpu": gpu, "gpu_share": gpu_share}
+
+
+def shortfall_of(workers):
+    """A function of a job's wildcards: why the job cannot run its ``workers`` devices (a
+    number, or a function of the wildcards) on one node here, as the run is planned
+    (settings.planned_shortfall: {"reason", "gpus"}, else {}). Such a job starts no torch,
+    takes one core and no GPU (see when_short) and writes "not applicable here"; a job
+    submitted to a cluster decides on its node."""
+
+    def shortfall(wildcards):
+        return settings.planned_shortfall(
+            of_wildcards(workers, wildcards),
+            machine_gpus=MACHINE_GPUS,
+            limit=GPU_LIMIT,
+            cores=usable_cores(),
+            here=workflow.local_exec and not workflow.remote_exec,
+        )
+
+    return shortfall
+
+
+def when_short(shortfall, light, otherwise):
+    """A function of a job's wildcards: ``light`` for a job whose ``shortfall`` (see
+    shortfall_of) the plan found, else ``otherwise`` (a value, or a function of the
+    wildcards)."""
+    return lambda wildcards: (
+        light if shortfall(wildcards) else of_wildcards(otherwise, wildcards)
+    )
+
+
+def of_wildcards(value, wildcards):
+    return value(wildcards) if callable(value) else value
 
 
 def machines_of(path):

@@ -1,6 +1,7 @@
 # Training on 1 and 2 devices: each run is launched with torchrun by its script, takes all
 # cores (so that its timing is its own) and is not applicable, not failed, where the machine
-# lacks the devices.
+# lacks the devices. Where the run's plan already knows that (shortfall_of), the job is a
+# light one: one core, no GPU, no data and no torch, and writes what is not applicable.
 
 # Each experiment's results directory, named once, as the Python side names it (core.paths).
 DATA_PARALLEL = paths.experiment("multidevice", "data_parallel")
@@ -24,9 +25,21 @@ SPANNING_NODES = {
 }
 
 
+# Why a run cannot use its devices here, as the run is planned (run on one node only: one
+# that spans several decides in its job).
+DATA_PARALLEL_SHORT = shortfall_of(
+    lambda w: (
+        S["data_parallel"]["runs"][w.run]["devices"]
+        if S["data_parallel"]["runs"][w.run]["nodes"] == 1
+        else 1
+    )
+)
+
+
 rule data_parallel_run:
     input:
-        data=FASHION_MNIST_DATA,
+        data=when_short(DATA_PARALLEL_SHORT, [], FASHION_MNIST_DATA),
+        environment=when_short(DATA_PARALLEL_SHORT, ENVIRONMENT, []),
         code=code("data_parallel_run"),
     output:
         history=DATA_PARALLEL_HISTORY,
@@ -43,13 +56,22 @@ rule data_parallel_run:
         seed=r"\d+",
     conda:
         ENV
-    threads: timing_threads
+    threads: when_short(DATA_PARALLEL_SHORT, 1, timing_threads)
     resources:
-        **needs(8000, 480, gpus=lambda w: S["data_parallel"]["runs"][w.run]["devices"]),
+        **needs(
+            8000,
+            480,
+            gpus=when_short(
+                DATA_PARALLEL_SHORT,
+                0,
+                lambda w: S["data_parallel"]["runs"][w.run]["devices"],
+            ),
+        ),
         nodes=lambda w: SPANNING_NODES[w.run],
         tasks=lambda w: SPANNING_NODES[w.run],
         mpi=lambda w: "srun" if SPANNING_NODES[w.run] else None,
     params:
+        shortfall=DATA_PARALLEL_SHORT,
         ran_alone=TIMINGS_ALONE,
         run=lambda w: S["data_parallel"]["runs"][w.run],
         timeout=S["data_parallel"]["timeout"],
@@ -62,6 +84,9 @@ rule data_parallel_run:
 # Two workers that train nothing: the cost model of each step and the printed examples, in
 # one launch (a torchrun start costs seconds).
 COST_STEPS = list(S["cost_model"])
+# Without 2 devices, the job makes only the printed example of one device: on one core and a
+# share of a GPU, as jobs that time nothing do.
+COST_MODEL_SHORT = shortfall_of(2)
 
 
 rule cost_model:
@@ -77,11 +102,12 @@ rule cost_model:
         "benchmarks/cost_model.tsv"
     conda:
         ENV
-    threads: timing_threads
+    threads: when_short(COST_MODEL_SHORT, 1, timing_threads)
     resources:
-        **needs(8000, 60, gpus=2),
+        **needs(8000, 60, gpus=2, shared=COST_MODEL_SHORT),
     params:
-        ran_alone=TIMINGS_ALONE,
+        shortfall=COST_MODEL_SHORT,
+        ran_alone=when_short(COST_MODEL_SHORT, None, TIMINGS_ALONE),
         costs=S["cost_model"],
         timeout=S["data_parallel"]["timeout"],
         seed=S["seed"],
@@ -91,8 +117,12 @@ rule cost_model:
 
 # Synchronizing a gradient by each parameter-server strategy, on 2 workers and on all the
 # machine's devices (at most max_devices): every GPU the job may lock.
+PARAMETER_SERVER_SHORT = shortfall_of(2)
+
+
 rule parameter_server:
     input:
+        environment=when_short(PARAMETER_SERVER_SHORT, ENVIRONMENT, []),
         code=code("parameter_server"),
     output:
         timings=PARAMETER_SERVER / "timings.csv",
@@ -103,10 +133,17 @@ rule parameter_server:
         "benchmarks/parameter_server.tsv"
     conda:
         ENV
-    threads: timing_threads
+    threads: when_short(PARAMETER_SERVER_SHORT, 1, timing_threads)
     resources:
-        **needs(16000, 30, gpus=S["parameter_server"]["max_devices"]),
+        **needs(
+            16000,
+            30,
+            gpus=when_short(
+                PARAMETER_SERVER_SHORT, 0, S["parameter_server"]["max_devices"]
+            ),
+        ),
     params:
+        shortfall=PARAMETER_SERVER_SHORT,
         ran_alone=TIMINGS_ALONE,
         spec=S["parameter_server"],
         timeout=S["data_parallel"]["timeout"],

@@ -1,7 +1,7 @@
 from d2lrepro.multidevice import cost_model
 from d2lrepro.pipeline import job
 
-job.start(snakemake, gpus=True, workers=True)
+job.start(snakemake, gpus=True, workers=True, when_short="shared")
 cost_model.launch(
     snakemake.params.costs,
     {model: snakemake.output[model] for model in snakemake.params.costs},
@@ -9,4 +9,5 @@ cost_model.launch(
     snakemake.params.seed,
     snakemake.params.timeout,
     snakemake.log[0],
+    shortfall=snakemake.params.shortfall.get("reason", ""),
 )

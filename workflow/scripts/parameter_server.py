@@ -3,5 +3,9 @@ from d2lrepro.pipeline import job
 
 job.start(snakemake, gpus=True, workers=True)
 parameter_server.launch(
-    snakemake.params.spec, snakemake.output[0], snakemake.params.timeout, snakemake.log[0]
+    snakemake.params.spec,
+    snakemake.output[0],
+    snakemake.params.timeout,
+    snakemake.log[0],
+    shortfall=snakemake.params.shortfall.get("reason", ""),
 )

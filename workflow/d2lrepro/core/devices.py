@@ -16,6 +16,7 @@ import os
 import torch
 
 from d2lrepro.core import shortfall
+from d2lrepro.core.shortfall import usable_cores
 
 NVML_P2P_CAPS_INDEX_NVLINK, NVML_P2P_STATUS_OK = 2, 0  # nvml.h
 
@@ -23,13 +24,6 @@ NVML_P2P_CAPS_INDEX_NVLINK, NVML_P2P_STATUS_OK = 2, 0  # nvml.h
 def cuda_count() -> int:
     """How many CUDA devices this process can use (0 without CUDA)."""
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def machine_devices() -> int:

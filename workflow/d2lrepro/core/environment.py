@@ -76,6 +76,20 @@ def describe(threads: int | None = None, cuda_in_a_child: bool = False) -> dict:
     }
 
 
+def as_given(machine: dict, gpus: int, threads: int | None) -> dict:
+    """``machine`` (a :func:`describe` record of the whole machine) as a job given ``gpus`` of
+    its GPUs and ``threads`` would describe it: how a job that the run's plan found short of
+    devices records the machine without starting torch."""
+    return machine | {
+        "threads": threads,
+        "cuda_available": gpus > 0,
+        "cuda_version": machine["cuda_version"] if gpus else None,
+        "cuda_devices": gpus,
+        "gpus": machine["gpus"][:gpus],
+        "gpu_memory_mib": machine["gpu_memory_mib"][:gpus],
+    }
+
+
 def summary(env: dict) -> str:
     """The machine in one line, for logs (a figure's footer names the devices too:
     :func:`d2lrepro.core.machines.footer`)."""

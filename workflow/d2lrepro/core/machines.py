@@ -95,21 +95,23 @@ def record_job(
     threads: int | None = None,
     workers: bool = False,
     ran_alone: bool | None = None,
+    described: dict | None = None,
 ) -> dict[str, dict]:
     """Record this job's machines in ``output`` (its ``machines`` output; None: it has none):
     the records of the ``inputs`` it summarizes, and its own where it ``measures`` or reads
     none, with the ``threads`` it was given (a job whose ``workers`` use the GPUs describes
-    them from a child process) and, for a job that times, whether it ``ran_alone``. The job's
-    rows (and its workers') are attributed to its own record, else to every record it read.
-    Returns what it recorded."""
+    them from a child process; one that starts no torch passes its record as ``described``)
+    and, for a job that times, whether it ``ran_alone``. The job's rows (and its workers')
+    are attributed to its own record, else to every record it read. Returns what it
+    recorded."""
     if output is None:
         return {}
-    from d2lrepro.core import environment  # imports torch: only in jobs that record
+    from d2lrepro.core import environment  # describe imports torch: only in jobs that record
 
     summarized = read(inputs) if inputs else {}
     own = {}
     if measures or not summarized:
-        record = environment.describe(threads, cuda_in_a_child=workers)
+        record = described or environment.describe(threads, cuda_in_a_child=workers)
         if ran_alone is not None:
             record["ran_alone"] = ran_alone
         own = {record_id(record): record}

@@ -78,6 +78,8 @@ HISTORY_COLUMNS = [
     "lr",
     "diverged",
 ]
+# A run's top-k log: every topk_every-th batch of an epoch, from the epoch's start.
+TOPK_COLUMNS = ["epoch", "batch", "train_loss", "top1", "top5"]
 log = logging.getLogger("d2lrepro")
 
 # A run has diverged once its loss is not finite or this many times its first value.

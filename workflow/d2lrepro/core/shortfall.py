@@ -11,6 +11,7 @@ reasons without starting it.
 
 from __future__ import annotations
 
+import os
 import re
 
 WHO = "the job that measured it"
@@ -45,6 +46,14 @@ def reason(
         return ""
     kind = "GPU" if have_cuda else "CPU core"
     return f"needs {need} devices, {who} {have} ({have} {kind}{'s' if have != 1 else ''})"
+
+
+def usable_cores() -> int:
+    """The cores this process may use: its affinity, as a cgroup or ``taskset`` narrows it."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def group(text: str) -> str:

@@ -171,16 +171,25 @@ def cost_model(
     return rows
 
 
-def launch(costs: dict, outputs: dict, examples, seed: int, timeout: float, log_path) -> None:
+def launch(
+    costs: dict,
+    outputs: dict,
+    examples,
+    seed: int,
+    timeout: float,
+    log_path,
+    shortfall: str = "",
+) -> None:
     """One launch of 2 workers that train nothing: the cost model of each model of ``costs``,
     written to ``outputs[model]``, and the section's printed examples, written to
-    ``examples``; or why they cannot be measured here. Without 2 devices the example that
-    needs one (:data:`ONE_DEVICE`) is made on the job's device, in its own process."""
+    ``examples``; or why they cannot be measured here (the ``shortfall`` the run's plan
+    found, else what the job finds). Without 2 devices the example that needs one
+    (:data:`ONE_DEVICE`) is made on the job's device, in its own process."""
     from d2lrepro.core.devices import device_for, unavailable
     from d2lrepro.multidevice import launcher
     from d2lrepro.multidevice.scratch import params_example
 
-    reason = unavailable(2)
+    reason = shortfall or unavailable(2)
     if reason:
         for path in outputs.values():
             write_not_applicable(path, reason)

@@ -13,7 +13,12 @@ import os
 import pandas as pd
 
 from d2lrepro.core import paths
-from d2lrepro.core.results import write_csv, write_metrics, write_not_applicable
+from d2lrepro.core.results import (
+    TOPK_COLUMNS,
+    write_csv,
+    write_metrics,
+    write_not_applicable,
+)
 
 
 def run_argv(run: dict) -> list[str]:
@@ -37,12 +42,27 @@ def run_argv(run: dict) -> list[str]:
 
 
 def train(
-    name: str, run: dict, seed: int, data, history, topk, topk_every: int, timeout: float, log_path
+    name: str,
+    run: dict,
+    seed: int,
+    data,
+    history,
+    topk,
+    topk_every: int,
+    timeout: float,
+    log_path,
+    shortfall: str = "",
 ) -> None:
-    """Train run ``name`` of the config on its devices, or record why it cannot run here.
+    """Train run ``name`` of the config on its devices, or record why it cannot run here: the
+    ``shortfall`` the run's plan found (then nothing here starts torch), else what the job
+    finds.
 
     The checkpoint lives outside the outputs, so an interrupted job resumes from it; its name
     carries the run's settings, so a changed setting never resumes from a stale one."""
+    if shortfall:
+        write_not_applicable(history, shortfall)
+        write_csv([], topk, TOPK_COLUMNS)
+        return
     # Here, not at the top: they import torch, which the summary's job does not need.
     from d2lrepro.multidevice import worker
     from d2lrepro.multidevice.launcher import launch, nodes_unavailable
@@ -51,13 +71,13 @@ def train(
     reason = nodes_unavailable(nodes, run["devices"])
     if reason:
         write_not_applicable(history, reason)
-        write_csv([], topk, worker.TOPK_COLUMNS)
+        write_csv([], topk, TOPK_COLUMNS)
         return
     key = hashlib.sha256(json.dumps([run, seed], sort_keys=True).encode()).hexdigest()[:12]
     # Only the run that logs top-k pays for its collectives; the others leave the file empty.
     topk_args = ["--topk-out", str(topk), "--topk-every", str(topk_every)]
     if not run.get("topk"):
-        write_csv([], topk, worker.TOPK_COLUMNS)
+        write_csv([], topk, TOPK_COLUMNS)
         topk_args = []
     checkpoint = paths.CHECKPOINTS / f"{name}-{key}.pt"
     launch(

@@ -42,19 +42,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-import torch.distributed as dist
-
-from d2lrepro.core.devices import (
-    gpu_uuids,
-    machine_devices,
-    nvlink_between,
-    synchronize,
-    unavailable,
-    world_size,
-)
 from d2lrepro.core.results import METRIC_COLUMNS, iqr, metric, not_applicable, write_metrics
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -74,14 +67,18 @@ def timed(
     """Seconds per call of ``fn`` in each of ``repeats`` blocks of ``calls`` back-to-back
     calls, every worker starting a block together (a barrier) and its clock stopping once
     ``device`` has finished: the block's fixed cost is divided by ``calls``."""
+    import torch.distributed as dist
+
+    from d2lrepro.core import devices
+
     times = []
     for _ in range(repeats):
-        synchronize(device)
+        devices.synchronize(device)
         dist.barrier()
         start = clock()
         for _ in range(calls):
             fn()
-        synchronize(device)
+        devices.synchronize(device)
         times.append((clock() - start) / calls)
     return times
 
@@ -96,6 +93,9 @@ def calls_per_sample(
     """After one warm-up call of ``fn``, the fewest back-to-back calls (doubling from 1, at
     most ``most``) that take ``target`` seconds on the slowest worker: every worker makes the
     same number, as each call is a collective."""
+    import torch
+    import torch.distributed as dist
+
     fn()
     calls = 1
     while calls < most:
@@ -111,6 +111,8 @@ def gather(grad: torch.Tensor, received: dict[int, torch.Tensor], rank: int, gro
     """The book's aggregation on one device, in place: every worker sends its gradient to
     worker 0, into ``received`` (:func:`inbox` with one server), and worker 0 sums them into
     its own and sends the sum back to each (point-to-point sends, all at once)."""
+    import torch.distributed as dist
+
     push(grad, 1, rank, received, group)
     if rank == 0:
         for buffer in received.values():
@@ -132,12 +134,16 @@ def via_host(grad: torch.Tensor, received: dict[int, torch.Tensor], rank: int, h
 
 def ring(grad: torch.Tensor) -> None:
     """The work split across all workers: all-reduce (reduce-scatter + all-gather)."""
+    import torch.distributed as dist
+
     dist.all_reduce(grad)
 
 
 def inbox(grad: torch.Tensor, servers: int, rank: int, workers: int) -> dict[int, torch.Tensor]:
     """Where server ``rank`` receives its share of every other worker's gradient (nothing on a
     worker that is not a server)."""
+    import torch
+
     if rank >= servers:
         return {}
     share = grad.tensor_split(servers)[rank]
@@ -150,6 +156,8 @@ def push(
     """Send share s of this worker's gradient to server s (worker s) for each of ``servers``
     servers, and receive into ``received`` (see :func:`inbox`), all at once; a server's own
     share stays where it is."""
+    import torch.distributed as dist
+
     ops = [dist.P2POp(dist.irecv, buffer, w, group) for w, buffer in received.items()]
     ops += [
         dist.P2POp(dist.isend, share, s, group)
@@ -166,6 +174,10 @@ BANDWIDTH = ("busbw_gbps", "busbw_iqr_gbps")
 
 def _slowest(seconds: list[float]) -> list[float]:
     """Per repeat, the time of the worker that finished last."""
+    import torch.distributed as dist
+
+    from d2lrepro.core.devices import world_size
+
     everyone = [None] * world_size()
     dist.all_gather_object(everyone, seconds)
     return [max(repeat) for repeat in zip(*everyone)]
@@ -174,6 +186,11 @@ def _slowest(seconds: list[float]) -> list[float]:
 def measure(mb: int, repeats: int, device: torch.device, prefix: str = "ps") -> list[dict]:
     """Every strategy on a gradient of ``mb`` MB (float32) held by each worker, as metrics
     named ``{prefix}.*``; rank 0 returns them, the others an empty list."""
+    import torch
+    import torch.distributed as dist
+
+    from d2lrepro.core.devices import gpu_uuids, nvlink_between, world_size
+
     rank, workers = dist.get_rank(), world_size()
     # Zeros: the sums of many back-to-back calls stay finite (the values cost nothing).
     grad = torch.zeros(mb * MB // 4, device=device)
@@ -241,12 +258,18 @@ def unmeasured_rows(reason: str, prefix: str = "ps") -> list[dict]:
     ]
 
 
-def launch(spec: dict, out, timeout: float, log_path) -> None:
+def launch(spec: dict, out, timeout: float, log_path, shortfall: str = "") -> None:
     """The parameter-server timings of ``spec`` (mb, repeats, max_devices) on 2 workers
     (metrics ``ps.*``) and on all the machine's devices, at most ``max_devices`` (``ps.all.*``),
-    one launch each, written together to ``out``; what cannot run here says why."""
+    one launch each, written together to ``out``; what cannot run here says why: the
+    ``shortfall`` of 2 devices that the run's plan found (then nothing here starts torch),
+    else what the job finds."""
+    if shortfall:
+        write_metrics(unmeasured_rows(shortfall) + unmeasured_rows(shortfall, "ps.all"), out)
+        return
     import pandas as pd
 
+    from d2lrepro.core.devices import machine_devices, unavailable
     from d2lrepro.multidevice import launcher
 
     most = min(spec["max_devices"], machine_devices())

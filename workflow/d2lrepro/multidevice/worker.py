@@ -46,7 +46,7 @@ from d2lrepro.core.devices import (
     run_devices,
     world_size,
 )
-from d2lrepro.core.results import HISTORY_COLUMNS, diverged, write_csv
+from d2lrepro.core.results import HISTORY_COLUMNS, TOPK_COLUMNS, diverged, write_csv
 from d2lrepro.core.timing import Clock, synchronize
 from d2lrepro.multidevice.concise import concise_setup
 from d2lrepro.multidevice.scratch import replica_gap, scratch_setup, shard
@@ -56,7 +56,6 @@ MODELS = ("lenet", "resnet18")
 # the first (:func:`steady_rate`), and how far the workers' parameters lie apart at its end
 # (:func:`~d2lrepro.multidevice.scratch.replica_gap`).
 RUN_COLUMNS = [*HISTORY_COLUMNS, "examples", "steady_samples_per_s", "replica_gap"]
-TOPK_COLUMNS = ["epoch", "batch", "train_loss", "top1", "top5"]
 log = logging.getLogger("d2lrepro.multidevice.worker")
 
 

@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 
-from d2lrepro.core import logs, machines
+from d2lrepro.core import environment, logs, machines
 
 
 def start(
-    snakemake, gpus: bool | str = False, threads: bool = False, workers: bool = False
+    snakemake,
+    gpus: bool | str = False,
+    threads: bool = False,
+    workers: bool = False,
+    when_short: str | None = None,
 ) -> logging.Logger:
     """Start a script's job: its log records and an uncaught exception's traceback go to its
     log file (the logger is returned).
@@ -28,8 +34,28 @@ def start(
     or summarizes nothing), and those of its ``machines`` inputs where it summarizes. A job
     whose ``workers`` (processes it starts) do its work on the GPUs leaves CUDA to them. A
     timing rule's ``params.ran_alone`` says whether the job had the machine to itself.
+
+    A job whose ``params.shortfall`` the run's plan found
+    (:func:`d2lrepro.pipeline.settings.planned_shortfall`) is a light one: with
+    ``when_short="shared"`` it still measures what one device can, on a share of a GPU, in
+    its own process; without, it measures nothing, so it starts no torch, locks no GPU and
+    records the machine (``input.environment``) as a job given the GPUs the plan would have
+    given it sees it.
     """
     log = logs.setup(snakemake.log[0])
+    short = snakemake.params.get("shortfall")
+    if short:
+        log.info("not applicable here, as the run was planned: %s", short["reason"])
+        if when_short is None:
+            machine = json.loads(Path(snakemake.input.environment).read_text())
+            machines.record_job(
+                snakemake.output.machines,
+                [],
+                measures=True,
+                described=environment.as_given(machine, short["gpus"], snakemake.threads),
+            )
+            return log
+        gpus, workers = when_short, False
     if gpus:
         from d2lrepro.core import gpu_locks
 

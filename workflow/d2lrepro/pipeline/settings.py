@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from d2lrepro.core import paths
+from d2lrepro.core import paths, shortfall
 
 SCHEMA = paths.CONFIG_SCHEMA
 
@@ -161,6 +161,23 @@ def gpu_request(wanted: int, *, machine_gpus: int, book: bool, limit: int | None
     applicable here", with the reason."""
     request = min(wanted, machine_gpus) if machine_gpus else (wanted if book else 0)
     return request if limit is None else min(request, limit)
+
+
+def planned_shortfall(
+    workers: int, *, machine_gpus: int, limit: int | None, cores: int, here: bool
+) -> dict:
+    """Why a job that runs ``workers`` devices cannot run them on this machine, decided as the
+    run is planned, so that such a job neither starts torch nor takes cores or a GPU to say
+    so: ``{"reason": ..., "gpus": the GPUs it would have been given}``, else ``{}``. The job
+    would lock ``workers`` of the machine's GPUs, at most the run's ``limit`` (its `gpu`
+    resource), or, with none, run on its ``cores``, as :func:`d2lrepro.core.devices.unavailable`
+    judges it in the job. A job planned for another machine (``here`` false: a cluster's
+    node) decides there."""
+    if not here:
+        return {}
+    gpus = min(workers, machine_gpus, machine_gpus if limit is None else limit)
+    reason = shortfall.reason(workers, have_cuda=gpus, cores=cores)
+    return {"reason": reason, "gpus": gpus} if reason else {}
 
 
 def shared_gpu_request(
