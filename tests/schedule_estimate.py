@@ -2,11 +2,15 @@
 measured wall time and the workflow's own plan, beside the runs that measured the times.
 
     .venv/bin/python tests/schedule_estimate.py [--run LABEL JOBS PRESET CORES GPUS SECONDS]...
+        [--light-seconds S]
 
 JOBS is a run's benchmarks/ folder or a TSV of job and seconds (the GPU run's job-seconds.tsv);
 SECONDS the run's measured wall time. Without --run it checks the first GPU run
-(../shared/evidence/h200-2026-11-26: the cpu preset on 16 cores and one H200). Then it prints
-what the cpu preset would take on that machine were each job family's start-up paid once.
+(../shared/evidence/h200-2026-11-26: the cpu preset on 16 cores and one H200), planned as the
+code that ran it planned: before jobs short of devices were light ones. Then it prints what
+the cpu preset would take on that machine as this tree plans it (the jobs short of devices
+light, each taking S seconds: 0.5 by default, what one took on a 2-core machine), and were
+each job family's start-up paid once besides.
 
 The plan is the workflow's own: a dry run of this tree as a machine of CORES cores and GPUS
 GPUs would plan it (the Snakefile's GPU count faked), which gives each job's threads (a job
@@ -35,8 +39,13 @@ REPO = Path(__file__).resolve().parents[1]
 EVIDENCE = REPO.parent / "shared" / "evidence" / "h200-2026-11-26"
 SKIP = {".git", ".venv", ".snakemake", "results", "resources", "logs", "benchmarks", "__pycache__"}
 # The GPU run's wall time: 6 min 28 s and 111 s in two calls (evidence README), 30 s of the
-# first spent on a `hardware` job that the time limit stopped and the second ran again.
+# first spent on a `hardware` job that the time limit stopped and the second ran again. Its
+# code planned no light jobs.
 H200_RUN = ("H200, cpu preset", EVIDENCE / "job-seconds.tsv", "cpu", 16, 1, 388.0 + 111.0)
+H200_PLANNED_LIGHT = False
+# A light job of this rule still measures (the cost model's one-device example): it keeps its
+# measured time, an upper bound, where the others take --light-seconds.
+MEASURES_WHEN_LIGHT = {"cost_model"}
 
 # Run by the planning process in a copy of the tree: the jobs a dry run plans, as JSON.
 PLAN = """
@@ -49,8 +58,10 @@ from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings
 sys.path.insert(0, "workflow")
 from d2lrepro.pipeline import settings
 
-preset, cores, gpus = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+preset, cores, gpus, light = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 settings.local_gpus = lambda: gpus  # this machine, as the Snakefile sees it
+if light == "heavy":  # as planned before a job short of devices was a light one
+    settings.planned_shortfall = lambda *args, **kwargs: {}
 planned = {}
 schedule = JobScheduler.schedule
 
@@ -69,6 +80,7 @@ def record(scheduler):
                 "benchmark": str(job.benchmark) if job.benchmark else None,
                 "needs": {k: v for k, v in job.scheduler_resources.items() if k in names},
                 "after": sorted(ids[d] for d in dag.dependencies[job] if d in ids),
+                "light": bool(job.params.get("shortfall")),
             }
             for job in jobs
         ]
@@ -91,24 +103,35 @@ print("PLANNED", json.dumps(planned))
 @dataclass(frozen=True)
 class Job:
     """A planned job: its name (its benchmark file under benchmarks/, without .tsv; else its
-    rule's), its rule, what it holds while it runs (``_cores``, ``gpu``, ``gpu_share``) and the
-    indices of the jobs it waits for."""
+    rule's), its rule, what it holds while it runs (``_cores``, ``gpu``, ``gpu_share``), the
+    indices of the jobs it waits for, and whether the plan found it short of devices (a light
+    job that writes "not applicable")."""
 
     name: str
     rule: str
     needs: dict
     after: tuple = ()
+    light: bool = False
 
 
-def plan(preset: str, cores: int, gpus: int) -> tuple[dict, list[Job]]:
+def plan(preset: str, cores: int, gpus: int, light: bool = True) -> tuple[dict, list[Job]]:
     """The run's limits and jobs, as a dry run of this tree plans them on a machine of
     ``cores`` cores and ``gpus`` GPUs (in a copy: the Snakefile records a results tree's
-    preset)."""
+    preset); without ``light``, as it planned them before a job short of devices was a light
+    one."""
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "repo"
         shutil.copytree(REPO, tree, ignore=lambda d, names: [n for n in names if n in SKIP])
         done = subprocess.run(
-            [sys.executable, "-c", PLAN, preset, str(cores), str(gpus)],
+            [
+                sys.executable,
+                "-c",
+                PLAN,
+                preset,
+                str(cores),
+                str(gpus),
+                "light" if light else "heavy",
+            ],
             cwd=tree,
             capture_output=True,
             text=True,
@@ -123,6 +146,7 @@ def plan(preset: str, cores: int, gpus: int) -> tuple[dict, list[Job]]:
             rule=j["rule"],
             needs=j["needs"],
             after=tuple(j["after"]),
+            light=j["light"],
         )
         for j in planned["jobs"]
     ]
@@ -179,13 +203,15 @@ def simulate(jobs: list[Job], seconds: list[float], limits: dict) -> float:
 def start_up_once(jobs: list[Job], seconds: list[float]) -> list[float]:
     """The job times ``seconds`` with each family's start-up (a rule's: Python, torch, CUDA,
     its data) paid once: by its first job, the others taking that much less. A family's
-    start-up is taken as its shortest job's time, an upper bound."""
+    start-up is taken as its shortest job's time, an upper bound. Light jobs start nothing
+    heavy: they keep their time and count in no family."""
     start_up, first = {}, {}
     for i, job in enumerate(jobs):
-        start_up[job.rule] = min(start_up.get(job.rule, seconds[i]), seconds[i])
-        first.setdefault(job.rule, i)
+        if not job.light:
+            start_up[job.rule] = min(start_up.get(job.rule, seconds[i]), seconds[i])
+            first.setdefault(job.rule, i)
     return [
-        s if first[j.rule] == i else s - start_up[j.rule]
+        s if j.light or first[j.rule] == i else s - start_up[j.rule]
         for i, (j, s) in enumerate(zip(jobs, seconds))
     ]
 
@@ -201,15 +227,22 @@ def main() -> None:
         nargs=6,
         action="append",
         metavar=("LABEL", "JOBS", "PRESET", "CORES", "GPUS", "SECONDS"),
-        help="a measured run to check the simulation against (repeatable)",
+        help="a measured run of this tree to check the simulation against (repeatable)",
+    )
+    parser.add_argument(
+        "--light-seconds",
+        type=float,
+        default=0.5,
+        help="what a light job takes in the estimate (one took 0.47 s on a 2-core machine)",
     )
     args = parser.parse_args()
     plans = {}
+    runs = [(*run, True) for run in args.run] if args.run else [(*H200_RUN, H200_PLANNED_LIGHT)]
     print(f"{'run':<24} {'jobs':>4} {'measured':>18} {'simulated':>18} {'error':>6}")
-    for label, source, preset, cores, gpus, wall in args.run or [H200_RUN]:
+    for label, source, preset, cores, gpus, wall, light in runs:
         if not Path(source).exists():
             sys.exit(f"no job times at {source}")
-        key = (preset, int(cores), int(gpus))
+        key = (preset, int(cores), int(gpus), light)
         limits, jobs = plans[key] = plans.get(key) or plan(*key)
         times = measured(Path(source))
         simulated = simulate(jobs, [times.get(job.name, 0.0) for job in jobs], limits)
@@ -221,12 +254,16 @@ def main() -> None:
         unmeasured = ", ".join(sorted({j.rule for j in jobs if j.name not in times}))
         print(f"  on {cores} cores and {gpus} GPUs; no time measured (0 s taken): {unmeasured}")
     label, source, preset, cores, gpus, _ = H200_RUN
-    limits, jobs = plans.get((preset, cores, gpus)) or plan(preset, cores, gpus)
+    limits, jobs = plans.get((preset, cores, gpus, True)) or plan(preset, cores, gpus)
     times = measured(source)
-    once = start_up_once(jobs, [times.get(job.name, 0.0) for job in jobs])
+    idle = [j.light and j.rule not in MEASURES_WHEN_LIGHT for j in jobs]
+    light = [args.light_seconds if i else times.get(j.name, 0.0) for i, j in zip(idle, jobs)]
     print(
-        f"An estimate: the {preset} preset on {cores} cores and {gpus} GPU, each job family's"
-        f" start-up paid once (job times: {label}): {_time(simulate(jobs, once, limits))}"
+        f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU (job times: {label}),"
+        f" as this tree plans it, {sum(j.light for j in jobs)} light jobs ({sum(idle)} taking"
+        f" {args.light_seconds} s each): {_time(simulate(jobs, light, limits))};"
+        f" with each job family's start-up paid once besides:"
+        f" {_time(simulate(jobs, start_up_once(jobs, light), limits))}"
     )
 
 

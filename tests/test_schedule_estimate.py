@@ -59,6 +59,12 @@ def test_start_up_paid_once_per_family_is_its_shortest_job():
     ]
 
 
+def test_a_light_job_keeps_its_time_and_counts_in_no_family():
+    light = Job("x2", "x", {"_cores": 1}, light=True)
+    jobs = [light, one_core("x1", rule="x"), one_core("x3", rule="x")]
+    assert start_up_once(jobs, [0.5, 10.0, 12.0]) == [0.5, 10.0, 2.0]
+
+
 def test_job_times_come_from_a_benchmarks_folder_or_a_table(tmp_path):
     folder = tmp_path / "benchmarks"
     (folder / "data_parallel_run").mkdir(parents=True)
@@ -81,3 +87,9 @@ def test_the_plan_is_the_workflow_s_own_on_the_machine_named():
     run = named["lr_schedules_run/constant.as_written.seed0"]
     assert run.needs == {"_cores": 1, "gpu": 0, "gpu_share": 1}
     assert [jobs[i].rule for i in run.after] == ["prepare_fashion_mnist"]
+    # the 2-device runs are light on one GPU, as this tree plans them; heavy as planned before
+    short = named["data_parallel_run/lenet.2.seed0"]
+    assert short.light and short.needs == {"_cores": 1, "gpu": 0, "gpu_share": 0}
+    before = {job.name: job for job in schedule_estimate.plan("cpu", 4, 1, light=False)[1]}
+    heavy = before["data_parallel_run/lenet.2.seed0"]
+    assert not heavy.light and heavy.needs == {"_cores": 4, "gpu": 1, "gpu_share": 0}
