@@ -1,8 +1,9 @@
 import pandas as pd
 import pytest
 import torch
+import yaml
 
-from conftest import cpus, machine_record, shipped_claims, training_history
+from conftest import REPO, cpus, machine_record, shipped_claims, training_history
 from d2lrepro.core import reference
 from d2lrepro.multidevice import cost_model, data_parallel, single_process
 from d2lrepro.pipeline import claims
@@ -130,3 +131,21 @@ def test_each_figure_says_what_the_preset_scaled_of_the_runs_it_draws(tmp_path, 
         assert "1 of 3 seeds" in notes[name] and resnet in notes[name], name
     for name in ("mgpu_test_acc", "mgpu_epochs"):
         assert "1 of 3 seeds" in notes[name] and "resnet18" not in notes[name], name
+
+
+@pytest.mark.parametrize(
+    "run, message",
+    [
+        ({"devices": 3, "nodes": 2}, "3 devices do not split evenly over 2 nodes"),
+        ({"batch_size": 255}, "batch_size 255 does not split evenly over 2 devices"),
+    ],
+)
+def test_runs_must_split_over_their_nodes_and_devices(run, message):
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    runs = config["data_parallel"]["runs"]
+    runs["lenet.2"] |= {"nodes": 1} | run
+    with pytest.raises(ValueError, match=f"'data_parallel.runs.lenet.2': {message}"):
+        data_parallel.check_runs(runs)
+    del runs["lenet.2"]
+    with pytest.raises(ValueError, match="'data_parallel.runs.lenet.2': missing"):
+        data_parallel.check_runs(runs)

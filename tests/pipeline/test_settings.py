@@ -60,19 +60,6 @@ def test_bad_config_names_the_key(config, edit, key):
         settings.resolve(config, cuda_available=False)
 
 
-@pytest.mark.parametrize(
-    "run, message",
-    [
-        ({"devices": 3, "nodes": 2}, "3 devices do not split evenly over 2 nodes"),
-        ({"batch_size": 255}, "batch_size 255 does not split evenly over 2 devices"),
-    ],
-)
-def test_runs_must_split_over_their_nodes_and_devices(config, run, message):
-    config["data_parallel"]["runs"]["lenet.2"].update(run)
-    with pytest.raises(settings.ConfigError, match=f"'data_parallel.runs.lenet.2': {message}"):
-        settings.resolve(config, cuda_available=False)
-
-
 def test_bad_value_inside_a_preset_is_caught(config):
     config["preset"] = "smoke"
     config["presets"]["smoke"] = {"airfoil": {"exampels": 100}}

@@ -3,6 +3,8 @@
 # lacks the devices. Where the run's plan already knows that (shortfall_of), the job is a
 # light one: one core, no GPU, no data and no torch, and writes what is not applicable.
 
+from d2lrepro.multidevice import data_parallel
+
 # Each experiment's results directory, named once, as the Python side names it (core.paths).
 DATA_PARALLEL = paths.experiment("multidevice", "data_parallel")
 COST_MODEL = paths.experiment("multidevice", "cost_model")
@@ -13,6 +15,8 @@ SINGLE_PROCESS = paths.experiment("multidevice", "single_process")
 DATA_PARALLEL_HISTORY = DATA_PARALLEL / paths.run_file("{run}", "{seed}")
 
 
+# What the schema cannot say about the runs: a bad one stops here, before any job.
+data_parallel.check_runs(S["data_parallel"]["runs"])
 MULTIGPU_MODELS = sorted({run["model"] for run in S["data_parallel"]["runs"].values()})
 
 

@@ -21,6 +21,32 @@ from d2lrepro.core.results import (
 )
 
 
+def check_runs(runs: dict) -> None:
+    """What the config schema cannot say about the runs (``data_parallel.runs``), checked as
+    the workflow is parsed: each model has its 1- and 2-device runs, the devices split evenly
+    over the nodes, and the global batch over the devices."""
+    # The book's one-process code runs each model on 1 and 2 devices, as <model>.1 and .2.
+    for model in sorted({run["model"] for run in runs.values()}):
+        for devices in (1, 2):
+            if f"{model}.{devices}" not in runs:
+                raise ValueError(
+                    f"config key 'data_parallel.runs.{model}.{devices}': missing, and a model"
+                    " with runs needs its 1- and 2-device runs (the one-process code runs both)"
+                )
+    for name, run in runs.items():
+        devices, nodes, batch = run["devices"], run.get("nodes", 1), run["batch_size"]
+        if devices % nodes:
+            raise ValueError(
+                f"config key 'data_parallel.runs.{name}': {devices} devices do not split evenly"
+                f" over {nodes} nodes"
+            )
+        if batch % devices:
+            raise ValueError(
+                f"config key 'data_parallel.runs.{name}': batch_size {batch} does not split"
+                f" evenly over {devices} devices"
+            )
+
+
 def run_argv(run: dict) -> list[str]:
     """Command-line flags for one training run of the config (model, epochs, batch_size, lr...)."""
     flags = (

@@ -78,31 +78,6 @@ def validate(config: dict, schema: dict | None = None) -> dict:
     return config
 
 
-def check_runs(runs: dict) -> None:
-    """What the schema cannot say about the multi-device runs: the devices split evenly over
-    the nodes, and the global batch over the devices."""
-    # The book's one-process code runs each model on 1 and 2 devices, as <model>.1 and .2.
-    for model in sorted({run["model"] for run in runs.values()}):
-        for devices in (1, 2):
-            if f"{model}.{devices}" not in runs:
-                raise ConfigError(
-                    f"config key 'data_parallel.runs.{model}.{devices}': missing, and a model"
-                    " with runs needs its 1- and 2-device runs (the one-process code runs both)"
-                )
-    for name, run in runs.items():
-        devices, nodes, batch = run["devices"], run.get("nodes", 1), run["batch_size"]
-        if devices % nodes:
-            raise ConfigError(
-                f"config key 'data_parallel.runs.{name}': {devices} devices do not split evenly"
-                f" over {nodes} nodes"
-            )
-        if batch % devices:
-            raise ConfigError(
-                f"config key 'data_parallel.runs.{name}': batch_size {batch} does not split"
-                f" evenly over {devices} devices"
-            )
-
-
 def merge(base: dict, overlay: dict) -> dict:
     """Deep-merge ``overlay`` into a copy of ``base``; dicts merge, anything else replaces,
     except that null in place of a dict leaves that entry out (a run, a setting of a sweep;
@@ -266,7 +241,6 @@ def resolve(
     values = merge(book, config["presets"].get(preset, {}))
     # A preset overlay may only change known keys to valid values: validate the result too.
     validate(values | {"presets": {}}, schema)
-    check_runs(values["data_parallel"]["runs"])
     return Settings(requested, preset, values, deviations(book, values))
 
 
