@@ -427,7 +427,8 @@ def archived_run(tmp_path, name, verdicts, metrics, host="box", env=ARCHIVED_ENV
     ``metrics`` (name -> value); ``losses``: airfoil loss curves by setting."""
     import json
 
-    from d2lrepro.pipeline import archive, compare_figures
+    from d2lrepro.core import paths
+    from d2lrepro.pipeline import archive
 
     root = tmp_path / name
     statements = {"s.fast": "A is faster", "s.same": "<script>alert(1)</script>"}
@@ -446,7 +447,9 @@ def archived_run(tmp_path, name, verdicts, metrics, host="box", env=ARCHIVED_ENV
         ).to_csv(index=False),
     }
     if losses is not None:
-        files[str(compare_figures.AIRFOIL)] = losses.to_csv(index=False)
+        files[str(paths.experiment("optimization", "airfoil") / "losses.csv")] = losses.to_csv(
+            index=False
+        )
     for member, text in files.items():
         (root / member).parent.mkdir(parents=True, exist_ok=True)
         (root / member).write_text(text)

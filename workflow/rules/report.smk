@@ -110,6 +110,8 @@ rule compare:
     input:
         runs=compared,
         book_curves="workflow/reference/book_curves.csv",
+        # what each section declares the comparison draws (compared_curves)
+        ledger="workflow/claims.yaml",
         template="report/compare.html.j2",
         code=code("compare"),
     output:

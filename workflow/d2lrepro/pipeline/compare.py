@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from d2lrepro.core import paths
-from d2lrepro.pipeline import compare_figures
+from d2lrepro.pipeline import claims, compare_figures
 from d2lrepro.pipeline.archive import Run
 from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
@@ -201,9 +201,14 @@ def section_titles(runs: list[Run]) -> dict[str, str]:
 
 
 def render(
-    runs: list[Run], book: pd.DataFrame, commit: str, template: Path = TEMPLATE
+    runs: list[Run],
+    book: pd.DataFrame,
+    commit: str,
+    template: Path = TEMPLATE,
+    ledger: dict | None = None,
 ) -> tuple[str, pd.DataFrame]:
-    """The comparison page and its table (compare.csv)."""
+    """The comparison page and its table (compare.csv); the curves drawn are those the
+    sections of ``ledger`` (this checkout's, by default) declare."""
     names = labels(runs)
     rows = table(runs, names)
     titles = section_titles(runs)
@@ -215,7 +220,8 @@ def render(
         {v: int((c["verdict"] == v).sum()) for v in VERDICT_CLASS if v != ABSENT} for c in read
     ]
     numbers = [claim_values(r) for r in runs]
-    figures = compare_figures.curves(runs, names, book) + compare_figures.ratios(
+    drawn = compare_figures.families(ledger or claims.load())
+    figures = compare_figures.curves(runs, names, book, drawn) + compare_figures.ratios(
         rows, numbers, names, titles
     )
     env = jinja2.Environment(

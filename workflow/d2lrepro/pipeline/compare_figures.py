@@ -4,6 +4,7 @@ ratios each run measured, one figure per section; PNGs embedded in the page."""
 from __future__ import annotations
 
 import base64
+import importlib
 import io
 import math
 from pathlib import Path
@@ -13,13 +14,8 @@ import pandas as pd
 from matplotlib import ticker
 
 from d2lrepro.core import paths, plotting, reference
-from d2lrepro.multidevice.runs import BOOK_CURVE_IDS as DATA_PARALLEL_CURVES
-from d2lrepro.optimization.lr_schedules import BOOK_CURVE_IDS as LR_CURVES
 from d2lrepro.pipeline.archive import Run
 
-AIRFOIL = paths.experiment("optimization", "airfoil") / "losses.csv"
-LR_HISTORY = paths.experiment("optimization", "lr_schedules") / "history.csv"
-DATA_PARALLEL = paths.experiment("multidevice", "data_parallel")
 PANEL = (2.4, 1.8)  # inches per panel of a grid of curves
 COLUMNS = 4
 RATIO_KINDS = ("ratio_above", "ratio_below")
@@ -50,45 +46,47 @@ def median_curves(frame: pd.DataFrame, key: str, y: str) -> dict[str, pd.Series]
     return {str(k): g.groupby("epoch")["value"].median() for k, g in frame.groupby(key)}
 
 
-def airfoil(run: Run) -> dict[str, pd.Series]:
-    """Training loss of each airfoil setting (its name is the book's curve id)."""
-    losses = run.table(str(AIRFOIL))
-    return {} if losses is None else median_curves(losses, "setting", "loss")
+def families(ledger: dict) -> list[dict]:
+    """The families of curves a comparison draws, in ledger order: each section's
+    ``compared_curves``."""
+    return [s["compared_curves"] for s in ledger["sections"] if "compared_curves" in s]
 
 
-def lr_schedules(run: Run) -> dict[str, pd.Series]:
-    """Test accuracy under each schedule as the book's code applies it, by the book's id."""
-    history = run.table(str(LR_HISTORY))
-    if history is None:
-        return {}
-    curves = median_curves(history[history["semantics"] == "as_written"], "run", "test_acc")
-    return {LR_CURVES.get(name, name): curve for name, curve in curves.items()}
+def curve_ids(family: dict) -> dict[str, str]:
+    """The book's curve id of each run name of ``family`` (its ``curve_ids``, the dotted
+    name of the experiment's mapping), none where the names are the ids."""
+    module, _, name = family.get("curve_ids", "").rpartition(".")
+    return getattr(importlib.import_module(module), name) if module else {}
 
 
-def data_parallel(run: Run) -> dict[str, pd.Series]:
-    """Test accuracy of each multi-device run (its histories, one per seed:
-    :func:`d2lrepro.core.paths.run_file`), by the book's id."""
-    frames = []
-    for member in run.files:
-        if Path(member).parent != DATA_PARALLEL:
-            continue
-        try:
-            name, _ = paths.run_of(member)
-        except ValueError:  # the experiment's other files: metrics, top-k logs, machines
-            continue
-        frames.append(run.table(member).assign(run=name))
-    if not frames:
-        return {}
-    curves = median_curves(pd.concat(frames, ignore_index=True), "run", "test_acc")
-    return {DATA_PARALLEL_CURVES.get(name, name): curve for name, curve in curves.items()}
-
-
-# title, how to read a run's curves, the book's metric, y label, y limits (None: the book's).
-FAMILIES = [
-    ("Airfoil: training loss, median over seeds", airfoil, "loss", "loss", None),
-    ("Learning-rate schedules: test accuracy", lr_schedules, "test_acc", "test acc", (0, 1)),
-    ("Training on 1 and 2 devices: test accuracy", data_parallel, "test_acc", "test acc", (0, 1)),
-]
+def read(run: Run, family: dict) -> dict[str, pd.Series]:
+    """The curves of ``family`` that ``run`` holds, by the book's curve id: the median over
+    seeds per epoch of its ``y``, from its ``table`` (rows as ``where`` says, a curve per
+    value of ``curve``) or from its ``run_files`` (one per run and seed:
+    :func:`d2lrepro.core.paths.run_file`; the folder's other files draw nothing)."""
+    if "table" in family:
+        frame = run.table(family["table"])
+        if frame is None:
+            return {}
+        for column, value in family.get("where", {}).items():
+            frame = frame[frame[column] == value]
+        key = family["curve"]
+    else:
+        frames = []
+        for member in run.files:
+            if Path(member).parent != Path(family["run_files"]):
+                continue
+            try:
+                name, _ = paths.run_of(member)
+            except ValueError:  # the experiment's other files: metrics, top-k logs, machines
+                continue
+            frames.append(run.table(member).assign(run=name))
+        if not frames:
+            return {}
+        frame, key = pd.concat(frames, ignore_index=True), "run"
+    ids = curve_ids(family)
+    curves = median_curves(frame, key, family["y"])
+    return {ids.get(name, name): curve for name, curve in curves.items()}
 
 
 def png(fig) -> str:
@@ -107,15 +105,16 @@ def _book_limits(book: pd.DataFrame, curve_id: str, metric: str):
     return values.min() - pad, values.max() + pad
 
 
-def curves(runs: list[Run], names: list[str], book: pd.DataFrame) -> list[dict]:
-    """One figure per family of curves that some run holds: a panel per curve, each run in its
-    colour, the book's editions in grey."""
+def curves(runs: list[Run], names: list[str], book: pd.DataFrame, drawn: list[dict]) -> list[dict]:
+    """One figure per family of curves (``drawn``: :func:`families`) that some run holds: a
+    panel per curve, each run in its colour, the book's editions in grey."""
     figures = []
-    for title, read, metric, ylabel, ylim in FAMILIES:
+    for family in drawn:
+        metric, ylabel, ylim = family["metric"], family["ylabel"], family.get("ylim")
         per_run = []
         for run in runs:
             try:
-                per_run.append(read(run))
+                per_run.append(read(run, family))
             except (KeyError, ValueError, TypeError):  # a table of another shape: not drawn
                 per_run.append({})
         ids = list(dict.fromkeys(i for found in per_run for i in found))
@@ -155,7 +154,7 @@ def curves(runs: list[Run], names: list[str], book: pd.DataFrame) -> list[dict]:
                 legend.setdefault(label, handle)
         fig.legend(legend.values(), legend.keys(), loc="upper center", ncols=4, fontsize=6)
         fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
-        figures.append({"title": title, "src": png(fig)})
+        figures.append({"title": family["title"], "src": png(fig)})
     return figures
 
 
