@@ -6,11 +6,12 @@ measured wall time and the workflow's own plan, beside the runs that measured th
 
 JOBS is a run's benchmarks/ folder or a TSV of job and seconds (the GPU run's job-seconds.tsv);
 SECONDS the run's measured wall time. Without --run it checks the first GPU run
-(../shared/evidence/h200-2026-11-26: the cpu preset on 16 cores and one H200), planned as the
-code that ran it planned: before jobs short of devices were light ones. Then it prints what
-the cpu preset would take on that machine as this tree plans it (the jobs short of devices
-light, each taking S seconds: 0.5 by default, what one took on a 2-core machine), and were
-each job family's start-up paid once besides.
+(../shared/evidence/h200-2026-11-26: the cpu preset on 16 cores and one H200), planned by the
+commit that ran it (658a16c). Then it prints what the cpu preset would take on that machine
+as this tree plans it, from that run's job times: the jobs short of devices light, each taking
+S seconds (0.5 by default, what one took on a 2-core machine); a job that does the work of
+several measured ones (all the airfoil settings in one) their time with its start-up paid
+once; and, besides, were each job family's start-up paid once.
 
 The plan is the workflow's own: a dry run of this tree as a machine of CORES cores and GPUS
 GPUs would plan it (the Snakefile's GPU count faked), which gives each job's threads (a job
@@ -39,10 +40,10 @@ REPO = Path(__file__).resolve().parents[1]
 EVIDENCE = REPO.parent / "shared" / "evidence" / "h200-2026-11-26"
 SKIP = {".git", ".venv", ".snakemake", "results", "resources", "logs", "benchmarks", "__pycache__"}
 # The GPU run's wall time: 6 min 28 s and 111 s in two calls (evidence README), 30 s of the
-# first spent on a `hardware` job that the time limit stopped and the second ran again. Its
-# code planned no light jobs.
+# first spent on a `hardware` job that the time limit stopped and the second ran again. It is
+# planned by the commit that ran it.
 H200_RUN = ("H200, cpu preset", EVIDENCE / "job-seconds.tsv", "cpu", 16, 1, 388.0 + 111.0)
-H200_PLANNED_LIGHT = False
+H200_COMMIT = "658a16c"
 # A light job of this rule still measures (the cost model's one-device example): it keeps its
 # measured time, an upper bound, where the others take --light-seconds.
 MEASURES_WHEN_LIGHT = {"cost_model"}
@@ -58,10 +59,8 @@ from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings
 sys.path.insert(0, "workflow")
 from d2lrepro.pipeline import settings
 
-preset, cores, gpus, light = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+preset, cores, gpus = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 settings.local_gpus = lambda: gpus  # this machine, as the Snakefile sees it
-if light == "heavy":  # as planned before a job short of devices was a light one
-    settings.planned_shortfall = lambda *args, **kwargs: {}
 planned = {}
 schedule = JobScheduler.schedule
 
@@ -114,24 +113,22 @@ class Job:
     light: bool = False
 
 
-def plan(preset: str, cores: int, gpus: int, light: bool = True) -> tuple[dict, list[Job]]:
-    """The run's limits and jobs, as a dry run of this tree plans them on a machine of
-    ``cores`` cores and ``gpus`` GPUs (in a copy: the Snakefile records a results tree's
-    preset); without ``light``, as it planned them before a job short of devices was a light
-    one."""
+def plan(preset: str, cores: int, gpus: int, commit: str = "") -> tuple[dict, list[Job]]:
+    """The run's limits and jobs, as a dry run of this tree (of ``commit``, where named)
+    plans them on a machine of ``cores`` cores and ``gpus`` GPUs (in a copy: the Snakefile
+    records a results tree's preset)."""
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "repo"
-        shutil.copytree(REPO, tree, ignore=lambda d, names: [n for n in names if n in SKIP])
+        if commit:
+            tree.mkdir()
+            tarball = subprocess.run(
+                ["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True
+            )
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=tarball.stdout, check=True)
+        else:
+            shutil.copytree(REPO, tree, ignore=lambda d, names: [n for n in names if n in SKIP])
         done = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                PLAN,
-                preset,
-                str(cores),
-                str(gpus),
-                "light" if light else "heavy",
-            ],
+            [sys.executable, "-c", PLAN, preset, str(cores), str(gpus)],
             cwd=tree,
             capture_output=True,
             text=True,
@@ -166,6 +163,17 @@ def measured(path: Path) -> dict[str, float]:
                 next(csv.DictReader(f, delimiter="\t"))["s"]
             )
     return times
+
+
+def job_time(job: Job, times: dict[str, float]) -> float:
+    """``job``'s time in ``times``; for a job that does the work of several measured ones
+    (``<name>/...``, the per-setting jobs of an older plan), their sum with the start-up paid
+    once (their shortest time, an upper bound on it, counted once); 0 where none was
+    measured."""
+    if job.name in times:
+        return times[job.name]
+    parts = [t for name, t in times.items() if name.startswith(f"{job.name}/")]
+    return sum(parts) - (len(parts) - 1) * min(parts) if parts else 0.0
 
 
 def simulate(jobs: list[Job], seconds: list[float], limits: dict) -> float:
@@ -236,14 +244,12 @@ def main() -> None:
         help="what a light job takes in the estimate (one took 0.47 s on a 2-core machine)",
     )
     args = parser.parse_args()
-    plans = {}
-    runs = [(*run, True) for run in args.run] if args.run else [(*H200_RUN, H200_PLANNED_LIGHT)]
+    runs = [(*run, "") for run in args.run] if args.run else [(*H200_RUN, H200_COMMIT)]
     print(f"{'run':<24} {'jobs':>4} {'measured':>18} {'simulated':>18} {'error':>6}")
-    for label, source, preset, cores, gpus, wall, light in runs:
+    for label, source, preset, cores, gpus, wall, commit in runs:
         if not Path(source).exists():
             sys.exit(f"no job times at {source}")
-        key = (preset, int(cores), int(gpus), light)
-        limits, jobs = plans[key] = plans.get(key) or plan(*key)
+        limits, jobs = plan(preset, int(cores), int(gpus), commit)
         times = measured(Path(source))
         simulated = simulate(jobs, [times.get(job.name, 0.0) for job in jobs], limits)
         wall = float(wall)
@@ -252,12 +258,13 @@ def main() -> None:
             f" {simulated / wall - 1:>+6.0%}"
         )
         unmeasured = ", ".join(sorted({j.rule for j in jobs if j.name not in times}))
-        print(f"  on {cores} cores and {gpus} GPUs; no time measured (0 s taken): {unmeasured}")
+        at = f" at {commit}" if commit else ""
+        print(f"  on {cores} cores and {gpus} GPUs{at}; no time measured (0 s): {unmeasured}")
     label, source, preset, cores, gpus, _ = H200_RUN
-    limits, jobs = plans.get((preset, cores, gpus, True)) or plan(preset, cores, gpus)
+    limits, jobs = plan(preset, cores, gpus)
     times = measured(source)
     idle = [j.light and j.rule not in MEASURES_WHEN_LIGHT for j in jobs]
-    light = [args.light_seconds if i else times.get(j.name, 0.0) for i, j in zip(idle, jobs)]
+    light = [args.light_seconds if i else job_time(j, times) for i, j in zip(idle, jobs)]
     print(
         f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU (job times: {label}),"
         f" as this tree plans it, {sum(j.light for j in jobs)} light jobs ({sum(idle)} taking"

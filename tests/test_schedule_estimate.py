@@ -87,9 +87,14 @@ def test_the_plan_is_the_workflow_s_own_on_the_machine_named():
     run = named["lr_schedules_run/constant.as_written.seed0"]
     assert run.needs == {"_cores": 1, "gpu": 0, "gpu_share": 1}
     assert [jobs[i].rule for i in run.after] == ["prepare_fashion_mnist"]
-    # the 2-device runs are light on one GPU, as this tree plans them; heavy as planned before
+    # the 2-device runs are light on one GPU; one job trains every airfoil setting
     short = named["data_parallel_run/lenet.2.seed0"]
     assert short.light and short.needs == {"_cores": 1, "gpu": 0, "gpu_share": 0}
-    before = {job.name: job for job in schedule_estimate.plan("cpu", 4, 1, light=False)[1]}
-    heavy = before["data_parallel_run/lenet.2.seed0"]
-    assert not heavy.light and heavy.needs == {"_cores": 4, "gpu": 1, "gpu_share": 0}
+    assert named["airfoil_run"].needs == {"_cores": 4, "gpu": 0}
+
+
+def test_a_job_doing_the_work_of_several_measured_ones_pays_their_start_up_once():
+    times = {"airfoil_run/setting~a": 5.0, "airfoil_run/setting~b": 4.0, "hybridize": 98.0}
+    assert schedule_estimate.job_time(one_core("airfoil_run"), times) == 5.0
+    assert schedule_estimate.job_time(one_core("hybridize"), times) == 98.0
+    assert schedule_estimate.job_time(one_core("report"), times) == 0.0

@@ -199,11 +199,6 @@ def run_figures(names):
     return {n: figure(*n.split(".", 1)) for n in names}
 
 
-def plain(value):
-    """numpy scalars (as Paramspace and pandas hand them out) as Python values for params."""
-    return value.item() if hasattr(value, "item") else value
-
-
 # Archives come from other machines: each is read and checked in full here, so that a bad
 # one stops the workflow, naming the file, before any job runs.
 for path in S["compare_with"]:

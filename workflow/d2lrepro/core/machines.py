@@ -97,7 +97,8 @@ def record_job(
     ran_alone: bool | None = None,
     described: dict | None = None,
 ) -> dict[str, dict]:
-    """Record this job's machines in ``output`` (its ``machines`` output; None: it has none):
+    """Record this job's machines in ``output`` (its ``machines`` output, or several, one
+    beside each file of a job that writes one per setting; None: it has none):
     the records of the ``inputs`` it summarizes, and its own where it ``measures`` or reads
     none, with the ``threads`` it was given (a job whose ``workers`` use the GPUs describes
     them from a child process; one that starts no torch passes its record as ``described``)
@@ -117,7 +118,8 @@ def record_job(
         own = {record_id(record): record}
     os.environ[ATTRIBUTION] = " ".join(sorted(own or summarized))
     records = summarized | own
-    write(output, records)
+    for path in [output] if isinstance(output, str | Path) else output:
+        write(path, records)
     return records
 
 

@@ -281,8 +281,7 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     if len(hosts) > 1:
         why = (
             f"the settings ran on different hosts ({', '.join(hosts)}), so their times compare"
-            " the machines too; run every airfoil_run job on one node (locally, or on SLURM"
-            " with --nodelist): seconds each"
+            " the machines too; rerun airfoil_run, which trains every setting in one job"
         )
         return rows + [not_applicable(name, why, "s") for name in ends]
     device = machines.devices_of(runs[runs["setting"].isin(in_book)])
