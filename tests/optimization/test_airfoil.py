@@ -38,9 +38,27 @@ SETTINGS = {
 
 
 def run(name, data, seeds=(0, 1)):
-    return airfoil.run_setting(
-        name, SETTINGS[name], data, seeds, {"scratch": 2, "torch": 1}, 10, 100
+    epochs = {"scratch": 2, "torch": 1}
+    return airfoil.run_sweep({name: SETTINGS[name]}, data, seeds, epochs, 10, 100)[name]
+
+
+def test_the_settings_take_turns_within_each_seed(data, monkeypatch):
+    """Seed 0 of every setting, then seed 1: a load that changes while the sweep runs falls
+    on every setting alike."""
+    order, train = [], airfoil.train_airfoil
+    monkeypatch.setattr(
+        airfoil,
+        "train_airfoil",
+        lambda optimizer, *args, seed, **kwargs: (
+            order.append((optimizer, seed)) or train(optimizer, *args, seed=seed, **kwargs)
+        ),
     )
+    names = ["momentum.lr0.02_m0.5", "adam.concise"]
+    runs = airfoil.run_sweep(
+        {n: SETTINGS[n] for n in names}, data, [0, 1], {"scratch": 1, "torch": 1}, 10, 100
+    )
+    assert order == [("sgd_momentum", 0), ("adam", 0), ("sgd_momentum", 1), ("adam", 1)]
+    assert list(runs) == names and set(runs["adam.concise"]["seed"]) == {0, 1}
 
 
 def test_one_setting_over_seeds(data):
@@ -97,7 +115,8 @@ def test_divergent_setting_is_recorded_not_raised(data):
         "lr": 50.0,
         "momentum": 0.9,
     }
-    runs = airfoil.run_setting("momentum.huge", setting, data, [0], {"scratch": 2}, 10, 100)
+    runs = airfoil.run_sweep({"momentum.huge": setting}, data, [0], {"scratch": 2}, 10, 100)
+    runs = runs["momentum.huge"]
     summary = {m["metric"]: m["value"] for m in airfoil.summarize(runs, BOOK)}
     assert summary["momentum.huge.diverged_seeds"] == 1
     assert not math.isfinite(summary["momentum.huge.final_loss"])

@@ -20,13 +20,9 @@ CURVES = [name for name in CONFIG["settings"] if name in set(BOOK["id"])]
 
 
 def summary(airfoil_data, names):
-    runs = [
-        airfoil.run_setting(
-            n, CONFIG["settings"][n], airfoil_data, CONFIG["seeds"], CONFIG["epochs"], 10, 200
-        )
-        for n in names
-    ]
-    rows = airfoil.summarize(pd.concat(runs, ignore_index=True), BOOK)
+    settings = {n: CONFIG["settings"][n] for n in names}
+    runs = airfoil.run_sweep(settings, airfoil_data, CONFIG["seeds"], CONFIG["epochs"], 10, 200)
+    rows = airfoil.summarize(pd.concat(runs.values(), ignore_index=True), BOOK)
     for name in names:
         setting = CONFIG["settings"][name]
         if setting["implementation"] == "torch":

@@ -114,9 +114,9 @@ rule weights:
         "../scripts/weights.py"
 
 
-# Every setting of the sweep in one job, one after another in one process, as the book's
-# notebook runs them: the start-up is paid once, and the settings' times, which a claim
-# compares, come from one machine at one stretch of time.
+# Every setting of the sweep in one job, taking turns within each seed: the start-up is paid
+# once, and the settings' times, which a claim compares, come from one machine and one
+# stretch of time.
 AIRFOIL_RUN_FILES = expand(
     AIRFOIL / "runs" / "{setting}.csv", setting=AIRFOIL_SETTINGS.instance_patterns
 )

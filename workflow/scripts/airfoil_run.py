@@ -6,8 +6,9 @@ from d2lrepro.pipeline import job
 
 log = job.start(snakemake, threads=True)
 p = snakemake.params
-data = torch.load(snakemake.input.data)
-for (name, setting), out in zip(p.settings.items(), snakemake.output.runs, strict=True):
-    log.info("%s: %s, seeds %s", name, setting, p.seeds)
-    runs = airfoil.run_setting(name, setting, data, p.seeds, p.epochs, p.batch_size, p.eval_every)
-    results.write_csv(runs.assign(threads=snakemake.threads), out)
+log.info("%d settings, seeds %s, taking turns within each seed", len(p.settings), p.seeds)
+runs = airfoil.run_sweep(
+    p.settings, torch.load(snakemake.input.data), p.seeds, p.epochs, p.batch_size, p.eval_every
+)
+for frame, out in zip(runs.values(), snakemake.output.runs, strict=True):
+    results.write_csv(frame.assign(threads=snakemake.threads), out)

@@ -179,49 +179,49 @@ def hyper_of(setting: dict) -> dict:
     return {k: setting[k] for k in HYPER if k in setting and setting[k] is not None}
 
 
-def run_setting(
-    name: str, setting: dict, data: dict, seeds, epochs: dict, batch_size: int, eval_every: int
-) -> pd.DataFrame:
-    """One setting over every seed: one row per evaluation point, with the host it ran on (its
-    times are compared with those of the other settings, which may run elsewhere) and the
-    device, that of the data (the CPU: the book trains these small models there, GPU or not)."""
-    implementation = setting["implementation"]
-    frames = []
+def run_sweep(
+    settings: dict, data: dict, seeds, epochs: dict, batch_size: int, eval_every: int
+) -> dict[str, pd.DataFrame]:
+    """Every setting of ``settings`` (name -> setting) over every seed, as one table per
+    setting: a row per evaluation point, with the host it ran on and the device, that of the
+    data (the CPU: the book trains these small models there, GPU or not). The settings take
+    turns within each seed (seed 0 of each, then seed 1, ...), so that a load that changes
+    while they run falls on every setting alike and widens its spread over seeds rather than
+    moving one setting's times against another's."""
+    frames = {name: [] for name in settings}
     for seed in seeds:
-        frame = train_airfoil(
-            setting["optimizer"],
-            hyper_of(setting),
-            data["features"],
-            data["labels"],
-            epochs=epochs[implementation],
-            batch_size=batch_size,
-            seed=seed,
-            implementation=implementation,
-            eval_every=eval_every,
-            objective=OBJECTIVE[implementation],
-        )
-        last = frame.iloc[-1] if len(frame) else None
-        log.info(
-            "%s seed %d: final loss %s after %s examples, %.3f s training%s",
-            name,
-            seed,
-            f"{last.loss:.4f}" if last is not None else "-",
-            last.examples if last is not None else 0,
-            last.elapsed if last is not None else 0.0,
-            " (diverged)" if frame["diverged"].any() else "",
-        )
-        frames.append(
-            frame.assign(
-                setting=name,
-                implementation=implementation,
-                optimizer=setting["optimizer"],
+        for name, setting in settings.items():
+            implementation = setting["implementation"]
+            frame = train_airfoil(
+                setting["optimizer"],
+                hyper_of(setting),
+                data["features"],
+                data["labels"],
+                epochs=epochs[implementation],
+                batch_size=batch_size,
                 seed=seed,
-                host=socket.gethostname(),
-                device=str(data["features"].device),
-                **hyper_of(setting),
+                implementation=implementation,
+                eval_every=eval_every,
+                objective=OBJECTIVE[implementation],
             )
-        )
-    return pd.concat(frames, ignore_index=True)
+            end = frame.iloc[-1] if len(frame) else pd.Series({"loss": math.nan, "examples": 0})
+            diverged = " (diverged)" if frame["diverged"].any() else ""
+            log.info(
+                f"{name} seed {seed}: final loss {end.loss:.4f} after {end.examples} examples,"
+                f" {end.get('elapsed', 0.0):.3f} s training{diverged}"
+            )
+            frames[name].append(
+                frame.assign(
+                    setting=name,
+                    implementation=implementation,
+                    optimizer=setting["optimizer"],
+                    seed=seed,
+                    host=socket.gethostname(),
+                    device=str(data["features"].device),
+                    **hyper_of(setting),
+                )
+            )
+    return {name: pd.concat(found, ignore_index=True) for name, found in frames.items()}
 
 
 def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
@@ -281,7 +281,8 @@ def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     if len(hosts) > 1:
         why = (
             f"the settings ran on different hosts ({', '.join(hosts)}), so their times compare"
-            " the machines too; rerun airfoil_run, which trains every setting in one job"
+            " the machines too; one airfoil_run job trains every setting on one machine, in"
+            " seconds: rerun it"
         )
         return rows + [not_applicable(name, why, "s") for name in ends]
     device = machines.devices_of(runs[runs["setting"].isin(in_book)])
