@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from d2lrepro.core import machines
 from d2lrepro.pipeline import claims
@@ -47,7 +48,9 @@ def run_once(workdir: Path, preset: str, rules: list[str], cores: int) -> dict[s
     shutil.copytree(REPO, workdir, ignore=lambda d, names: [n for n in names if n in SKIP])
     evidence = [f"results/{EXPERIMENTS[rule]}/metrics.csv" for rule in rules]
     command = [sys.executable, "-m", "snakemake", *evidence, "--cores", str(cores)]
-    command += ["--config", f"preset={preset}"]
+    # the data mirror as the checkout names it (relative to the checkout, not to the copy)
+    mirror = REPO / yaml.safe_load((REPO / "config.yaml").read_text())["data_mirror"]
+    command += ["--config", f"preset={preset}", f"data_mirror={mirror.resolve()}"]
     start = time.perf_counter()
     done = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
     if done.returncode:
