@@ -57,10 +57,12 @@ from snakemake.scheduling.job_scheduler import JobScheduler
 from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
 
 sys.path.insert(0, "workflow")
+from d2lrepro.core import shortfall
 from d2lrepro.pipeline import settings
 
 preset, cores, gpus = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 settings.local_gpus = lambda: gpus  # this machine, as the Snakefile sees it
+shortfall.usable_cores = lambda: cores  # and its cores
 planned = {}
 schedule = JobScheduler.schedule
 
@@ -79,7 +81,7 @@ def record(scheduler):
                 "benchmark": str(job.benchmark) if job.benchmark else None,
                 "needs": {k: v for k, v in job.scheduler_resources.items() if k in names},
                 "after": sorted(ids[d] for d in dag.dependencies[job] if d in ids),
-                "light": bool(job.params.get("shortfall")),
+                "light": bool(job.resources.get("shortfall")),
             }
             for job in jobs
         ]

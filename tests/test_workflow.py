@@ -548,9 +548,11 @@ from snakemake.api import SnakemakeApi
 from snakemake.scheduling.job_scheduler import JobScheduler
 from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
 from snakemake.workflow import Workflow
+from d2lrepro.core import shortfall
 from d2lrepro.pipeline import settings
 
 settings.local_gpus = lambda: int(sys.argv[1])  # this machine, as the Snakefile sees it
+shortfall.usable_cores = lambda: 2  # and its cores, those of the run
 if sys.argv[3] == "remote":  # jobs submitted to a cluster, as SLURM's executor does
     Workflow.local_exec = property(lambda self: False)
 given = {k: int(v) for k, v in (arg.split("=") for arg in sys.argv[4:])}
@@ -570,9 +572,8 @@ def validated(scheduler):
             value = job.scheduler_resources.get(key, 0)
             asked[job.rule.name] = max(asked.get(job.rule.name, 0), value)
         name = ".".join([job.rule.name, *map(str, job.wildcards_dict.values())])
-        short = job.params.get("shortfall") or {}
         resources = [job.scheduler_resources.get(k, 0) for k in ("gpu", "gpu_share")]
-        each[name] = [job.threads, *resources, short.get("reason", "")]
+        each[name] = [job.threads, *resources, job.resources.get("shortfall", "")]
     return schedule(scheduler)
 
 
@@ -652,6 +653,29 @@ def test_a_job_short_of_devices_is_planned_light(repo, gpus, given):
         assert each[name] == [1, 0, 0, why], name
     assert each["cost_model"] == [1, 0, 1, why]
     assert each["data_parallel_run.lenet.1.0"] == [2, 1, 0, ""]
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(
+    not shutil.which("taskset") or len(os.sched_getaffinity(0)) < 2, reason="needs taskset, 2 cores"
+)
+def test_a_host_short_of_devices_reruns_nothing_another_measured(repo, tmp_path):
+    """The parameter servers measured on 2 cores; planned again on 1 core, where the job would
+    be light, nothing is to be done: what the plan finds goes to the job as resources, which
+    Snakemake does not compare, and the job's inputs stay the same."""
+    tree = tmp_path / "repo"
+    shutil.copytree(repo, tree)
+    target = "results/multidevice/parameter_server/timings.csv"
+    snakemake(tree, "--cores", "2", "--config", "preset=smoke", "--", target)
+    one_core = ["taskset", "-c", "0", sys.executable, "-m", "snakemake", "-n", "--cores", "1"]
+    done = subprocess.run(
+        [*one_core, "--config", "preset=smoke", "--", target],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Nothing to be done" in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("gpus", [2, 0])

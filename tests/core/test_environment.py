@@ -69,3 +69,6 @@ def test_a_machine_as_a_job_given_fewer_gpus_describes_it():
     assert (one["threads"], one["cuda_version"], one["host"]) == (1, "13.0", machine["host"])
     none = environment.as_given(machine, 0, threads=1)
     assert (none["cuda_available"], none["cuda_version"], none["gpus"]) == (False, None, [])
+    # a record of another host (a results tree moved here) is not this machine's
+    moved = environment.as_given(machine | {"host": "elsewhere"}, 0, threads=1)
+    assert moved["host"] == environment.describe()["host"] != "elsewhere"

@@ -1,6 +1,7 @@
 """The opening every workflow script shares (d2lrepro.pipeline.job)."""
 
 import json
+import platform
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -50,7 +51,9 @@ import sys
 from types import SimpleNamespace
 from d2lrepro.pipeline import job
 
-opened = SimpleNamespace(log=[sys.argv[1]], threads=1, input={}, output={}, params={})
+opened = SimpleNamespace(
+    log=[sys.argv[1]], threads=1, input={}, output={}, params={}, resources=SimpleNamespace()
+)
 job.start(opened).info("hello")
 print("torch" in sys.modules)
 """
@@ -88,8 +91,8 @@ opened = SimpleNamespace(
     threads=1,
     input=SimpleNamespace(environment=sys.argv[2]),
     output=SimpleNamespace(machines=sys.argv[3]),
-    params={"shortfall": short},
-    resources=SimpleNamespace(gpu=0),
+    params={"ran_alone": True},
+    resources=SimpleNamespace(gpu=0, shortfall=short["reason"], shortfall_gpus=short["gpus"]),
 )
 job.start(opened, gpus=True, workers=True)
 print("torch" in sys.modules)
@@ -100,7 +103,7 @@ def test_a_job_the_plan_found_short_records_the_machine_without_torch(tmp_path):
     """It locks nothing and starts no torch; its record is the machine's, with the GPUs the
     plan would have given it, and its log says why it measures nothing."""
     machine = {
-        "host": "box",
+        "host": platform.node(),
         "threads": None,
         "cuda_available": True,
         "cuda_version": "13.0",

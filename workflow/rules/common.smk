@@ -152,6 +152,16 @@ def shortfall_of(workers):
     return shortfall
 
 
+def shortfall_resources(shortfall):
+    """What the job's script reads of its ``shortfall`` (see shortfall_of): the reason ("" where
+    there is none) and the GPUs the job would have locked. Resources, not params: a plan that
+    changes with the host must not rerun what another host measured."""
+    return {
+        "shortfall": lambda wildcards: shortfall(wildcards).get("reason", ""),
+        "shortfall_gpus": lambda wildcards: shortfall(wildcards).get("gpus", 0),
+    }
+
+
 def when_short(shortfall, light, otherwise):
     """A function of a job's wildcards: ``light`` for a job whose ``shortfall`` (see
     shortfall_of) the plan found, else ``otherwise`` (a value, or a function of the

@@ -1,7 +1,7 @@
 # Training on 1 and 2 devices: each run is launched with torchrun by its script, takes all
 # cores (so that its timing is its own) and is not applicable, not failed, where the machine
 # lacks the devices. Where the run's plan already knows that (shortfall_of), the job is a
-# light one: one core, no GPU, no data and no torch, and writes what is not applicable.
+# light one: one core, no GPU and no torch, and writes what is not applicable.
 
 from d2lrepro.multidevice import data_parallel
 
@@ -42,8 +42,9 @@ DATA_PARALLEL_SHORT = shortfall_of(
 
 rule data_parallel_run:
     input:
-        data=when_short(DATA_PARALLEL_SHORT, [], FASHION_MNIST_DATA),
-        environment=when_short(DATA_PARALLEL_SHORT, ENVIRONMENT, []),
+        data=FASHION_MNIST_DATA,
+        # the machine a job short of devices records, without starting torch
+        environment=ENVIRONMENT,
         code=code("data_parallel_run"),
     output:
         history=DATA_PARALLEL_HISTORY,
@@ -71,11 +72,11 @@ rule data_parallel_run:
                 lambda w: S["data_parallel"]["runs"][w.run]["devices"],
             ),
         ),
+        **shortfall_resources(DATA_PARALLEL_SHORT),
         nodes=lambda w: SPANNING_NODES[w.run],
         tasks=lambda w: SPANNING_NODES[w.run],
         mpi=lambda w: "srun" if SPANNING_NODES[w.run] else None,
     params:
-        shortfall=DATA_PARALLEL_SHORT,
         ran_alone=TIMINGS_ALONE,
         run=lambda w: S["data_parallel"]["runs"][w.run],
         timeout=S["data_parallel"]["timeout"],
@@ -109,9 +110,9 @@ rule cost_model:
     threads: when_short(COST_MODEL_SHORT, 1, timing_threads)
     resources:
         **needs(8000, 60, gpus=2, shared=COST_MODEL_SHORT),
+        **shortfall_resources(COST_MODEL_SHORT),
     params:
-        shortfall=COST_MODEL_SHORT,
-        ran_alone=when_short(COST_MODEL_SHORT, None, TIMINGS_ALONE),
+        ran_alone=TIMINGS_ALONE,
         costs=S["cost_model"],
         timeout=S["data_parallel"]["timeout"],
         seed=S["seed"],
@@ -126,7 +127,7 @@ PARAMETER_SERVER_SHORT = shortfall_of(2)
 
 rule parameter_server:
     input:
-        environment=when_short(PARAMETER_SERVER_SHORT, ENVIRONMENT, []),
+        environment=ENVIRONMENT,
         code=code("parameter_server"),
     output:
         timings=PARAMETER_SERVER / "timings.csv",
@@ -146,8 +147,8 @@ rule parameter_server:
                 PARAMETER_SERVER_SHORT, 0, S["parameter_server"]["max_devices"]
             ),
         ),
+        **shortfall_resources(PARAMETER_SERVER_SHORT),
     params:
-        shortfall=PARAMETER_SERVER_SHORT,
         ran_alone=TIMINGS_ALONE,
         spec=S["parameter_server"],
         timeout=S["data_parallel"]["timeout"],

@@ -9,5 +9,5 @@ cost_model.launch(
     snakemake.params.seed,
     snakemake.params.timeout,
     snakemake.log[0],
-    shortfall=snakemake.params.shortfall.get("reason", ""),
+    shortfall=job.shortfall(snakemake).get("reason", ""),
 )

@@ -12,5 +12,5 @@ data_parallel.train(
     topk_every=snakemake.params.topk_every,
     timeout=snakemake.params.timeout,
     log_path=snakemake.log[0],
-    shortfall=snakemake.params.shortfall.get("reason", ""),
+    shortfall=job.shortfall(snakemake).get("reason", ""),
 )

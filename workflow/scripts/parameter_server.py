@@ -7,5 +7,5 @@ parameter_server.launch(
     snakemake.output[0],
     snakemake.params.timeout,
     snakemake.log[0],
-    shortfall=snakemake.params.shortfall.get("reason", ""),
+    shortfall=job.shortfall(snakemake),
 )

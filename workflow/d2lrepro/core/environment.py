@@ -77,10 +77,19 @@ def describe(threads: int | None = None, cuda_in_a_child: bool = False) -> dict:
 
 
 def as_given(machine: dict, gpus: int, threads: int | None) -> dict:
-    """``machine`` (a :func:`describe` record of the whole machine) as a job given ``gpus`` of
-    its GPUs and ``threads`` would describe it: how a job that the run's plan found short of
-    devices records the machine without starting torch."""
+    """This machine as a job given ``gpus`` of its GPUs and ``threads`` would describe it,
+    without starting torch: how a job that the run's plan found short of devices records it.
+    What this process sees of the host is read here; the GPUs and versions come from
+    ``machine`` (the run's :func:`describe` record) where it describes this host, else from
+    :func:`describe` itself (a results tree moved to another host)."""
+    if machine.get("host") != platform.node():
+        machine = describe(threads, cuda_in_a_child=True)
+    from d2lrepro.core.shortfall import usable_cores
+
     return machine | {
+        "cpu_model": cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "usable_cores": usable_cores(),
         "threads": threads,
         "cuda_available": gpus > 0,
         "cuda_version": machine["cuda_version"] if gpus else None,

@@ -258,30 +258,38 @@ def unmeasured_rows(reason: str, prefix: str = "ps") -> list[dict]:
     ]
 
 
-def launch(spec: dict, out, timeout: float, log_path, shortfall: str = "") -> None:
+def launch(spec: dict, out, timeout: float, log_path, shortfall: dict | None = None) -> None:
     """The parameter-server timings of ``spec`` (mb, repeats, max_devices) on 2 workers
     (metrics ``ps.*``) and on all the machine's devices, at most ``max_devices`` (``ps.all.*``),
-    one launch each, written together to ``out``; what cannot run here says why: the
-    ``shortfall`` of 2 devices that the run's plan found (then nothing here starts torch),
-    else what the job finds."""
+    one launch each, written together to ``out``; what cannot run here says why, as the job
+    finds it, or, where the run's plan found the job short of devices (``shortfall``: the GPUs
+    it would have locked), as the job would have found it, without starting torch."""
     if shortfall:
-        write_metrics(unmeasured_rows(shortfall) + unmeasured_rows(shortfall, "ps.all"), out)
-        return
-    import pandas as pd
+        from d2lrepro.core import shortfall as lack
 
-    from d2lrepro.core.devices import machine_devices, unavailable
-    from d2lrepro.multidevice import launcher
+        def lacking(workers: int) -> str:
+            return lack.reason(workers, have_cuda=shortfall["gpus"], cores=lack.usable_cores())
 
-    most = min(spec["max_devices"], machine_devices())
+        devices = shortfall["gpus"] or lack.usable_cores()
+    else:
+        from d2lrepro.core.devices import machine_devices
+        from d2lrepro.core.devices import unavailable as lacking
+
+        devices = machine_devices()
+    most = min(spec["max_devices"], devices)
     rows = []
     for workers, prefix in ((2, "ps"), (most, "ps.all")):
-        reason = unavailable(workers)
+        reason = lacking(workers)
         if not reason and prefix == "ps.all" and most <= 2:
-            limit = unavailable(3) or f"parameter_server.max_devices is {spec['max_devices']}"
+            limit = lacking(3) or f"parameter_server.max_devices is {spec['max_devices']}"
             reason = f"no more devices than the 2-worker run's ({limit})"
         if reason:
             rows += unmeasured_rows(reason, prefix)
             continue
+        import pandas as pd
+
+        from d2lrepro.multidevice import launcher
+
         part = Path(out).with_suffix(f".{workers}.csv")
         point = {"mb": spec["mb"], "repeats": spec["repeats"], "prefix": prefix, "out": str(part)}
         argv = ["--param-server", json.dumps(point), "--timeout", str(timeout)]

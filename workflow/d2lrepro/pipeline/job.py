@@ -35,15 +35,15 @@ def start(
     whose ``workers`` (processes it starts) do its work on the GPUs leaves CUDA to them. A
     timing rule's ``params.ran_alone`` says whether the job had the machine to itself.
 
-    A job whose ``params.shortfall`` the run's plan found
-    (:func:`d2lrepro.pipeline.settings.planned_shortfall`) is a light one: with
-    ``when_short="shared"`` it still measures what one device can, on a share of a GPU, in
-    its own process; without, it measures nothing, so it starts no torch, locks no GPU and
-    records the machine (``input.environment``) as a job given the GPUs the plan would have
-    given it sees it.
+    A job whose shortfall of devices the run's plan found (:func:`shortfall`) is a light
+    one: with ``when_short="shared"`` it still measures what one device can, on a share of a
+    GPU, in its own process, and records that it did not run alone; without, it measures
+    nothing, so it starts no torch, locks no GPU and records the machine as a job given the
+    GPUs the plan would have given it sees it (:func:`d2lrepro.core.environment.as_given`).
     """
     log = logs.setup(snakemake.log[0])
-    short = snakemake.params.get("shortfall")
+    ran_alone = snakemake.params.get("ran_alone")
+    short = shortfall(snakemake)
     if short:
         log.info("not applicable here, as the run was planned: %s", short["reason"])
         if when_short is None:
@@ -55,7 +55,7 @@ def start(
                 described=environment.as_given(machine, short["gpus"], snakemake.threads),
             )
             return log
-        gpus, workers = when_short, False
+        gpus, workers, ran_alone = when_short, False, None
     if gpus:
         from d2lrepro.core import gpu_locks
 
@@ -73,6 +73,14 @@ def start(
         measures=bool(gpus or threads),
         threads=snakemake.threads,
         workers=workers,
-        ran_alone=snakemake.params.get("ran_alone"),
+        ran_alone=ran_alone,
     )
     return log
+
+
+def shortfall(snakemake) -> dict:
+    """What the run's plan found this job short of (its resources ``shortfall`` and
+    ``shortfall_gpus``, from :func:`d2lrepro.pipeline.settings.planned_shortfall`):
+    ``{"reason": ..., "gpus": the GPUs it would have locked}``, else ``{}``."""
+    reason = getattr(snakemake.resources, "shortfall", "")
+    return {"reason": reason, "gpus": snakemake.resources.shortfall_gpus} if reason else {}
