@@ -98,12 +98,6 @@ def test_null_cannot_leave_out_what_the_code_always_reads(config, section, entry
         settings.resolve({**config, "preset": "smoke"})
 
 
-def test_null_cannot_leave_out_a_run_the_one_process_code_needs(config):
-    config["presets"]["smoke"] = {"data_parallel": {"runs": {"lenet.2": None}}}
-    with pytest.raises(settings.ConfigError, match="'data_parallel.runs.lenet.2': missing"):
-        settings.resolve({**config, "preset": "smoke"})
-
-
 def test_a_results_tree_keeps_the_preset_it_was_made_with(tmp_path, config):
     record = tmp_path / "results" / "preset.txt"
     first = settings.resolve(config, cuda_available=True, record=record)
