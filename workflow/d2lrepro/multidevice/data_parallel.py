@@ -85,20 +85,21 @@ def train(
 
     The checkpoint lives outside the outputs, so an interrupted job resumes from it; its name
     carries the run's settings, so a changed setting never resumes from a stale one."""
-    if shortfall:
-        write_not_applicable(history, shortfall)
-        write_csv([], topk, TOPK_COLUMNS)
-        return
-    # Here, not at the top: they import torch, which the summary's job does not need.
-    from d2lrepro.multidevice import worker
-    from d2lrepro.multidevice.launcher import launch, nodes_unavailable
-
     nodes = run.get("nodes", 1)
-    reason = nodes_unavailable(nodes, run["devices"])
+    reason = shortfall
+    if not reason:
+        # Here, not at the top: it imports torch, which neither the summary's job nor a
+        # light one needs.
+        from d2lrepro.multidevice.launcher import nodes_unavailable
+
+        reason = nodes_unavailable(nodes, run["devices"])
     if reason:
         write_not_applicable(history, reason)
         write_csv([], topk, TOPK_COLUMNS)
         return
+    from d2lrepro.multidevice import worker
+    from d2lrepro.multidevice.launcher import launch
+
     key = hashlib.sha256(json.dumps([run, seed], sort_keys=True).encode()).hexdigest()[:12]
     # Only the run that logs top-k pays for its collectives; the others leave the file empty.
     topk_args = ["--topk-out", str(topk), "--topk-every", str(topk_every)]

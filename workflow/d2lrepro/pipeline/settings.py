@@ -150,7 +150,7 @@ def planned_shortfall(
     node) decides there."""
     if not here:
         return {}
-    gpus = min(workers, machine_gpus, machine_gpus if limit is None else limit)
+    gpus = gpu_request(workers, machine_gpus=machine_gpus, book=False, limit=limit)
     reason = shortfall.reason(workers, have_cuda=gpus, cores=cores)
     return {"reason": reason, "gpus": gpus} if reason else {}
 
