@@ -272,9 +272,10 @@ BUSY = 0.25
 
 
 def _busy_s() -> float:
-    """Seconds of CPU time all processes have used since boot (Linux /proc/stat)."""
+    """Seconds of CPU time all processes, and the hypervisor's other guests (steal), have
+    used since boot (Linux /proc/stat)."""
     with open("/proc/stat") as stat:
-        fields = [int(v) for v in stat.readline().split()[1:8]]
+        fields = [int(v) for v in stat.readline().split()[1:9]]
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
 
 
