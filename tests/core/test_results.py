@@ -2,6 +2,7 @@
 
 import logging
 import math
+import warnings
 
 import pandas as pd
 import pytest
@@ -144,3 +145,13 @@ def test_a_run_that_cannot_happen_here_writes_its_reason(tmp_path, monkeypatch):
     reason = "needs 2 devices, the job that measured it could use 1 (1 GPU)"
     results.write_not_applicable(path, reason)
     assert pd.read_csv(path).to_dict("list") == {"note": [reason]}
+
+
+def test_a_text_column_pandas_read_as_numbers_reads_as_empty_text(tmp_path):
+    (tmp_path / "m.csv").write_text("metric,value,note\na,1.0,\nb,,\n")
+    read = pd.read_csv(tmp_path / "m.csv")
+    assert read["note"].dtype == float  # no text at all: pandas reads NaN
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # filling numbers with "" warns, and will raise
+        assert list(results.text(read["note"])) == ["", ""]
+    assert list(results.text(pd.Series(["x", None]))) == ["x", ""]

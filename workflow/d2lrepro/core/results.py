@@ -200,6 +200,12 @@ def unmeasured(rows: list[dict], reason: str) -> list[dict]:
     return [not_applicable(row["metric"], reason, row["unit"]) for row in rows]
 
 
+def text(values: pd.Series) -> pd.Series:
+    """A text column as read from a CSV, its empty cells as "" (pandas reads a column with no
+    text at all as numbers, NaN, and will not fill numbers with text)."""
+    return values.astype(object).where(values.notna(), "").astype(str)
+
+
 def one_line(error: Exception) -> str:
     """An exception as one line, for a note: its type and the first line of its message."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

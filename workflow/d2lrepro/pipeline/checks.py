@@ -10,7 +10,7 @@ from functools import partial
 
 import pandas as pd
 
-from d2lrepro.core.results import STATUSES, UNITS, domain, named_unit, with_unit
+from d2lrepro.core.results import STATUSES, UNITS, domain, named_unit, text, with_unit
 
 
 @dataclass
@@ -244,8 +244,8 @@ def statuses(used: pd.DataFrame, evidence: str) -> pd.Series:
     the metric has no number, stops the rule."""
     if "status" not in used:
         return pd.Series("", index=used.index)
-    status = used["status"].fillna("").astype(str)
-    notes = used["note"].fillna("").astype(str) if "note" in used else status.map(lambda _: "")
+    status = text(used["status"])
+    notes = text(used["note"]) if "note" in used else status.map(lambda _: "")
     for metric, value, note in zip(used["metric"], status, notes):
         if value not in STATUSES:
             raise ValueError(f"{evidence}: metric {metric} has an unknown status {value!r}")
@@ -263,7 +263,7 @@ def units(used: pd.DataFrame, evidence: str) -> dict[str, str]:
     if "unit" not in used:
         raise ValueError(f"{evidence} has no unit column: its numbers' domains are unknown")
     units = {}
-    for metric, unit in zip(used["metric"], used["unit"].fillna("").astype(str)):
+    for metric, unit in zip(used["metric"], text(used["unit"])):
         if unit not in UNITS:
             raise ValueError(f"{evidence}: metric {metric} has an unknown unit {unit!r}")
         named = named_unit(metric)

@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from d2lrepro.core import machines, paths, shortfall
-from d2lrepro.core.results import FAILED, outside_domain
+from d2lrepro.core.results import FAILED, outside_domain, text
 from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
 from d2lrepro.pipeline import checks
 from d2lrepro.pipeline.scaling import names_left_out, scaled_reason
@@ -152,7 +152,7 @@ def _ran_beside_others(rows: pd.DataFrame, records: dict[str, dict]) -> bool:
 
 
 def _notes(rows: pd.DataFrame) -> str:
-    return "; ".join(sorted(set(rows["note"].fillna("").astype(str)) - {""})) or "no note"
+    return "; ".join(sorted(set(text(rows["note"])) - {""})) or "no note"
 
 
 def _used(claim: dict, metrics: pd.DataFrame, depends_on: list, deviations: list):
@@ -233,7 +233,7 @@ def _judged(outcomes: list[checks.Outcome], used: pd.DataFrame) -> tuple[str, st
     if not failed:
         return REPRODUCED, ""
     # What the measurement itself noted (e.g. why two numbers are equal) explains the finding.
-    noted = used[used["note"].fillna("").astype(str) != ""] if "note" in used else used[:0]
+    noted = used[text(used["note"]) != ""] if "note" in used else used[:0]
     why = f"; note: {_notes(noted)}" if len(noted) else ""
     how = "; ".join(o.measured for o in failed) + why
     if all(o.within_noise for o in failed):

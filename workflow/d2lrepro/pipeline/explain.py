@@ -14,6 +14,7 @@ import re
 
 import pandas as pd
 
+from d2lrepro.core.results import text
 from d2lrepro.pipeline import claims
 
 NOT_EXPLAINED = "not explained by this run"
@@ -49,7 +50,7 @@ def explanation(claim: dict, rows: pd.DataFrame) -> str:
     if missing:
         raise KeyError(f"claim {claim['id']}: {evidence} has no metric {missing} to explain it")
     values = dict(zip(rows["metric"], rows["value"].astype(float)))
-    noted = rows["note"].fillna("").astype(str) if "note" in rows else [""] * len(rows)
+    noted = text(rows["note"]) if "note" in rows else [""] * len(rows)
     notes = dict(zip(rows["metric"], noted))
     conditions = {"id": f"{claim['id']}.why", "evidence": evidence, "checks": spec["checks"]}
     held = claims.evaluate_claim(conditions, rows, {})["verdict"] == claims.REPRODUCED

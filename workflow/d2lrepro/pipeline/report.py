@@ -91,7 +91,7 @@ def with_explanations(claims: pd.DataFrame, ledger: dict) -> pd.DataFrame:
     """claims.csv's rows with empty cells as "", an empty explanation where it has none, the
     reason each shows (:func:`shown_reason`) and whose claim each is, from the ``ledger``
     (:func:`~d2lrepro.pipeline.claims.claimant`)."""
-    claims = claims.fillna("")
+    claims = claims.astype(object).where(claims.notna(), "")
     claims = claims if "explanation" in claims else claims.assign(explanation="")
     shown = [shown_reason(r, m) for r, m in zip(claims["reason"], claims["measured"])]
     by_id = {c["id"]: c for s in ledger["sections"] for c in s["claims"]}
