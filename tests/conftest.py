@@ -231,13 +231,13 @@ LENET = ["--model", "lenet", "--epochs", 2, "--batch-size", 64, "--lr", 0.2]
 
 
 def run(args, nproc=None, timeout=120, module=None):
-    """``python -m d2lrepro.multidevice.worker ARGS`` (or another ``module``), under torchrun
+    """``python -m d2lrepro.multidevice.parts.worker ARGS`` (or another ``module``), under torchrun
     with ``nproc`` workers if given."""
     import subprocess
     import sys
 
     if module is None:
-        from d2lrepro.multidevice import worker as module
+        from d2lrepro.multidevice.parts import worker as module
     launcher = (
         ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
         if nproc
@@ -255,11 +255,11 @@ def ok(result):
 
 def never_applied(monkeypatch):
     """The mutation: the scheduler is never applied, so every run keeps its constructor's lr."""
-    from d2lrepro.optimization import schedules
+    from d2lrepro.optimization import schedulers
 
     for cls, hooks in (
-        (schedules.BookCustom, ("after_epoch",)),
-        (schedules.BookMultiStep, ("start", "after_epoch")),
+        (schedulers.BookCustom, ("after_epoch",)),
+        (schedulers.BookMultiStep, ("start", "after_epoch")),
     ):
         for hook in hooks:
             monkeypatch.setattr(cls, hook, lambda self, *args: None)

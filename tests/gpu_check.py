@@ -134,7 +134,7 @@ def plan(scratch: Path, out: Path, mirror: Path | None, gpus: int) -> list[Part]
     experiments run in, ``out`` the output folder."""
     python = sys.executable
     pytest = [python, "-m", "pytest", "-m", "cuda", "-v"]
-    resnet = [python, "-m", "d2lrepro.multidevice.worker", *RESNET]
+    resnet = [python, "-m", "d2lrepro.multidevice.parts.worker", *RESNET]
     resnet += ["--data", str(scratch / FASHION_MNIST), "--out", str(out / "resnet18.csv")]
     experiments = [python, "-m", "snakemake", *GPU_RULES, *data_parallel_targets(gpus)]
     experiments += ["--cores", "all", "--keep-going", "--config", "preset=cpu"]

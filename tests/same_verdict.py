@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from d2lrepro.core import machines
+from d2lrepro.core import provenance
 from d2lrepro.pipeline import claims
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def run_once(workdir: Path, preset: str, rules: list[str], cores: int) -> dict[s
         for claim in section["claims"]:
             if claim["evidence"] in evidence and claim.get("timed"):
                 path = workdir / claim["evidence"]
-                records = machines.read(machines.sidecar(path))
+                records = provenance.read(provenance.sidecar(path))
                 rows[claim["id"]] = claims.evaluate_claim(claim, pd.read_csv(path), records)
     return rows
 

@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from d2lrepro.core.data import Data, prepare_data
 from d2lrepro.core.models import lenet
-from d2lrepro.multidevice import launcher, worker
+from d2lrepro.multidevice.parts import launcher, worker
 
 
 class BookFashionMNIST(Dataset):

@@ -16,7 +16,7 @@ import yaml
 import gpu_check
 from conftest import OUTPUTS, REPO
 from d2lrepro.core import fetch
-from d2lrepro.multidevice import worker
+from d2lrepro.multidevice.parts import worker
 
 SCRIPT = REPO / "tests" / "gpu_check.py"
 H200 = {
@@ -55,7 +55,7 @@ def test_the_dry_run_prints_each_part_s_command_and_runs_nothing(tmp_path):
     done = check("--dry-run", "--out-dir", tmp_path, CUDA_VISIBLE_DEVICES="")
     assert done.returncode == 0, done.stderr
     assert "-m pytest -m cuda" in done.stdout
-    assert "-m d2lrepro.multidevice.worker --model resnet18 --batch-size 256" in done.stdout
+    assert "-m d2lrepro.multidevice.parts.worker --model resnet18 --batch-size 256" in done.stdout
     assert f"-m snakemake {' '.join(gpu_check.GPU_RULES)} " in done.stdout
     assert "--config preset=cpu" in done.stdout
     assert not any(tmp_path.iterdir())

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from conftest import OUTPUTS, TIMING_RULES
-from d2lrepro.core import machines
+from d2lrepro.core import provenance
 from d2lrepro.pipeline import claims
 
 DAEMONS = (
@@ -259,7 +259,7 @@ def _machine_can_judge(tree, claim_id) -> bool:
     the machine, which their records say)."""
     claim = next(c for s in claims.load()["sections"] for c in s["claims"] if c["id"] == claim_id)
     evidence = tree / claim["evidence"]
-    rows, records = pd.read_csv(evidence), machines.read(machines.sidecar(evidence))
+    rows, records = pd.read_csv(evidence), provenance.read(provenance.sidecar(evidence))
     assert any(r.get("ran_alone") is False for r in records.values())
     records = {i: {k: v for k, v in r.items() if k != "ran_alone"} for i, r in records.items()}
     return claims.evaluate_claim(claim, rows, records)["verdict"] != claims.NOT_APPLICABLE

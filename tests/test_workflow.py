@@ -441,7 +441,7 @@ def test_editing_a_module_reruns_exactly_the_rules_that_import_it(smoke_run, mir
     users = [
         rule
         for rule, script in rule_scripts(smoke_run).items()
-        if "workflow/d2lrepro/optimization/schedules.py" in code_inputs.closure(script, smoke_run)
+        if "workflow/d2lrepro/optimization/schedulers.py" in code_inputs.closure(script, smoke_run)
         and rule != "compare"  # on demand only: no run of the DAG plans it
     ]
     assert {"lr_schedules_plot", "lr_schedules_run", "lr_schedules_summary"} <= set(users)
@@ -665,7 +665,7 @@ def test_a_host_short_of_devices_reruns_nothing_another_measured(repo, tmp_path)
     Snakemake does not compare, and the job's inputs stay the same."""
     tree = tmp_path / "repo"
     shutil.copytree(repo, tree)
-    target = "results/multidevice/parameter_server/timings.csv"
+    target = "results/multidevice/parameter_server/metrics.csv"
     snakemake(tree, "--cores", "2", "--config", "preset=smoke", "--", target)
     one_core = ["taskset", "-c", "0", sys.executable, "-m", "snakemake", "-n", "--cores", "1"]
     done = subprocess.run(

@@ -203,7 +203,7 @@ def module_decisions(tmp_path, monkeypatch) -> dict:
     from types import SimpleNamespace
 
     from d2lrepro.core import environment
-    from d2lrepro.multidevice import launcher
+    from d2lrepro.multidevice.parts import launcher
     from d2lrepro.performance import hardware, hybridize, hybridize_symbolic
 
     timed = []

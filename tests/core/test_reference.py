@@ -7,7 +7,7 @@ from matplotlib.colors import to_rgba
 
 from conftest import REPO
 from d2lrepro.core import plotting, reference
-from d2lrepro.optimization import airfoil, lr_schedules
+from d2lrepro.optimization import airfoil_summary, lr_schedules
 
 BOOK = reference.load()
 
@@ -78,7 +78,7 @@ def test_figures_with_a_book_counterpart_draw_it(monkeypatch, tmp_path):
     runs = pd.DataFrame(
         {"setting": "adam.yogi", "seed": 0, "epoch": [0.5, 1.0], "loss": [0.3, 0.25]}
     )
-    airfoil.draw_setting(runs, tmp_path / "a.png", "footer", BOOK)
+    airfoil_summary.draw_setting(runs, tmp_path / "a.png", "footer", BOOK)
     run = pd.DataFrame(
         {
             "run": "cosine",

@@ -7,7 +7,7 @@ import warnings
 import pandas as pd
 import pytest
 
-from d2lrepro.core import machines, results
+from d2lrepro.core import provenance, results
 from d2lrepro.core.results import metric
 
 
@@ -121,7 +121,7 @@ def test_an_error_as_one_line_of_a_note():
 
 
 def test_metrics_are_written_in_their_columns_and_logged(tmp_path, monkeypatch, caplog):
-    monkeypatch.delenv(machines.ATTRIBUTION, raising=False)  # outside a job
+    monkeypatch.delenv(provenance.ATTRIBUTION, raising=False)  # outside a job
     path = tmp_path / "out" / "metrics.csv"
     with caplog.at_level(logging.INFO, logger="d2lrepro"):
         results.write_metrics([metric("a.median_s", 0.25, "s", note="5 runs")], path)
@@ -140,7 +140,7 @@ def test_metrics_are_written_in_their_columns_and_logged(tmp_path, monkeypatch, 
 
 
 def test_a_run_that_cannot_happen_here_writes_its_reason(tmp_path, monkeypatch):
-    monkeypatch.delenv(machines.ATTRIBUTION, raising=False)
+    monkeypatch.delenv(provenance.ATTRIBUTION, raising=False)
     path = tmp_path / "lenet.2.csv"
     reason = "needs 2 devices, the job that measured it could use 1 (1 GPU)"
     results.write_not_applicable(path, reason)

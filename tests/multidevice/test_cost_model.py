@@ -10,7 +10,8 @@ import torch
 from conftest import judged, machine_record, ok, run, verdict_of
 from d2lrepro.core import devices
 from d2lrepro.core.models import LENET_SHAPES
-from d2lrepro.multidevice import cost_model, launcher, worker
+from d2lrepro.multidevice import cost_model
+from d2lrepro.multidevice.parts import launcher, worker
 from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 

@@ -79,7 +79,7 @@ def test_copies_and_launches():
     assert measured(hardware.bandwidth(sizes_mib=(1,), **FAST), "latency.")
     measured(hardware.transfer_cost(CUDA0, total_mib=1, chunk_kib=64, **LIMIT), "")
     assert hardware.launch_us(CUDA0, launches=10) > 0
-    sweep = hardware.memory_sweep(max_bytes=1 << 20, devices=["cuda:0"], **FAST)
+    sweep = hardware.memory_sweep(max_bytes=1 << 20, on_devices=["cuda:0"], **FAST)
     assert set(sweep["device"]) == {"cuda:0"} and (sweep.filter(like="gbps") > 0).all().all()
 
 

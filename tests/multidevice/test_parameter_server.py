@@ -13,7 +13,8 @@ import torch.multiprocessing as mp
 import fake_cuda
 from conftest import machine_record, verdict_of
 from d2lrepro.core import devices, results
-from d2lrepro.multidevice import launcher, parameter_server
+from d2lrepro.multidevice import parameter_server
+from d2lrepro.multidevice.parts import launcher
 from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 
@@ -376,7 +377,7 @@ def test_ring_bandwidth_against_ethernet_and_pcie():
 
 
 def test_the_summary_draws_the_figure_naming_the_machine_that_measured(tmp_path, footers):
-    timings = tmp_path / "timings.csv"
+    timings = tmp_path / "metrics.csv"
     rows = parameter_server.unmeasured_rows("needs 2 devices")
     results.write_metrics([r | {"machine": "m2"} for r in rows], timings)
     parameter_server.summarize(timings, {"m2": machine_record("node2", 2)}, tmp_path / "ps.png")

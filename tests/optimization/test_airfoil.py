@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from d2lrepro.core import reference, results
-from d2lrepro.optimization import airfoil
+from d2lrepro.optimization import airfoil, airfoil_summary
 
 BOOK = reference.load()
 
@@ -74,7 +74,7 @@ def test_summary_takes_the_median_final_loss(data):
     runs = pd.concat(
         [run("momentum.lr0.02_m0.5", data, seeds=(0, 1, 2)), run("momentum.concise", data)]
     )
-    summary = {m["metric"]: m["value"] for m in airfoil.summarize(runs, BOOK)}
+    summary = {m["metric"]: m["value"] for m in airfoil_summary.setting_metrics(runs, BOOK)}
     finals = runs[runs.setting == "momentum.lr0.02_m0.5"].groupby("seed")["loss"].last()
     assert summary["momentum.lr0.02_m0.5.final_loss"] == pytest.approx(finals.median())
     assert summary["momentum.concise.diverged_seeds"] == 0
@@ -88,7 +88,7 @@ def test_summary_takes_the_median_final_loss(data):
 def test_without_a_setting_the_book_ran_its_times_are_not_applicable(data):
     """Settings the book has no curve of do not stand in for its slowest and fastest."""
     runs = run("momentum.lr0.02_m0.5", data).assign(setting="momentum.not_in_the_book")
-    summary = {m["metric"]: m for m in airfoil.summarize(runs, BOOK)}
+    summary = {m["metric"]: m for m in airfoil_summary.setting_metrics(runs, BOOK)}
     slowest = summary["airfoil.slowest_sec_per_epoch"]
     assert slowest["status"] == results.NOT_APPLICABLE, slowest
     assert "none of the settings the book ran" in slowest["note"]
@@ -99,11 +99,15 @@ def test_the_curve_judged_is_the_median_over_seeds(data):
     runs = run("momentum.lr0.02_m0.5", data, seeds=(0, 1, 2))
     off = runs.assign(loss=runs["loss"].where(runs["seed"] != 2, 9.0))
     excess = {
-        m["metric"]: m["value"] for m in airfoil.summarize(off, BOOK) if "curve" in m["metric"]
+        m["metric"]: m["value"]
+        for m in airfoil_summary.setting_metrics(off, BOOK)
+        if "curve" in m["metric"]
     }
     median = runs.assign(loss=runs["loss"].where(runs["seed"] != 2, runs["loss"].max()))
     again = {
-        m["metric"]: m["value"] for m in airfoil.summarize(median, BOOK) if "curve" in m["metric"]
+        m["metric"]: m["value"]
+        for m in airfoil_summary.setting_metrics(median, BOOK)
+        if "curve" in m["metric"]
     }
     assert excess == again
 
@@ -117,10 +121,10 @@ def test_divergent_setting_is_recorded_not_raised(data):
     }
     runs = airfoil.run_sweep({"momentum.huge": setting}, data, [0], {"scratch": 2}, 10, 100)
     runs = runs["momentum.huge"]
-    summary = {m["metric"]: m["value"] for m in airfoil.summarize(runs, BOOK)}
+    summary = {m["metric"]: m["value"] for m in airfoil_summary.setting_metrics(runs, BOOK)}
     assert summary["momentum.huge.diverged_seeds"] == 1
     assert not math.isfinite(summary["momentum.huge.final_loss"])
-    statuses = {m["metric"]: m["status"] for m in airfoil.summarize(runs, BOOK)}
+    statuses = {m["metric"]: m["status"] for m in airfoil_summary.setting_metrics(runs, BOOK)}
     assert statuses["momentum.huge.final_loss"] == "failed"
 
 
@@ -131,12 +135,12 @@ def test_timings_from_different_hosts_are_not_compared(data, monkeypatch):
     monkeypatch.setattr(airfoil.socket, "gethostname", lambda: "node7")
     there = run("momentum.concise", data)
     ends = [f"airfoil.{e}_sec_per_epoch{s}" for e in ("slowest", "fastest") for s in ("", "_iqr")]
-    rows = {m["metric"]: m for m in airfoil.summarize(pd.concat([here, there]), BOOK)}
+    rows = {m["metric"]: m for m in airfoil_summary.setting_metrics(pd.concat([here, there]), BOOK)}
     for name in ends:
         assert rows[name]["status"] == "not applicable" and "node7" in rows[name]["note"]
     assert rows["momentum.concise.sec_per_epoch"]["value"] > 0
     one_host = pd.concat([here.assign(host="node7"), there])
-    rows = {m["metric"]: m for m in airfoil.summarize(one_host, BOOK)}
+    rows = {m["metric"]: m for m in airfoil_summary.setting_metrics(one_host, BOOK)}
     assert all(rows[name]["status"] == "" for name in ends)
 
 
@@ -174,7 +178,9 @@ def test_concise_runs_are_the_books_train_concise_ch11(data):
 def test_decay_exponent_reads_the_second_half():
     steps = pd.Series(range(1, 41), dtype=float)
     values = steps**-0.5 * (1 + (steps < 20) * 3.0)  # a start that is forgotten
-    assert airfoil.decay_exponent(steps.to_numpy(), values.to_numpy()) == pytest.approx(-0.5)
+    assert airfoil_summary.decay_exponent(steps.to_numpy(), values.to_numpy()) == pytest.approx(
+        -0.5
+    )
 
 
 def test_the_books_starts_differ_in_the_bias_only():
@@ -266,15 +272,15 @@ def test_rows_every_200_examples(data):
 def test_the_runs_train_on_the_cpu_and_every_summary_row_names_the_runs_devices(data):
     """On a GPU box too: the figure's footer and the claims' device come from these."""
     from conftest import node_record
-    from d2lrepro.core import machines
+    from d2lrepro.core import provenance
 
     runs = pd.concat([run("momentum.lr0.02_m0.5", data), run("momentum.concise", data)])
     assert set(runs["device"]) == {"cpu"}
-    assert {r["device"] for r in airfoil.summarize(runs, BOOK)} == {"cpu"}
+    assert {r["device"] for r in airfoil_summary.setting_metrics(runs, BOOK)} == {"cpu"}
     # The rows name the runs' devices, not a default: runs elsewhere are named as such.
-    elsewhere = airfoil.summarize(runs.assign(device="cuda:0"), BOOK)
+    elsewhere = airfoil_summary.setting_metrics(runs.assign(device="cuda:0"), BOOK)
     assert {r["device"] for r in elsewhere if r["status"] != "not applicable"} == {"cuda:0"}
     records = {"gpu-job": node_record("gpu-host", cores=16, gpus=1, threads=16)}
-    footer = machines.footer(records, runs.assign(machine="gpu-job"), where="the airfoil runs")
+    footer = provenance.footer(records, runs.assign(machine="gpu-job"), where="the airfoil runs")
     assert footer.startswith("measured on cpu (16 threads) of gpu-host: Test CPU")
     assert "GPU" not in footer

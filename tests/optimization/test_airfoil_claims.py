@@ -11,7 +11,7 @@ import yaml
 from conftest import REPO, judged, shipped_claims, skip_if_shared, timed_alone, verdict_of
 from d2lrepro.core import reference
 from d2lrepro.core.results import metric
-from d2lrepro.optimization import airfoil, optimizers
+from d2lrepro.optimization import airfoil, airfoil_summary, optimizers
 from d2lrepro.pipeline import claims
 
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())["airfoil"]
@@ -22,7 +22,7 @@ CURVES = [name for name in CONFIG["settings"] if name in set(BOOK["id"])]
 def summary(airfoil_data, names):
     settings = {n: CONFIG["settings"][n] for n in names}
     runs = airfoil.run_sweep(settings, airfoil_data, CONFIG["seeds"], CONFIG["epochs"], 10, 200)
-    rows = airfoil.summarize(pd.concat(runs.values(), ignore_index=True), BOOK)
+    rows = airfoil_summary.setting_metrics(pd.concat(runs.values(), ignore_index=True), BOOK)
     for name in names:
         setting = CONFIG["settings"][name]
         if setting["implementation"] == "torch":

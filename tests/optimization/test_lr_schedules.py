@@ -8,7 +8,7 @@ import yaml
 
 from conftest import measured_on, shipped_claims, synthetic, verdict_of
 from d2lrepro.core import data, models, reference, results, training
-from d2lrepro.optimization import lr_schedules, schedules
+from d2lrepro.optimization import lr_schedules, schedulers
 from d2lrepro.pipeline import claims
 
 
@@ -73,7 +73,7 @@ def test_set_lr_on_a_copy_or_the_wrong_key_is_not_reproduced(monkeypatch, wrong)
 def warmup_book_metrics(raw):
     """Warm-up under the book's semantics for 2 epochs, through the real loop and summary."""
     history = training.train(
-        models.lenet(seed=0), raw, 2, schedules.schedule("warmup", "as_written"), batch_size=16
+        models.lenet(seed=0), raw, 2, schedulers.schedule("warmup", "as_written"), batch_size=16
     )
     history = history.assign(run="warmup", semantics="as_written", seed=0, device="cpu")
     return lr_schedules.training_metrics(history, reference.load())
@@ -89,7 +89,7 @@ def test_warmup_epochs_1_and_2_are_identical_in_the_books_loop(raw):
 
 def test_warmup_applied_on_time_makes_epochs_1_and_2_differ(raw, monkeypatch):
     """The mutation: the book's scheduler applied before each epoch instead of after it."""
-    monkeypatch.setattr(schedules, "BookCustom", schedules.OnTime)
+    monkeypatch.setattr(schedulers, "BookCustom", schedulers.OnTime)
     rows = warmup_book_metrics(raw)
     m = {r["metric"]: r["value"] for r in rows}
     assert m["warmup.as_written.param_change_epoch2"] > 1e-6  # epoch 2 ran at scheduler(1) = 0.06
@@ -125,7 +125,7 @@ def on_the_book(raw) -> pd.DataFrame:
     band = reference.curve(reference.load(), "lrs.baseline", "test_acc")
     band = band.groupby("epoch")["value"].min()
     base = training.train(
-        models.lenet(seed=0), raw, 2, schedules.schedule("constant", "as_written"), batch_size=16
+        models.lenet(seed=0), raw, 2, schedulers.schedule("constant", "as_written"), batch_size=16
     ).assign(run="constant", semantics="as_written", device="cpu", seed=0)
     return pd.concat([base.iloc[[0]]] * len(band), ignore_index=True).assign(
         epoch=list(band.index), test_acc=band.to_numpy(), train_loss=0.128

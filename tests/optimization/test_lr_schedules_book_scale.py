@@ -30,7 +30,7 @@ from conftest import (
     this_machine,
 )
 from d2lrepro.core import data, reference
-from d2lrepro.optimization import lr_schedules, schedules
+from d2lrepro.optimization import lr_schedules, schedulers
 from d2lrepro.pipeline import checks, settings
 
 pytestmark = pytest.mark.book_scale
@@ -97,7 +97,7 @@ def never(book, fashion, constant) -> pd.DataFrame:
     with pytest.MonkeyPatch.context() as mp:
         never_applied(mp)
         multistep = trained(book, fashion, "multistep", "as_written")
-    assert (multistep["lr"] == schedules.RUNS["multistep"].initial_lr).all()
+    assert (multistep["lr"] == schedulers.RUNS["multistep"].initial_lr).all()
     return pd.concat([constant, multistep, multistep.assign(semantics="intended")])
 
 
@@ -123,32 +123,32 @@ def test_a_multistep_schedule_never_applied_fails_its_claims(claim_id, intact, r
 
 def sqrt_exponent_sign_lost(mp):
     """The square-root schedule as lr · (t + 1)^½: its lr climbs from 0.1 to 0.54."""
-    mp.setattr(schedules.SquareRootScheduler, "__call__", lambda self, t: self.lr * (t + 1) ** 0.5)
+    mp.setattr(schedulers.SquareRootScheduler, "__call__", lambda self, t: self.lr * (t + 1) ** 0.5)
 
 
 def sqrt_without_the_root(mp):
     """The square-root schedule as lr · (t + 1)^-1, the root left out: 0.0034 by epoch 30."""
-    mp.setattr(schedules.SquareRootScheduler, "__call__", lambda self, t: self.lr / (t + 1))
+    mp.setattr(schedulers.SquareRootScheduler, "__call__", lambda self, t: self.lr / (t + 1))
 
 
 def cosine_ends_swapped(mp):
     """The cosine schedule from final_lr to base_lr: it climbs from 0.01 to 0.3 by step 20."""
-    cosine = schedules.CosineScheduler.__init__
+    cosine = schedulers.CosineScheduler.__init__
 
     def swapped(self, max_update, base_lr=0.01, final_lr=0, **kw):
         cosine(self, max_update, base_lr=final_lr, final_lr=base_lr, **kw)
 
-    mp.setattr(schedules.CosineScheduler, "__init__", swapped)
+    mp.setattr(schedulers.CosineScheduler, "__init__", swapped)
 
 
 def warmup_steps_an_order_too_many(mp):
     """The warm-up over 50 steps instead of 5: epoch 30 runs at 0.3 · 28/50, not 0.01."""
-    cosine = schedules.CosineScheduler.__init__
+    cosine = schedulers.CosineScheduler.__init__
 
     def longer(self, max_update, *args, warmup_steps=0, **kw):
         cosine(self, max_update, *args, warmup_steps=10 * warmup_steps, **kw)
 
-    mp.setattr(schedules.CosineScheduler, "__init__", longer)
+    mp.setattr(schedulers.CosineScheduler, "__init__", longer)
 
 
 def train_images_as_test(raw: dict) -> dict:

@@ -9,7 +9,7 @@ import torch
 
 from conftest import never_applied, synthetic, verdict_of
 from d2lrepro.core import data, models, reference, training
-from d2lrepro.optimization import lr_schedules, schedules, warmup_sweep
+from d2lrepro.optimization import lr_schedules, schedulers, warmup_sweep
 from d2lrepro.pipeline import claims
 
 EPOCHS = 5  # lr_schedules.EARLY_EPOCHS
@@ -26,7 +26,7 @@ def book_metrics(raw, runs) -> dict:
     """The runs under the book's semantics, one seed, through train() and training_metrics()."""
     histories = [
         training.train(
-            models.lenet(seed=0), raw, EPOCHS, schedules.schedule(run, "as_written"), batch_size=32
+            models.lenet(seed=0), raw, EPOCHS, schedulers.schedule(run, "as_written"), batch_size=32
         ).assign(run=run, semantics="as_written", seed=0, device="cpu")
         for run in runs
     ]

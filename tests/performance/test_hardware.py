@@ -14,7 +14,7 @@ MIB = 1024**2
 
 def test_memory_sweep_with_a_tiny_maximum():
     sweep = hardware.memory_sweep(
-        max_bytes=128 * 1024, devices=["cpu"], min_run_time=0.005, max_run_time=0.05
+        max_bytes=128 * 1024, on_devices=["cpu"], min_run_time=0.005, max_run_time=0.05
     )
     assert list(sweep["bytes"]) == [16 * 1024, 32 * 1024, 64 * 1024, 128 * 1024]
     assert (sweep["gbps"] > 0).all() and set(sweep["device"]) == {"cpu"}

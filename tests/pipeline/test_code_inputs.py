@@ -19,7 +19,7 @@ def test_closure_follows_dotted_nested_and_late_imports(tmp_path, repo):
         "core/__init__.py",
         "core/allocator.py",
         "core/logs.py",
-        "core/machines.py",
+        "core/provenance.py",
         "core/paths.py",
         "core/results.py",
         "core/shortfall.py",
@@ -123,9 +123,9 @@ def test_a_training_job_does_not_depend_on_its_experiment_s_figures(repo):
         return names(code_inputs.closure(path, repo))
 
     for training in ("data_parallel_run", "cost_model", "parameter_server", "single_process"):
-        assert "multidevice/figures.py" not in closure(training), training
+        assert "multidevice/parts/figures.py" not in closure(training), training
         assert "core/plotting.py" not in closure(training), training
-    assert "multidevice/figures.py" in closure("data_parallel_summary")
+    assert "multidevice/parts/figures.py" in closure("data_parallel_summary")
     assert "multidevice/data_parallel.py" in closure("data_parallel_summary")
     assert "multidevice/cost_model.py" not in closure("data_parallel_run")
 
@@ -164,7 +164,7 @@ def test_an_experiment_s_workers_are_inputs_of_its_job_not_of_its_summary(repo):
         return names(code_inputs.closure(path, repo))
 
     for job in ("cost_model", "parameter_server"):
-        assert "multidevice/worker.py" in closure(job), job
-        assert "multidevice/worker.py" not in closure(f"{job}_summary"), job
+        assert "multidevice/parts/worker.py" in closure(job), job
+        assert "multidevice/parts/worker.py" not in closure(f"{job}_summary"), job
     assert "multidevice/parameter_server.py" not in closure("cost_model")
     assert "multidevice/cost_model.py" not in closure("parameter_server")

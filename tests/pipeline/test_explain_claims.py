@@ -8,7 +8,7 @@ import pytest
 from conftest import shipped_claims
 from d2lrepro.core import reference
 from d2lrepro.core.results import metric
-from d2lrepro.optimization import airfoil, eps_sweep, warmup_sweep
+from d2lrepro.optimization import adam_eps, airfoil_summary, warmup_sweep
 from d2lrepro.pipeline import explain
 
 
@@ -38,7 +38,7 @@ def test_the_airfoil_times_are_explained_by_the_settings_at_their_ends():
             "momentum.lr0.02_m0.5": ("scratch", 0.021),
         }
     )
-    rows = airfoil.summarize(runs, reference.load())
+    rows = airfoil_summary.setting_metrics(runs, reference.load())
     sentence = why("data.train_ch11.sec_per_epoch", rows)
     assert "are adadelta.concise (torch.optim), the slowest" in sentence
     assert "at 0.0414 s per epoch, and momentum.lr0.02_m0.5 (from scratch)" in sentence
@@ -46,9 +46,9 @@ def test_the_airfoil_times_are_explained_by_the_settings_at_their_ends():
     assert "it does not say which part of the loop differs" in sentence  # no cause it lacks
     # Ends within 1.42 of each other, or apart only within their seeds' spread: not explained.
     close = airfoil_runs({"adadelta.concise": ("torch", 0.028), "adam.concise": ("torch", 0.021)})
-    assert why("data.train_ch11.sec_per_epoch", airfoil.summarize(close, reference.load())) == (
-        explain.NOT_EXPLAINED
-    )
+    assert why(
+        "data.train_ch11.sec_per_epoch", airfoil_summary.setting_metrics(close, reference.load())
+    ) == (explain.NOT_EXPLAINED)
     noisy = [r | {"value": 0.02} if r["metric"].endswith("per_epoch_iqr") else r for r in rows]
     assert why("data.train_ch11.sec_per_epoch", noisy) == explain.NOT_EXPLAINED
 
@@ -66,7 +66,7 @@ def eps_votes(outside: int, inside: int) -> list[dict]:
             )
         ]
     ).assign(device="cpu")
-    return eps_sweep.eps_metrics(finals)
+    return adam_eps.eps_metrics(finals)
 
 
 def test_eps_outside_is_explained_where_the_seeds_disagree():

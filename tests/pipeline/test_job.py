@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from d2lrepro.core import gpu_locks, logs, machines
+from d2lrepro.core import gpu_locks, logs, provenance
 from d2lrepro.pipeline import job
 
 
@@ -76,7 +76,7 @@ def test_a_job_that_times_records_whether_it_ran_alone(tmp_path, ran_alone):
     snakemake = snakemake_object(tmp_path / "a.log", params=params)
     snakemake.output = {"machines": str(tmp_path / "m.json")}
     job.start(snakemake, threads=True)
-    (record,) = machines.read(tmp_path / "m.json").values()
+    (record,) = provenance.read(tmp_path / "m.json").values()
     assert record.get("ran_alone", "absent") == ("absent" if ran_alone is None else ran_alone)
 
 
@@ -117,6 +117,6 @@ def test_a_job_the_plan_found_short_records_the_machine_without_torch(tmp_path):
         [sys.executable, "-c", START_SHORT, *map(str, paths)], capture_output=True, text=True
     )
     assert result.stdout.strip() == "False", result.stderr
-    (record,) = machines.read(tmp_path / "m.json").values()
+    (record,) = provenance.read(tmp_path / "m.json").values()
     assert (record["cuda_devices"], record["gpus"], record["threads"]) == (1, ["H200"], 1)
     assert "as the run was planned: needs 2 devices" in (tmp_path / "job.log").read_text()

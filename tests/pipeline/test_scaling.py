@@ -60,13 +60,13 @@ def test_the_estimate_is_the_book_s_work_at_the_measured_rate_without_start_up()
 
 
 def test_the_most_specific_family_of_runs_is_the_one_timed():
-    """The ε sweep's runs are the family airfoil.eps_sweep: the optimizer sweep's runs
+    """The ε sweep's runs are the family airfoil.adam_eps: the optimizer sweep's runs
     (family airfoil) do not count towards a claim about the ε sweep, though its settings sit
     under airfoil too."""
-    rates = {"airfoil": scaling.Rate(1e6, 0.001), "airfoil.eps_sweep": scaling.Rate(1e4, 0.001)}
-    deviations = [("airfoil.eps_sweep.eps", [1, 2, 3, 4], [1, 2])]
+    rates = {"airfoil": scaling.Rate(1e6, 0.001), "airfoil.adam_eps": scaling.Rate(1e4, 0.001)}
+    deviations = [("airfoil.adam_eps.eps", [1, 2, 3, 4], [1, 2])]
     reason = scaling.scaled_reason(
-        ["airfoil.epochs", "airfoil.eps_sweep"], deviations, "smoke", rates
+        ["airfoil.epochs", "airfoil.adam_eps"], deviations, "smoke", rates
     )
     assert "would take about 20 s here" in reason  # 10 s x 4 / 2
     other = scaling.scaled_reason(

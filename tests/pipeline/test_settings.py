@@ -91,7 +91,7 @@ def test_null_in_place_of_a_run_leaves_it_out_and_says_so(config):
     assert left_out.book["batch_size"] == 256
 
 
-@pytest.mark.parametrize("section, entry", [("autopar", "cpu"), ("airfoil", "eps_sweep")])
+@pytest.mark.parametrize("section, entry", [("autopar", "cpu"), ("airfoil", "adam_eps")])
 def test_null_cannot_leave_out_what_the_code_always_reads(config, section, entry):
     config["presets"]["smoke"] = {section: {entry: None}}
     with pytest.raises(settings.ConfigError, match=f"config key '{section}': '{entry}' is a"):

@@ -18,7 +18,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import Paramspace
 
 from d2lrepro.pipeline import archive, claims, code_inputs, settings
-from d2lrepro.core import fetch, gpu_locks, machines, paths
+from d2lrepro.core import fetch, gpu_locks, paths, provenance
 from d2lrepro.core.shortfall import usable_cores
 
 ENV = "../../envs/d2lrepro.yaml"
@@ -177,9 +177,9 @@ def of_wildcards(value, wildcards):
 
 def machines_of(path):
     """The records of the machines that measured the numbers of ``path``, beside it
-    (core.machines): an output of the job that writes ``path``, an input of those that read
+    (core.provenance): an output of the job that writes ``path``, an input of those that read
     it. The opening of every script writes it."""
-    return str(machines.sidecar(path))
+    return str(provenance.sidecar(path))
 
 
 def figure(section, name):

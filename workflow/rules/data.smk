@@ -55,8 +55,8 @@ rule prepare_airfoil:
         code=code("prepare_airfoil"),
     output:
         tensors=AIRFOIL_DATA,
-        metrics=DATA / "airfoil_metrics.csv",
-        machines=machines_of(DATA / "airfoil_metrics.csv"),
+        metrics=DATA / "metrics.csv",
+        machines=machines_of(DATA / "metrics.csv"),
     log:
         "logs/prepare_airfoil.log",
     benchmark:

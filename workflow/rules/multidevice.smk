@@ -130,8 +130,8 @@ rule parameter_server:
         environment=ENVIRONMENT,
         code=code("parameter_server"),
     output:
-        timings=PARAMETER_SERVER / "timings.csv",
-        machines=machines_of(PARAMETER_SERVER / "timings.csv"),
+        metrics=PARAMETER_SERVER / "metrics.csv",
+        machines=machines_of(PARAMETER_SERVER / "metrics.csv"),
     log:
         "logs/parameter_server.log",
     benchmark:
@@ -308,7 +308,7 @@ rule cost_model_summary:
 
 rule parameter_server_summary:
     input:
-        timings=rules.parameter_server.output.timings,
+        metrics=rules.parameter_server.output.metrics,
         machines=rules.parameter_server.output.machines,
         code=code("parameter_server_summary"),
     output:
@@ -340,5 +340,5 @@ CURVES += [
     *rules.single_process_summary.input.runs,
     *rules.cost_model_summary.input.costs,
     rules.cost_model_summary.input.examples,
-    rules.parameter_server_summary.input.timings,
+    rules.parameter_server_summary.input.metrics,
 ]

@@ -1,17 +1,19 @@
 # The optimization chapter: intro figures, 2-D traces, weight curves, airfoil sweeps,
 # learning-rate schedules.
-from d2lrepro.optimization import schedules
+from d2lrepro.optimization import schedulers
 
 # Each experiment's results directory, named once, as the Python side names it (core.paths).
 INTRO = paths.experiment("optimization", "intro")
 TRACES = paths.experiment("optimization", "traces")
 WEIGHTS = paths.experiment("optimization", "weights")
 AIRFOIL = paths.experiment("optimization", "airfoil")
-EPS_SWEEP = paths.experiment("optimization", "eps_sweep")
+ADAM_EPS = paths.experiment("optimization", "adam_eps")
 LR_SCHEDULES = paths.experiment("optimization", "lr_schedules")
 WARMUP_SWEEP = paths.experiment("optimization", "warmup_sweep")
 
-LR_RUNS = list(schedules.RUNS)
+LR_RUNS = list(schedulers.RUNS)
+# The schedule plots' rows, which the summary writes into the experiment's metrics.csv.
+LR_SCHEDULE_PLOTS = LR_SCHEDULES / "schedule_plots.csv"
 
 
 # An lr-schedule run's name in its files: the schedule and the semantics it ran under; the
@@ -215,7 +217,7 @@ rule airfoil_summary:
 
 
 # Adam's ε inside or outside the square root: one job per ε of the sweep.
-EPS = {f"{e:g}": e for e in S["airfoil"]["eps_sweep"]["eps"]}
+EPS = {f"{e:g}": e for e in S["airfoil"]["adam_eps"]["eps"]}
 
 
 rule adam_eps_run:
@@ -223,8 +225,8 @@ rule adam_eps_run:
         data=AIRFOIL_DATA,
         code=code("adam_eps_run"),
     output:
-        runs=EPS_SWEEP / "runs" / "eps{eps}.csv",
-        machines=machines_of(EPS_SWEEP / "runs" / "eps{eps}.csv"),
+        runs=ADAM_EPS / "runs" / "eps{eps}.csv",
+        machines=machines_of(ADAM_EPS / "runs" / "eps{eps}.csv"),
     log:
         "logs/adam_eps_run/eps{eps}.log",
     benchmark:
@@ -239,7 +241,7 @@ rule adam_eps_run:
     params:
         eps=lambda w: EPS[w.eps],
         seeds=S["airfoil"]["seeds"],
-        lrs=S["airfoil"]["eps_sweep"]["lrs"],
+        lrs=S["airfoil"]["adam_eps"]["lrs"],
         epochs=S["airfoil"]["epochs"]["scratch"],
         batch_size=S["airfoil"]["batch_size"],
         eval_every=S["airfoil"]["eval_every"],
@@ -253,10 +255,10 @@ rule adam_eps_summary:
         machines=expand(rules.adam_eps_run.output.machines, eps=EPS),
         code=code("adam_eps_summary"),
     output:
-        runs=EPS_SWEEP / "finals.csv",
-        metrics=EPS_SWEEP / "metrics.csv",
-        machines=machines_of(EPS_SWEEP / "metrics.csv"),
-        figure=figure("adam", "eps_sweep"),
+        runs=ADAM_EPS / "finals.csv",
+        metrics=ADAM_EPS / "metrics.csv",
+        machines=machines_of(ADAM_EPS / "metrics.csv"),
+        figure=figure("adam", "eps_outside"),
     log:
         "logs/adam_eps_summary.log",
     benchmark:
@@ -274,8 +276,8 @@ rule lr_schedules_plot:
     input:
         code=code("lr_schedules_plot"),
     output:
-        metrics=LR_SCHEDULES / "plot_metrics.csv",
-        machines=machines_of(LR_SCHEDULES / "plot_metrics.csv"),
+        metrics=LR_SCHEDULE_PLOTS,
+        machines=machines_of(LR_SCHEDULE_PLOTS),
         sqrt=figure("lrs", "sqrt_plot"),
         factor=figure("lrs", "factor_plot"),
         multistep=figure("lrs", "multifactor_plot"),
@@ -307,7 +309,7 @@ rule lr_schedules_run:
         Path("benchmarks", "lr_schedules_run", paths.run_file(LR_RUN, "{seed}", "tsv"))
     wildcard_constraints:
         run="|".join(LR_RUNS),
-        semantics="|".join(schedules.SEMANTICS),
+        semantics="|".join(schedulers.SEMANTICS),
         seed=r"\d+",
     conda:
         ENV
@@ -355,7 +357,8 @@ rule warmup_sweep:
 rule lr_schedules_summary:
     input:
         runs=LR_RUN_FILES,
-        machines=[machines_of(run) for run in LR_RUN_FILES],
+        plots=LR_SCHEDULE_PLOTS,
+        machines=[machines_of(f) for f in [*LR_RUN_FILES, LR_SCHEDULE_PLOTS]],
         book_curves="workflow/reference/book_curves.csv",
         code=code("lr_schedules_summary"),
     output:

@@ -1,6 +1,6 @@
 import torch
 
-from d2lrepro.core import machines, results
+from d2lrepro.core import provenance, results
 from d2lrepro.performance import autopar
 from d2lrepro.pipeline import job
 
@@ -9,5 +9,5 @@ log.info("automatic parallelism with %d threads: %s", snakemake.threads, snakema
 rows = autopar.measure(snakemake.params.autopar, snakemake.params.seed)
 rows.append(results.metric("threads", torch.get_num_threads()))
 metrics = results.write_metrics(rows, snakemake.output.metrics)
-footer = machines.footer(machines.read(snakemake.output.machines), metrics, where="autopar")
+footer = provenance.footer(provenance.read(snakemake.output.machines), metrics, where="autopar")
 autopar.draw_autopar(metrics, snakemake.output.figure, footer)

@@ -1,4 +1,4 @@
-from d2lrepro.core import machines, reference
+from d2lrepro.core import provenance, reference
 from d2lrepro.multidevice import data_parallel
 from d2lrepro.pipeline import job
 
@@ -7,7 +7,7 @@ data_parallel.summarize(
     run_files=snakemake.input.runs,
     single_process_files=snakemake.input.single_process,
     topk_files=snakemake.input.topk,
-    records=machines.read(snakemake.input.machines),
+    records=provenance.read(snakemake.input.machines),
     metrics_out=snakemake.output.metrics,
     figure_paths=snakemake.output,
     book=reference.load(snakemake.input.book_curves),

@@ -1,6 +1,6 @@
 import pandas as pd
 
-from d2lrepro.core import machines
+from d2lrepro.core import provenance
 from d2lrepro.pipeline import claims, explain, job, scaling
 
 log = job.start(snakemake)
@@ -8,7 +8,7 @@ ledger = claims.load(snakemake.input.ledger)
 table = claims.evaluate(
     ledger,
     pd.read_csv,
-    lambda evidence: machines.read(machines.sidecar(evidence)),
+    lambda evidence: provenance.read(provenance.sidecar(evidence)),
     [tuple(d) for d in snakemake.params.deviations],
     snakemake.params.preset,
     scaling.rates(snakemake.params.timed),

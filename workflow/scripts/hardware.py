@@ -1,4 +1,4 @@
-from d2lrepro.core import machines, results
+from d2lrepro.core import provenance, results
 from d2lrepro.performance import hardware
 from d2lrepro.pipeline import job
 
@@ -8,6 +8,6 @@ sweep = results.write_csv(sweep, snakemake.output.sweep)
 results.write_csv(latency if latency is not None else [], snakemake.output.latency)
 results.write_metrics(rows, snakemake.output.metrics)
 # both sweeps use one core; the memory sweep's rows name its devices
-records = machines.read(snakemake.output.machines)
-footer = machines.footer(records, sweep, where="the memory sweep", threads=1)
+records = provenance.read(snakemake.output.machines)
+footer = provenance.footer(records, sweep, where="the memory sweep", threads=1)
 hardware.draw_memory_sweep(sweep, latency, snakemake.output.figure, footer, caches)

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import torch
 
-from d2lrepro.core import machines, results
+from d2lrepro.core import provenance, results
 from d2lrepro.performance import hybridize
 from d2lrepro.pipeline import job
 
@@ -13,5 +13,5 @@ rows = hybridize.measure(
 )
 rows.append(results.metric("threads", torch.get_num_threads()))
 metrics = results.write_metrics(rows, snakemake.output.metrics)
-footer = machines.footer(machines.read(snakemake.output.machines), metrics, where="hybridize")
+footer = provenance.footer(provenance.read(snakemake.output.machines), metrics, where="hybridize")
 hybridize.draw_hybridization(metrics, snakemake.output.figure, footer)

@@ -1,8 +1,8 @@
-from d2lrepro.core import machines
+from d2lrepro.core import provenance
 from d2lrepro.multidevice import parameter_server
 from d2lrepro.pipeline import job
 
 job.start(snakemake)
 parameter_server.summarize(
-    snakemake.input.timings, machines.read(snakemake.input.machines), snakemake.output.figure
+    snakemake.input.metrics, provenance.read(snakemake.input.machines), snakemake.output.figure
 )

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from d2lrepro.core import environment, machines, paths
+from d2lrepro.core import environment, paths, provenance
 from d2lrepro.pipeline import claims, job, report, settings
 
 log = job.start(snakemake)
@@ -24,7 +24,7 @@ html = report.render(
     run,
     commit=environment.git_commit(Path(snakemake.scriptdir).parents[1]),
     template=snakemake.input.template,
-    measured_on=machines.read(snakemake.input.machines).values(),
+    measured_on=provenance.read(snakemake.input.machines).values(),
 )
 Path(snakemake.output.html).write_text(html)
 log.info("wrote %s (%d bytes)", snakemake.output.html, len(html))

@@ -1,6 +1,6 @@
 import pandas as pd
 
-from d2lrepro.core import machines, plotting, results
+from d2lrepro.core import plotting, provenance, results
 from d2lrepro.optimization import warmup_sweep
 from d2lrepro.pipeline import job
 
@@ -8,6 +8,8 @@ log = job.start(snakemake)
 sweep = pd.concat([pd.read_csv(path) for path in snakemake.input.runs], ignore_index=True)
 log.info("%d warm-up runs", len(sweep))
 results.write_metrics(warmup_sweep.sweep_metrics(sweep), snakemake.output.metrics)
-footer = machines.footer(machines.read(snakemake.input.machines), sweep, where="the warm-up runs")
+footer = provenance.footer(
+    provenance.read(snakemake.input.machines), sweep, where="the warm-up runs"
+)
 scale = plotting.scale_note(snakemake.params.scaled)
 warmup_sweep.draw_sweep(sweep, snakemake.output.figure, footer, scale)

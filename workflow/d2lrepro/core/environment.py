@@ -101,7 +101,7 @@ def as_given(machine: dict, gpus: int, threads: int | None) -> dict:
 
 def summary(env: dict) -> str:
     """The machine in one line, for logs (a figure's footer names the devices too:
-    :func:`d2lrepro.core.machines.footer`)."""
+    :func:`d2lrepro.core.provenance.footer`)."""
     gpus = ", ".join(env["gpus"]) if env["gpus"] else "no GPU"
     host = f"{env['host']}: " if env.get("host") else ""
     cpu = f"{env['cpu_model']} ({env['usable_cores']} cores)"

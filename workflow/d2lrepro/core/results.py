@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from d2lrepro.core import machines
+from d2lrepro.core import provenance
 
-METRIC_COLUMNS = ["metric", "value", "unit", "device", "note", "status", machines.COLUMN]
+METRIC_COLUMNS = ["metric", "value", "unit", "device", "note", "status", provenance.COLUMN]
 # A metric's status when it has no number: this machine cannot measure it, or the run that
 # should have measured it diverged or failed. The two lead to different verdicts.
 NOT_APPLICABLE = "not applicable"
@@ -131,7 +131,7 @@ def metric(
 ) -> dict:
     """One measured value (``status`` empty), or none, with a ``status`` and a ``note`` why;
     ``machine``: the ids of the machines that measured it where they are not this job's
-    (:mod:`d2lrepro.core.machines`)."""
+    (:mod:`d2lrepro.core.provenance`)."""
     if unit not in UNITS:
         raise ValueError(f"metric {name}: unknown unit {unit!r} (known: {sorted(UNITS)})")
     if status not in STATUSES:
@@ -145,7 +145,7 @@ def metric(
         "device": device,
         "note": note,
         "status": status,
-        machines.COLUMN: machine,
+        provenance.COLUMN: machine,
     }
 
 
@@ -216,9 +216,9 @@ def write_csv(
     rows: list[dict] | pd.DataFrame, path: Path, columns: list[str] | None = None
 ) -> pd.DataFrame:
     """Write a table; in a job, its rows name the machine that measured them where they name
-    none (:func:`d2lrepro.core.machines.attribute`)."""
+    none (:func:`d2lrepro.core.provenance.attribute`)."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows, columns=columns)
-    frame = machines.attribute(frame)
+    frame = provenance.attribute(frame)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False)

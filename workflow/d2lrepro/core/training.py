@@ -7,7 +7,7 @@ running train loss/accuracy, test accuracy after each epoch) but keeps the data 
 the device and draws minibatches from a seeded permutation instead of going through a
 ``DataLoader``. The other code paths have loops of their own: the airfoil regression
 (:func:`d2lrepro.optimization.optimizers.train_airfoil`), the multi-device worker
-(:func:`d2lrepro.multidevice.worker.train`) and the book's one-process multi-GPU code
+(:func:`d2lrepro.multidevice.parts.worker.train`) and the book's one-process multi-GPU code
 (:mod:`d2lrepro.multidevice.single_process`).
 """
 
@@ -23,8 +23,8 @@ from torch import nn
 
 from d2lrepro.core.data import Data, evaluate_accuracy, prepare_data
 from d2lrepro.core.devices import place
+from d2lrepro.core.lr_hooks import EpochLrs, Schedule, set_lr
 from d2lrepro.core.results import exploded
-from d2lrepro.core.schedule import EpochLrs, Schedule, set_lr
 from d2lrepro.core.timing import Clock
 
 # Per epoch: lr, loss, accuracies, speed, whether the loss exploded, how far the weights moved.
@@ -50,8 +50,8 @@ def train(
     """Train ``net`` in place with minibatch SGD; one row per epoch (see :data:`COLUMNS`).
 
     ``schedule``: the lr of each epoch, set before it, or a
-    :class:`~d2lrepro.core.schedule.Schedule` (such as the book's schedulers, built by
-    :func:`d2lrepro.optimization.schedules.schedule`), whose hooks run before each epoch and
+    :class:`~d2lrepro.core.lr_hooks.Schedule` (such as the book's schedulers, built by
+    :func:`d2lrepro.optimization.schedulers.schedule`), whose hooks run before each epoch and
     after it (after the test accuracy, where the book's ``train()`` applies its scheduler).
     With ``warmup_steps``, the first steps climb linearly to the epoch's lr (``lr * (s + 1) /
     warmup_steps`` at step ``s``). A row's ``lr`` is the largest lr the optimizer stepped with.

@@ -9,7 +9,7 @@ own device where there are not 2).
 
 Each worker of the launch runs this module (``python -m d2lrepro.multidevice.cost_model`` under
 ``torchrun``) and joins the run as a training worker does
-(:func:`d2lrepro.multidevice.worker.joined`); rank 0 writes what they measure."""
+(:func:`d2lrepro.multidevice.parts.worker.joined`); rank 0 writes what they measure."""
 
 from __future__ import annotations
 
@@ -48,8 +48,9 @@ COST_COLUMNS = [
     "devices",
     "world_size",
 ]
-# The printed examples' metrics, as the 2 workers of d2lrepro.multidevice.scratch make them;
-# those of get_params's copy (mgpu.params) need one device only.
+# The printed examples' metrics, as the 2 workers of
+# d2lrepro.multidevice.parts.allreduce_by_hand make them; those of get_params's copy
+# (mgpu.params) need one device only.
 ONE_DEVICE = [f"params.b1_{n}" for n in ("zeros", "requires_grad", "on_device", "grad_is_none")]
 EXAMPLE_METRICS = [
     *ONE_DEVICE,
@@ -81,11 +82,11 @@ def setup(name: str, seed: int, lr: float, device: torch.device):
     ``communicate(params)``, the communication that step does."""
     from d2lrepro.core.devices import place
     from d2lrepro.core.models import ScratchLeNet
+    from d2lrepro.multidevice.parts.allreduce_by_hand import scratch_setup, sync_grads
 
     # Here and in the functions below that measure, not at the top: they import torch, which
     # the summary's job does not need.
-    from d2lrepro.multidevice.concise import all_reduce_grads, concise_setup, ddp_setup
-    from d2lrepro.multidevice.scratch import scratch_setup, sync_grads
+    from d2lrepro.multidevice.parts.ddp import all_reduce_grads, concise_setup, ddp_setup
 
     if name == "lenet":
         net, _, step = scratch_setup(seed, lr, device)
@@ -186,8 +187,8 @@ def launch(
     found, else what the job finds). Without 2 devices the example that needs one
     (:data:`ONE_DEVICE`) is made on the job's device, in its own process."""
     from d2lrepro.core.devices import device_for, unavailable
-    from d2lrepro.multidevice import launcher
-    from d2lrepro.multidevice.scratch import params_example
+    from d2lrepro.multidevice.parts import launcher
+    from d2lrepro.multidevice.parts.allreduce_by_hand import params_example
 
     reason = shortfall or unavailable(2)
     if reason:
@@ -228,8 +229,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from d2lrepro.multidevice.scratch import printed_examples
-    from d2lrepro.multidevice.worker import joined
+    from d2lrepro.multidevice.parts.allreduce_by_hand import printed_examples
+    from d2lrepro.multidevice.parts.worker import joined
 
     args = parse_args(argv)
     with joined(args.timeout) as (device, rank):
@@ -298,14 +299,14 @@ def summarize(costs: list, examples, records: dict[str, dict], metrics_out, figu
     """The cost model's metrics (``costs``: one CSV per step, named after it) and the printed
     examples (``examples``, a metrics CSV) in ``metrics_out``, and the cost model's figure;
     rows and footer name the machines that measured them (``records``)."""
-    from d2lrepro.multidevice import figures, runs  # only in the job that draws
+    from d2lrepro.multidevice.parts import figures, run_results  # only in the job that draws
 
     tables = {Path(p).stem: pd.read_csv(p) for p in costs}
     rows = example_metrics(pd.read_csv(examples))
     for model, cost in tables.items():
-        rows += runs.measured_by(cost_metrics(cost, model), cost)
+        rows += run_results.measured_by(cost_metrics(cost, model), cost)
     write_metrics(rows, metrics_out)
-    figures.draw_cost(tables, figure_path, runs.footer(records, *tables.values()))
+    figures.draw_cost(tables, figure_path, run_results.footer(records, *tables.values()))
 
 
 if __name__ == "__main__":

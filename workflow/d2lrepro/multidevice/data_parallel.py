@@ -1,8 +1,8 @@
 """Data-parallel training (``mgpu.*``, ``mgpuc.*``), the experiment's face: each run of the
 config's ``data_parallel.runs`` trained on its devices by
-:mod:`~d2lrepro.multidevice.worker` (from scratch or through DDP, under torchrun from
-:mod:`~d2lrepro.multidevice.launcher`), and the experiment's summary: its runs' metrics
-(:mod:`~d2lrepro.multidevice.runs`) and figures."""
+:mod:`~d2lrepro.multidevice.parts.worker` (from scratch or through DDP, under torchrun from
+:mod:`~d2lrepro.multidevice.parts.launcher`), and the experiment's summary: its runs' metrics
+(:mod:`~d2lrepro.multidevice.parts.run_results`) and figures."""
 
 from __future__ import annotations
 
@@ -90,15 +90,15 @@ def train(
     if not reason:
         # Here, not at the top: it imports torch, which neither the summary's job nor a
         # light one needs.
-        from d2lrepro.multidevice.launcher import nodes_unavailable
+        from d2lrepro.multidevice.parts.launcher import nodes_unavailable
 
         reason = nodes_unavailable(nodes, run["devices"])
     if reason:
         write_not_applicable(history, reason)
         write_csv([], topk, TOPK_COLUMNS)
         return
-    from d2lrepro.multidevice import worker
-    from d2lrepro.multidevice.launcher import launch
+    from d2lrepro.multidevice.parts import worker
+    from d2lrepro.multidevice.parts.launcher import launch
 
     key = hashlib.sha256(json.dumps([run, seed], sort_keys=True).encode()).hexdigest()[:12]
     # Only the run that logs top-k pays for its collectives; the others leave the file empty.
@@ -150,40 +150,40 @@ def summarize(
     preset scaled of its runs (``scaled``: [key, book preset's value, this run's value] of the
     experiment's settings that differ)."""
     from d2lrepro.core import plotting
-    from d2lrepro.multidevice import figures, runs  # only in the job that summarizes
+    from d2lrepro.multidevice.parts import figures, run_results  # only in the job that summarizes
 
     def scale(model: str = "") -> str:
         """The scale note of the figures of ``model``'s runs (of every run, without one)."""
 
         def concerns(key: str) -> bool:
             run = key.partition(".runs.")[2]
-            return not (run and model) or runs.model_of(run) == model
+            return not (run and model) or run_results.model_of(run) == model
 
         return plotting.scale_note([d for d in scaled if concerns(d[0])])
 
-    trained = runs.load_runs(run_files)
-    write_metrics(runs.metrics(trained, book), metrics_out)
-    histories = trained | runs.load_runs(single_process_files, runs.SINGLE_PROCESS)
+    trained = run_results.load_runs(run_files)
+    write_metrics(run_results.metrics(trained, book), metrics_out)
+    histories = trained | run_results.load_runs(single_process_files, run_results.SINGLE_PROCESS)
     for model, section in (("lenet", "mgpu"), ("resnet18", "mgpuc")):
-        of_model = {k: v for k, v in histories.items() if runs.model_of(k) == model}
-        drawn = runs.footer(records, *of_model.values())
+        of_model = {k: v for k, v in histories.items() if run_results.model_of(k) == model}
+        drawn = run_results.footer(records, *of_model.values())
         figures.draw_test_acc(
             of_model,
-            runs.label,
+            run_results.label,
             figure_paths[f"{section}_test_acc"],
             drawn,
             book,
-            runs.BOOK_CURVE_IDS,
+            run_results.BOOK_CURVE_IDS,
             scale(model),
         )
         epochs = figure_paths[f"{section}_epochs"]
-        figures.draw_epochs(of_model, runs.label, epochs, drawn, scale(model))
-    values = {r["metric"]: r["value"] for r in runs.metrics(histories, book)}
-    every_run = runs.footer(records, *histories.values())
+        figures.draw_epochs(of_model, run_results.label, epochs, drawn, scale(model))
+    values = {r["metric"]: r["value"] for r in run_results.metrics(histories, book)}
+    every_run = run_results.footer(records, *histories.values())
     figures.draw_throughput(values, list(histories), figure_paths["throughput"], every_run, scale())
     logs = {paths.run_of(p, "topk.csv")[0]: pd.read_csv(p) for p in topk_files}
     logged = {name: rows for name, rows in logs.items() if len(rows)}
-    drawn = runs.footer(records, *(logged or histories).values())
+    drawn = run_results.footer(records, *(logged or histories).values())
     unlogged = sorted(logs.keys() - logged.keys())
     missing = figures.not_run({name: histories[name] for name in unlogged})
     figures.draw_topk(logged, figure_paths["topk"], drawn, missing, scale("resnet18"))

@@ -29,7 +29,7 @@ not applicable), and ``workers``.
 
 Each worker of a launch runs this module (``python -m d2lrepro.multidevice.parameter_server``
 under ``torchrun``) and joins the run as a training worker does
-(:func:`d2lrepro.multidevice.worker.joined`); rank 0 writes the metrics.
+(:func:`d2lrepro.multidevice.parts.worker.joined`); rank 0 writes the metrics.
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ def launch(spec: dict, out, timeout: float, log_path, shortfall: dict | None = N
             continue
         import pandas as pd
 
-        from d2lrepro.multidevice import launcher
+        from d2lrepro.multidevice.parts import launcher
 
         part = Path(out).with_suffix(f".{workers}.csv")
         point = {"mb": spec["mb"], "repeats": spec["repeats"], "prefix": prefix, "out": str(part)}
@@ -319,7 +319,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from d2lrepro.multidevice.worker import joined
+    from d2lrepro.multidevice.parts.worker import joined
 
     args = parse_args(argv)
     spec = args.param_server
@@ -329,15 +329,15 @@ def main(argv: list[str] | None = None) -> None:
             write_metrics(rows, spec["out"])
 
 
-def summarize(timings, records: dict[str, dict], figure_path) -> None:
-    """The section's figure of ``timings`` (the metrics CSV the claims read), its footer naming
-    the machines that measured them (``records``)."""
+def summarize(metrics_file, records: dict[str, dict], figure_path) -> None:
+    """The section's figure of the timings in ``metrics_file`` (the experiment's metrics, which
+    the claims read), its footer naming the machines that measured them (``records``)."""
     import pandas as pd
 
-    from d2lrepro.multidevice import figures, runs  # only in the job that draws
+    from d2lrepro.multidevice.parts import figures, run_results  # only in the job that draws
 
-    measured = pd.read_csv(timings)
-    figures.draw_param_server(measured, figure_path, runs.footer(records, measured))
+    measured = pd.read_csv(metrics_file)
+    figures.draw_param_server(measured, figure_path, run_results.footer(records, measured))
     unmeasured = int((measured["status"].fillna("") != "").sum()) if "status" in measured else 0
     log.info("%s: %d timings, %d not measured here", figure_path, len(measured), unmeasured)
 

@@ -9,7 +9,7 @@ anywhere.
 
 :func:`_epochs` is the loop of this code path, the book's, kept as written to be compared with
 ours: a new experiment on several devices reuses the worker's loop
-(:func:`d2lrepro.multidevice.worker.train`).
+(:func:`d2lrepro.multidevice.parts.worker.train`).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def train_scratch(
 
     from d2lrepro.core import models
     from d2lrepro.core.data import evaluate_accuracy
-    from d2lrepro.multidevice.scratch import get_params
+    from d2lrepro.multidevice.parts.allreduce_by_hand import get_params
 
     params = models.lenet_params(seed)
     copies = [get_params(params, d) for d in devices]
@@ -235,7 +235,7 @@ def summarize(files: list, metrics_out, book: pd.DataFrame) -> None:
     after it), each run's and each pair's, 2 devices over 1, beside the book's curves
     (``book``); their runs are drawn beside the data-parallel ones
     (:func:`d2lrepro.multidevice.data_parallel.summarize`)."""
-    from d2lrepro.multidevice import runs  # only in the job that summarizes
+    from d2lrepro.multidevice.parts import run_results  # only in the job that summarizes
 
-    histories = runs.load_runs(files, runs.SINGLE_PROCESS)
-    write_metrics(runs.metrics(histories, book), metrics_out)
+    histories = run_results.load_runs(files, run_results.SINGLE_PROCESS)
+    write_metrics(run_results.metrics(histories, book), metrics_out)

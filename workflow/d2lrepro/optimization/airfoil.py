@@ -1,9 +1,10 @@
-"""Airfoil optimizer sweeps: each setting over several seeds, summaries and the book's plots,
-for the airfoil claims of the optimizer sections (``momentum.lr*``, ``momentum.concise``,
-``adagrad.scratch_lr0.1``, ``adagrad.effective_lr``, ``adagrad.concise``, ``rmsprop.scratch``,
-``rmsprop.concise``, ``adadelta.*``, ``adam.*``) and ``data.train_ch11.sec_per_epoch``. Every
-run goes through :func:`train_airfoil`, the loop of this code path: a new experiment on the
-airfoil data reuses it."""
+"""Airfoil optimizer sweeps: each setting over several seeds (summarized and plotted by
+:mod:`d2lrepro.optimization.airfoil_summary`), for the airfoil claims of the optimizer
+sections (``momentum.lr*``, ``momentum.concise``, ``adagrad.scratch_lr0.1``,
+``adagrad.effective_lr``, ``adagrad.concise``, ``rmsprop.scratch``, ``rmsprop.concise``,
+``adadelta.*``, ``adam.*``) and ``data.train_ch11.sec_per_epoch``. Every run goes through
+:func:`train_airfoil`, the loop of this code path: a new experiment on the airfoil data
+reuses it."""
 
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from d2lrepro.core import machines, plotting, reference
-from d2lrepro.core.results import exploded, failed, iqr, metric, not_applicable
+from d2lrepro.core.results import exploded, metric
 
 if TYPE_CHECKING:
     import torch
@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 HYPER = ("lr", "momentum", "gamma", "rho")
 # The book's concise loop trains on MSELoss (twice the gradient of its half squared error).
 OBJECTIVE = {"scratch": "half_squared", "torch": "squared"}
+# The squared error is twice the half squared error, and so is its gradient.
+SCALE = {"half_squared": 1.0, "squared": 2.0}
 # train_ch11's plot: ylim [0.22, 0.35]; the book's curves lack the points above its top.
 BOOK_YLIM = (0.22, 0.35)
 COLUMNS = ["epoch", "examples", "loss", "elapsed", "eff_lr", "state_gap", "step_gap", "diverged"]
@@ -86,6 +88,53 @@ def train_airfoil(
     """
     import torch
 
+    if objective not in SCALE:
+        raise ValueError(f"objective must be 'half_squared' or 'squared', not {objective!r}")
+    generator = torch.Generator().manual_seed(seed)
+    start = start or BOOK_START.get(implementation, "ch11")
+    w, b = params = airfoil_start(features.shape[1], generator, start)
+    update, audit, eff_lr = updater(optimizer, hyper, params, implementation)
+
+    def loss(X, y):
+        return squared_loss(X @ w + b, y).mean()
+
+    rows, n, elapsed, diverged, untimed = [], 0, 0.0, False, 0.0
+    clock = time.perf_counter()
+    for batch in shuffled_batches(len(labels), epochs, batch_size, generator):
+        (SCALE[objective] * loss(features[batch], labels[batch])).backward()
+        untimed += update()
+        n += len(batch)
+        if n % eval_every == 0:
+            elapsed += time.perf_counter() - clock - untimed
+            untimed = 0.0
+            with torch.no_grad():
+                value = loss(features, labels).item()
+            state_gap, step_gap = audit.take() if audit else (math.nan, math.nan)
+            rows.append(
+                {
+                    "epoch": n / len(labels),
+                    "examples": n,
+                    "loss": value,
+                    "elapsed": elapsed,
+                    "eff_lr": eff_lr(),
+                    "state_gap": state_gap,
+                    "step_gap": step_gap,
+                }
+            )
+            if exploded(value, rows[0]["loss"]):
+                diverged = True
+                break
+            clock = time.perf_counter()
+    return pd.DataFrame(rows, columns=COLUMNS[:-1]).assign(diverged=diverged)
+
+
+def updater(optimizer: str, hyper: dict, params: list, implementation: str):
+    """One step of ``optimizer`` on ``params`` as ``implementation`` takes it ('scratch': the
+    chapter's update rules; 'torch': torch.optim), returning the seconds of it to leave out of
+    the timing; with the audit of from-scratch Adagrad's weights
+    (:class:`~d2lrepro.optimization.optimizers.AdagradAudit`, its state and steps checked
+    outside the timer; None for the others) and the weights' effective lr so far (NaN but
+    for from-scratch Adagrad)."""
     from d2lrepro.optimization.optimizers import (
         AdagradAudit,
         adagrad_effective_lr,
@@ -94,85 +143,47 @@ def train_airfoil(
         torch_optimizer,
     )
 
-    generator = torch.Generator().manual_seed(seed)
-    start = start or BOOK_START.get(implementation, "ch11")
-    params = airfoil_start(features.shape[1], generator, start)
-    w, b = params
-    audit = None
-    if implementation == "scratch":
-        states = init_states(optimizer, params)
-        update = partial(step, optimizer, params, states, hyper)
-        if optimizer == "adagrad":  # its weights' state and steps, checked outside the timer
-            audit, adagrad_update = AdagradAudit(hyper["lr"], w), update
-
-            def update():
-                nonlocal untimed
-                t0 = time.perf_counter()
-                audit.before()
-                t1 = time.perf_counter()
-                adagrad_update()
-                t2 = time.perf_counter()
-                audit.after(states[0]["s"])
-                untimed += (t1 - t0) + (time.perf_counter() - t2)
-
-    elif implementation == "torch":
+    if implementation == "torch":
         trainer = torch_optimizer(optimizer, params, hyper)
 
-        def update():
+        def update() -> float:
             trainer.step()
             trainer.zero_grad()
+            return 0.0
 
-    else:
+        return update, None, lambda: math.nan
+    if implementation != "scratch":
         raise ValueError(f"implementation must be 'scratch' or 'torch', not {implementation!r}")
+    states = init_states(optimizer, params)
+    scratch_step = partial(step, optimizer, params, states, hyper)
+    if optimizer != "adagrad":
 
-    if objective not in ("half_squared", "squared"):
-        raise ValueError(f"objective must be 'half_squared' or 'squared', not {objective!r}")
-    scale = 2.0 if objective == "squared" else 1.0
+        def update() -> float:
+            scratch_step()
+            return 0.0
 
-    def loss(X, y):
-        return squared_loss(X @ w + b, y).mean()
+        return update, None, lambda: math.nan
+    audit = AdagradAudit(hyper["lr"], params[0])
 
-    num_examples = len(labels)
-    # Lazy, so each epoch's shuffle is drawn when that epoch begins.
-    batches = (
-        batch
-        for _ in range(epochs)
-        for batch in torch.randperm(num_examples, generator=generator).split(batch_size)
-    )
-    rows, n, elapsed, diverged, untimed = [], 0, 0.0, False, 0.0
-    start = time.perf_counter()
-    for batch in batches:
-        (scale * loss(features[batch], labels[batch])).backward()
-        update()
-        n += len(batch)
-        if n % eval_every == 0:
-            elapsed += time.perf_counter() - start - untimed
-            untimed = 0.0
-            with torch.no_grad():
-                value = loss(features, labels).item()
-            # From-scratch Adagrad's state: the weights' effective lr (NaN for the others).
-            eff_lr = (
-                adagrad_effective_lr(hyper["lr"], states[0]["s"])
-                if implementation == "scratch" and optimizer == "adagrad"
-                else math.nan
-            )
-            state_gap, step_gap = audit.take() if audit else (math.nan, math.nan)
-            rows.append(
-                {
-                    "epoch": n / num_examples,
-                    "examples": n,
-                    "loss": value,
-                    "elapsed": elapsed,
-                    "eff_lr": eff_lr,
-                    "state_gap": state_gap,
-                    "step_gap": step_gap,
-                }
-            )
-            if exploded(value, rows[0]["loss"]):
-                diverged = True
-                break
-            start = time.perf_counter()
-    return pd.DataFrame(rows, columns=COLUMNS[:-1]).assign(diverged=diverged)
+    def audited() -> float:
+        t0 = time.perf_counter()
+        audit.before()
+        t1 = time.perf_counter()
+        scratch_step()
+        t2 = time.perf_counter()
+        audit.after(states[0]["s"])
+        return (t1 - t0) + (time.perf_counter() - t2)
+
+    return audited, audit, lambda: adagrad_effective_lr(hyper["lr"], states[0]["s"])
+
+
+def shuffled_batches(num_examples: int, epochs: int, batch_size: int, generator):
+    """The minibatches' indices over ``epochs``, each epoch a fresh shuffle drawn when it
+    begins (lazily, so that the generator's draws interleave with training as the book's)."""
+    import torch
+
+    for _ in range(epochs):
+        yield from torch.randperm(num_examples, generator=generator).split(batch_size)
 
 
 def hyper_of(setting: dict) -> dict:
@@ -224,86 +235,6 @@ def run_sweep(
     return {name: pd.concat(found, ignore_index=True) for name, found in frames.items()}
 
 
-def summarize(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
-    """Per setting: median final loss over seeds, its spread, sec/epoch (median and IQR over
-    seeds), divergence, and how far the median curve over seeds strays from the band of the
-    book's editions, its clipped top included (``curve_excess``); for from-scratch Adagrad the
-    slope of its effective lr and the largest gaps of its state and steps from the gradients it
-    was fed (``state_gap``, ``step_gap``: :class:`~d2lrepro.optimization.optimizers.AdagradAudit`,
-    the worst over seeds and steps); a setting where a seed diverged is failed. Over the
-    settings with a book curve: the slowest and fastest sec/epoch, noted with their setting and
-    code ("adadelta.concise (torch.optim)"), not applicable where none ran or where they ran
-    on different hosts. Each row names the devices of the runs it comes from."""
-    rows, per_epoch = [], {}
-    for name, group in runs.groupby("setting", sort=False):
-        finals = group.loc[group.groupby("seed")["examples"].idxmax()]
-        seconds = finals["elapsed"] / finals["epoch"]
-        per_epoch[name] = (seconds.median(), iqr(seconds))
-        bad = group.groupby("seed")["diverged"].any()
-        device = machines.devices_of(group)
-        rows += [
-            metric(f"{name}.sec_per_epoch", per_epoch[name][0], "s", device),
-            metric(f"{name}.sec_per_epoch_iqr", per_epoch[name][1], "s", device),
-            metric(f"{name}.diverged_seeds", float(bad.sum()), device=device),
-        ]
-        if bad.any():
-            why = f"{name}: seeds {list(bad[bad].index)} of {len(bad)} diverged"
-            names = ("final_loss", "final_loss_range", "curve_excess")
-            if "eff_lr" in group and group["eff_lr"].notna().any():  # from-scratch Adagrad
-                names += ("eff_lr_slope", "state_gap", "step_gap")
-            rows += [failed(f"{name}.{n}", why, device=device) for n in names]
-        else:
-            median = group.groupby("epoch")["loss"].median()
-            excess = reference.band_excess(
-                book, name, "loss", median.index, median.to_numpy(), clip=BOOK_YLIM[1]
-            )
-            rows += [
-                metric(f"{name}.final_loss", finals["loss"].median(), device=device),
-                metric(
-                    f"{name}.final_loss_range", np.ptp(finals["loss"].to_numpy()), device=device
-                ),
-                metric(f"{name}.curve_excess", excess, "|Δ|", device),
-            ]
-            if "eff_lr" in group and group["eff_lr"].notna().all():
-                slopes = [
-                    decay_exponent(r["examples"], r["eff_lr"]) for _, r in group.groupby("seed")
-                ]
-                rows.append(metric(f"{name}.eff_lr_slope", float(np.median(slopes)), device=device))
-            for gap in ("state_gap", "step_gap"):  # the worst over every seed and step
-                if gap in group and group[gap].notna().all():
-                    rows.append(metric(f"{name}.{gap}", float(group[gap].max()), "|Δ|", device))
-    in_book = {n: v for n, v in per_epoch.items() if n in set(book["id"])}
-    hosts = sorted(runs.loc[runs["setting"].isin(in_book), "host"].unique())
-    ends = [f"airfoil.{e}_sec_per_epoch{s}" for e in ("slowest", "fastest") for s in ("", "_iqr")]
-    if not in_book:
-        why = "none of the settings the book ran (those with a book curve) ran here"
-        return rows + [not_applicable(name, why, "s") for name in ends]
-    if len(hosts) > 1:
-        why = (
-            f"the settings ran on different hosts ({', '.join(hosts)}), so their times compare"
-            " the machines too; one airfoil_run job trains every setting on one machine, in"
-            " seconds: rerun it"
-        )
-        return rows + [not_applicable(name, why, "s") for name in ends]
-    device = machines.devices_of(runs[runs["setting"].isin(in_book)])
-    code = runs.groupby("setting")["implementation"].first()
-    for end, pick in (("slowest", max), ("fastest", min)):
-        name = pick(in_book, key=lambda n: in_book[n][0])
-        note = f"{name} ({CODE[code[name]]})"
-        rows += [
-            metric(f"airfoil.{end}_sec_per_epoch", in_book[name][0], "s", device, note),
-            metric(f"airfoil.{end}_sec_per_epoch_iqr", in_book[name][1], "s", device, note),
-        ]
-    return rows
-
-
-def decay_exponent(steps, values) -> float:
-    """The slope of log ``values`` against log ``steps`` over the second half of the points:
-    -0.5 for a quantity that decays as t^-1/2 once the start is forgotten."""
-    half = len(steps) // 2
-    return float(np.polyfit(np.log(steps[half:]), np.log(values[half:]), 1)[0])
-
-
 def compare_implementation(
     name: str, setting: dict, data: dict, epochs: int, batch_size: int, eval_every: int, seed: int
 ) -> list[dict]:
@@ -327,24 +258,3 @@ def compare_implementation(
     ]
     gap = float(np.max(np.abs(curves[0] - curves[1]))) if len(curves[0]) else math.nan
     return [metric(f"{name}.scratch_vs_torch_gap", gap, "|Δ|", str(data["features"].device))]
-
-
-def draw_setting(group: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> None:
-    """train_ch11's plot (loss vs epoch, ylim [0.22, 0.35]): median over seeds, band = range,
-    with the book's curves (``book``: :func:`d2lrepro.core.reference.load`) in grey."""
-    fig, ax = plotting.figure()
-    plotting.seaborn().lineplot(
-        group,
-        x="epoch",
-        y="loss",
-        estimator="median",
-        errorbar=("pi", 100),
-        ax=ax,
-        label=f"this run (median, range of {group['seed'].nunique()} seeds)",
-    )
-    reference.draw(ax, book, group["setting"].iloc[0], "loss")
-    epochs = math.ceil(group["epoch"].max())
-    ax.set(xlim=(0, epochs), ylim=BOOK_YLIM, xlabel="epoch", ylabel="loss")
-    plotting.legend_readable(ax)
-    ax.grid(True)
-    plotting.save(fig, path, footer=footer)

@@ -14,13 +14,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from d2lrepro.core import machines, plotting, reference
-from d2lrepro.core.results import failed, late_iqr, metric, seed_spread
-from d2lrepro.optimization import schedules
+from d2lrepro.core import plotting, provenance, reference
+from d2lrepro.core.results import (
+    failed,
+    late_iqr,
+    metric,
+    seed_spread,
+    text,
+    write_csv,
+    write_metrics,
+)
+from d2lrepro.optimization import schedulers
 
 if TYPE_CHECKING:
     import torch
 
+log = logging.getLogger(__name__)
 EARLY_EPOCHS = 5
 # The ledger id of each run's curve in the book (the book's code, so "as_written" semantics only).
 BOOK_CURVE_IDS = {
@@ -35,16 +44,16 @@ BOOK_CURVE_IDS = {
 def schedule_values() -> dict[str, list[float]]:
     """The book's five schedule plots, value for value (30 updates; the factor one 50)."""
     return {
-        "sqrt": schedules.values(schedules.SquareRootScheduler(lr=0.1), 30),
-        "factor": schedules.values(
-            schedules.FactorScheduler(factor=0.9, stop_factor_lr=1e-2, base_lr=2.0), 50
+        "sqrt": schedulers.values(schedulers.SquareRootScheduler(lr=0.1), 30),
+        "factor": schedulers.values(
+            schedulers.FactorScheduler(factor=0.9, stop_factor_lr=1e-2, base_lr=2.0), 50
         ),
-        "multistep": schedules.multistep_plot_values(30),
-        "cosine": schedules.values(
-            schedules.CosineScheduler(max_update=20, base_lr=0.3, final_lr=0.01), 30
+        "multistep": schedulers.multistep_plot_values(30),
+        "cosine": schedulers.values(
+            schedulers.CosineScheduler(max_update=20, base_lr=0.3, final_lr=0.01), 30
         ),
-        "warmup": schedules.values(
-            schedules.CosineScheduler(20, warmup_steps=5, base_lr=0.3, final_lr=0.01), 30
+        "warmup": schedulers.values(
+            schedulers.CosineScheduler(20, warmup_steps=5, base_lr=0.3, final_lr=0.01), 30
         ),
     }
 
@@ -117,7 +126,7 @@ def train_run(
         lenet(seed=seed),
         fashion,
         epochs,
-        schedules.schedule(run, semantics),
+        schedulers.schedule(run, semantics),
         batch_size=batch_size,
         device=device,
         seed=seed,
@@ -179,7 +188,7 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     editions. A run of which any seed diverged has failed metrics, with the reason."""
     rows = []
     for (run, semantics), g in history.groupby(["run", "semantics"], sort=False):
-        key, device = f"{run}.{semantics}", machines.devices_of(g)
+        key, device = f"{run}.{semantics}", provenance.devices_of(g)
         seeds = [h for _, h in g.groupby("seed")]
         per_seed = pd.DataFrame([_run_values(h) for h in seeds])
         values = per_seed.median().to_dict()
@@ -218,6 +227,46 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
                 for name, value in values.items()
             ]
     return rows
+
+
+def summarize(
+    run_files: list,
+    plot_metrics_file,
+    records: dict[str, dict],
+    book: pd.DataFrame,
+    history_out,
+    metrics_out,
+    figure_paths: dict,
+    scaled: list = (),
+) -> None:
+    """The runs' histories (``run_files``) as one table (``history_out``); the experiment's
+    metrics (``metrics_out``): the schedule plots' (``plot_metrics_file``, the rows of rule
+    ``lr_schedules_plot``) and the runs' (:func:`training_metrics`); and the runs' figures
+    (``figure_paths``), each footer naming the machines of its runs (``records``) and what the
+    preset scaled (``scaled``)."""
+    history = pd.concat([pd.read_csv(path) for path in run_files], ignore_index=True)
+    for (run, semantics, seed), h in history.groupby(["run", "semantics", "seed"], sort=False):
+        log.info(
+            "LeNet %s (%s, seed %d): %.0f samples/s median over %d epochs on %s with %d threads",
+            run,
+            semantics,
+            seed,
+            h["samples_per_s"].median(),
+            len(h),
+            h["device"].iloc[0],
+            h["threads"].iloc[0],
+        )
+    write_csv(history, history_out)
+    plots = pd.read_csv(plot_metrics_file)
+    plots = plots.assign(**{c: text(plots[c]) for c in ("unit", "device", "note", "status")})
+    write_metrics(plots.to_dict("records") + training_metrics(history, book), metrics_out)
+    footer = provenance.footer(records, history, where="the lr-schedule runs")
+    scale = plotting.scale_note(scaled)
+    draw_lrs(history, figure_paths["lrs"], footer, scale)
+    draw_early(history, figure_paths["early"], footer, scale)
+    for run, h in history[history["semantics"] == "as_written"].groupby("run"):
+        footer = provenance.footer(records, h, where="the lr-schedule runs")
+        draw_run(h, figure_paths[run], footer, book, scale)
 
 
 def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scale: str = "") -> None:

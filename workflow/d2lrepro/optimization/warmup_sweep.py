@@ -8,7 +8,7 @@ import logging
 
 import pandas as pd
 
-from d2lrepro.core import machines, plotting
+from d2lrepro.core import plotting, provenance
 from d2lrepro.core.results import metric, sign_test_p
 
 # A run "trains" when it neither explodes nor dies: a LeNet whose ReLUs died predicts one
@@ -75,7 +75,7 @@ def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
     p-value of rescuing more than it breaks; per variant, the highest peak lr at which every
     seed trained (0 if none). The rows name the devices of the runs, not this job's."""
     table = trained(runs)
-    device = machines.devices_of(runs)
+    device = provenance.devices_of(runs)
     pairs = table.pivot_table(index=["peak_lr", "seed"], columns="warmup", values="trained")
     pairs = pairs.astype(bool)
     rescued = int((pairs["linear"] & ~pairs["none"]).sum())

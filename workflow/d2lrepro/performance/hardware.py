@@ -16,8 +16,7 @@ import time
 import pandas as pd
 import torch
 
-from d2lrepro.core import devices as machine  # `devices` names the sweep's devices
-from d2lrepro.core import plotting
+from d2lrepro.core import devices, plotting
 from d2lrepro.core.devices import synchronize, unavailable
 from d2lrepro.core.results import metric, not_applicable
 from d2lrepro.core.timing import intra_op_threads, time_fn
@@ -149,21 +148,21 @@ def overheads(cfg: dict) -> list[dict]:
 def memory_sweep(
     max_bytes: int = 256 * MIB,
     min_bytes: int = 16 * KIB,
-    devices=None,
+    on_devices=None,
     threads: int | None = 1,
     min_run_time: float = 0.05,
     max_run_time: float = 1.0,
 ) -> pd.DataFrame:
     """Throughput (GB/s, 1e9 bytes) of summing a float32 array, per device and array size;
-    devices default to the CPU and, where present, the first GPU. The CPU sums on ``threads``
+    ``on_devices`` default to the CPU and, where present, the first GPU. The CPU sums on ``threads``
     intra-op threads (None: torch's setting): by default one core and its own caches, which
     also spares the sweep the thread pool's stalls when another process holds a core. The
     smallest sizes measure the per-call overhead (microseconds) more than the cache."""
-    if devices is None:
-        devices = ["cpu"] + (["cuda:0"] if machine.cuda_count() else [])
+    if on_devices is None:
+        on_devices = ["cpu"] + (["cuda:0"] if devices.cuda_count() else [])
     rows = []
     with intra_op_threads(threads):
-        for device, size in itertools.product(devices, sweep_sizes(max_bytes, min_bytes)):
+        for device, size in itertools.product(on_devices, sweep_sizes(max_bytes, min_bytes)):
             x = torch.ones(size // 4, device=device)
             timing = time_fn(x.sum, device, min_run_time, max_run_time)
             rows.append(

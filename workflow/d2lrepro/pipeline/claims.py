@@ -12,7 +12,7 @@ import jsonschema
 import pandas as pd
 import yaml
 
-from d2lrepro.core import machines, paths, shortfall
+from d2lrepro.core import paths, provenance, shortfall
 from d2lrepro.core.results import FAILED, outside_domain, text
 from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
 from d2lrepro.pipeline import checks
@@ -147,7 +147,7 @@ RAN_BESIDE_OTHERS = (
 def _ran_beside_others(rows: pd.DataFrame, records: dict[str, dict]) -> bool:
     """Whether a job that times measured any of ``rows`` beside other jobs, as its machine's
     record says."""
-    ids = machines.ids_of(machines.of_frame(rows))
+    ids = provenance.ids_of(provenance.of_frame(rows))
     return any(records.get(i, {}).get("ran_alone") is False for i in ids)
 
 
@@ -200,7 +200,7 @@ def _not_judged(
     # Hardware before scale: a claim the machine lacks the devices for is not applicable for
     # that reason, which no preset cures, whatever the preset scaled.
     requires = claim.get("requires", {})
-    unmet = requires and _unmet(requires, machines.records_of(used, records, claim["evidence"]))
+    unmet = requires and _unmet(requires, provenance.records_of(used, records, claim["evidence"]))
     if unmet:
         return NOT_APPLICABLE, unmet
     failed_rows = used[status == FAILED]
@@ -250,7 +250,7 @@ def evaluate_claim(
     rates: dict | None = None,
 ) -> dict:
     """One row of claims.csv for ``claim``, given the rows of its evidence file and the
-    records of the machines they name (:mod:`d2lrepro.core.machines`), the settings
+    records of the machines they name (:mod:`d2lrepro.core.provenance`), the settings
     the preset changed (``deviations``: (key, book value, value) triples) and the training rates
     this run's runs measured by setting (:func:`~d2lrepro.pipeline.scaling.rates`).
 
@@ -270,8 +270,8 @@ def evaluate_claim(
     depends_on, deviations = claim.get("depends_on", []), list(deviations)
     scaled = scaled_reason(depends_on, deviations, preset, rates or {})
     used, missing = _used(claim, metrics, depends_on, deviations)
-    row["device"] = machines.devices_of(used)
-    row["hosts"] = machines.hosts_of(used, records)
+    row["device"] = provenance.devices_of(used)
+    row["hosts"] = provenance.hosts_of(used, records)
     status = checks.statuses(used, claim["evidence"])
     units = checks.units(used, claim["evidence"])
     values = dict(zip(used["metric"], used["value"].astype(float)))

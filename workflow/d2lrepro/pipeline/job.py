@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from d2lrepro.core import environment, logs, machines
+from d2lrepro.core import environment, logs, provenance
 
 
 def start(
@@ -29,7 +29,7 @@ def start(
     (the report) seconds.
 
     A job that declares a ``machines`` output records there the machines its numbers come
-    from (:func:`d2lrepro.core.machines.record_job`), after its GPU lock, so that the record is
+    from (:func:`d2lrepro.core.provenance.record_job`), after its GPU lock, so that the record is
     the machine as the job saw it: its own where it measures (it locks GPUs, sets its threads
     or summarizes nothing), and those of its ``machines`` inputs where it summarizes. A job
     whose ``workers`` (processes it starts) do its work on the GPUs leaves CUDA to them. A
@@ -48,7 +48,7 @@ def start(
         log.info("not applicable here, as the run was planned: %s", short["reason"])
         if when_short is None:
             machine = json.loads(Path(snakemake.input.environment).read_text())
-            machines.record_job(
+            provenance.record_job(
                 snakemake.output.machines,
                 [],
                 measures=True,
@@ -67,7 +67,7 @@ def start(
         import torch
 
         torch.set_num_threads(snakemake.threads)
-    machines.record_job(
+    provenance.record_job(
         snakemake.output.get("machines"),
         snakemake.input.get("machines", []),
         measures=bool(gpus or threads),

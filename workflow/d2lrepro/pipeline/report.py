@@ -12,7 +12,7 @@ from urllib.parse import urljoin
 import jinja2
 import pandas as pd
 
-from d2lrepro.core import machines, paths
+from d2lrepro.core import paths, provenance
 from d2lrepro.pipeline.claims import (
     FAILED_CHECK,
     INCONCLUSIVE,
@@ -126,7 +126,7 @@ def measured_by(
     could use and its torch (and the pinned version where it differs), then the preset and
     the commit."""
     if not machines_:
-        machines_ = machines.distinct([environment])
+        machines_ = provenance.distinct([environment])
 
     def one(m: dict) -> str:
         cores = "/".join(map(str, m["cores"]))
@@ -185,7 +185,7 @@ def render(
         )
     records = claims.to_dict("records")
     # Where the jobs measured on several machines, each claim says on which.
-    several_hosts = len({m.get("host") for m in machines.distinct(measured_on)}) > 1
+    several_hosts = len({m.get("host") for m in provenance.distinct(measured_on)}) > 1
     env = _environment(template)
     return env.get_template(Path(template).name).render(
         sections=sections,
@@ -197,9 +197,9 @@ def render(
         findings=findings(ledger, records, settings.preset, several_hosts),
         several_hosts=several_hosts,
         environment=environment,
-        machines=machines.distinct(measured_on),
+        machines=provenance.distinct(measured_on),
         measured_by=measured_by(
-            machines.distinct(measured_on), environment, settings.preset, commit, pinned_torch()
+            provenance.distinct(measured_on), environment, settings.preset, commit, pinned_torch()
         ),
         settings=settings,
         commit=commit,

@@ -129,7 +129,7 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: d
         for f in rates
         if any(f == d or d.startswith(f + ".") or f.startswith(d + ".") for d in depends_on)
     ]
-    # A family whose own part also matched (airfoil beside airfoil.eps_sweep) runs other jobs.
+    # A family whose own part also matched (airfoil beside airfoil.adam_eps) runs other jobs.
     families = [f for f in matched if not any(g.startswith(f + ".") for g in matched)]
     timed = [f for f in families if rates[f].examples]
     idle = [f for f in families if not rates[f].examples]

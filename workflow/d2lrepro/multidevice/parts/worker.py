@@ -1,11 +1,11 @@
 """One data-parallel run on one or more devices, one process per device: the worker that
 ``torchrun`` starts for the multi-GPU sections (``mgpu.*``, ``mgpuc.*``;
-:mod:`d2lrepro.multidevice.launcher` starts it). Its :func:`train` is the loop of the
+:mod:`d2lrepro.multidevice.parts.launcher` starts it). Its :func:`train` is the loop of the
 multi-device code path: a new experiment on several devices reuses it.
 
-Run as ``python -m d2lrepro.multidevice.worker --model lenet --data fashion_mnist.pt
+Run as ``python -m d2lrepro.multidevice.parts.worker --model lenet --data fashion_mnist.pt
 --out lenet.csv`` (one worker), or under ``torchrun --standalone --nproc-per-node 2 -m
-d2lrepro.multidevice.worker ...``.
+d2lrepro.multidevice.parts.worker ...``.
 Without torchrun's environment (``WORLD_SIZE`` unset) no process group is created. Workers use
 NCCL on GPUs and gloo on pinned CPU cores (see :mod:`d2lrepro.core.devices`).
 
@@ -14,9 +14,9 @@ Every worker walks the same seeded permutation of the training set; each global 
 of the shards is a minibatch of one device. The initial parameters depend on ``--seed`` only,
 the data order by default on the number of workers too (:func:`order_seed`): the book's 1- and
 2-GPU runs start from the same parameters but each shuffles on its own. ``lenet`` is the
-from-scratch section (:mod:`d2lrepro.multidevice.scratch`), ``resnet18`` the concise one
-(:mod:`d2lrepro.multidevice.concise`). Test accuracy is measured on rank 0 only (the book
-evaluates on the first GPU), outside the timed part, as is the gap between the workers'
+from-scratch section (:mod:`d2lrepro.multidevice.parts.allreduce_by_hand`), ``resnet18`` the
+concise one (:mod:`d2lrepro.multidevice.parts.ddp`). Test accuracy is measured on rank 0 only
+(the book evaluates on the first GPU), outside the timed part, as is the gap between the workers'
 parameters at each epoch's end (``mgpu.2gpu.replicas``); rank 0 also writes the CSVs and the
 checkpoint. The experiments whose workers measure without training
 (:mod:`~d2lrepro.multidevice.cost_model`, :mod:`~d2lrepro.multidevice.parameter_server`) are
@@ -48,15 +48,15 @@ from d2lrepro.core.devices import (
 )
 from d2lrepro.core.results import HISTORY_COLUMNS, TOPK_COLUMNS, diverged, write_csv
 from d2lrepro.core.timing import Clock, synchronize
-from d2lrepro.multidevice.concise import concise_setup
-from d2lrepro.multidevice.scratch import replica_gap, scratch_setup, shard
+from d2lrepro.multidevice.parts.allreduce_by_hand import replica_gap, scratch_setup, shard
+from d2lrepro.multidevice.parts.ddp import concise_setup
 
 MODELS = ("lenet", "resnet18")
 # Beside HISTORY_COLUMNS: an epoch's examples, its throughput on its whole batches after
 # the first (:func:`steady_rate`), and how far the workers' parameters lie apart at its end
-# (:func:`~d2lrepro.multidevice.scratch.replica_gap`).
+# (:func:`~d2lrepro.multidevice.parts.allreduce_by_hand.replica_gap`).
 RUN_COLUMNS = [*HISTORY_COLUMNS, "examples", "steady_samples_per_s", "replica_gap"]
-log = logging.getLogger("d2lrepro.multidevice.worker")
+log = logging.getLogger("d2lrepro.multidevice.parts.worker")
 
 
 def build(
@@ -148,93 +148,95 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
     config = _config(args, world)
     generator = torch.Generator().manual_seed(config["order_seed"])
     history, topk_rows, done = _resume(args, net, optimizer, generator, config)
-    n = len(data.train_y)
     devices = describe(run_devices(world))
     for epoch in range(done + 1, args.epochs + 1):
         if epoch == args.fail_at_epoch and rank == world - 1:
             raise RuntimeError(f"rank {rank} fails at epoch {epoch} as asked (--fail-at-epoch)")
-        order = torch.randperm(n, generator=generator).to(device)
+        order = torch.randperm(len(data.train_y), generator=generator).to(device)
         net.train()
-        # loss sum, top-1 hits, top-5 hits, examples
-        counts = torch.zeros(4, dtype=torch.float64, device=device)
-        marks = []  # see steady_rate
-        with Clock(device) as clock:
-            start = time.perf_counter()
-            for batch, i in enumerate(range(0, n, args.batch_size), start=1):
-                idx = order[i : i + args.batch_size]
-                if batch > 1 and len(idx) < args.batch_size:
-                    marks.append(_mark(device, start, i))
-                mine = shard(idx, rank, world)
-                y = data.train_y[mine]
-                y_hat, loss = step(data.train_x[mine], y, len(idx))
-                if batch == 1:
-                    marks.append(_mark(device, start, len(idx)))
-                hits = y_hat.topk(min(5, y_hat.shape[1]), dim=1).indices == y[:, None]
-                counts[0] += loss
-                counts[1] += hits[:, 0].sum()
-                counts[2] += hits.any(dim=1).sum()
-                counts[3] += len(y)
-                if args.topk_out is not None and batch % args.topk_every == 0:
-                    loss_sum, top1, top5, seen = _reduced(counts).tolist()
-                    if rank == 0:
-                        topk_rows.append(
-                            {
-                                "epoch": epoch,
-                                "batch": batch,
-                                "train_loss": loss_sum / seen,
-                                "top1": top1 / seen,
-                                "top5": top5 / seen,
-                            }
-                        )
-            loss_sum, top1, _, seen = _reduced(counts).tolist()
+        counts, seconds, marks = train_epoch(args, data, step, order, rank, epoch, topk_rows)
         gap = replica_gap(net.parameters())  # every worker, outside the timed part
         if rank != 0:
             continue
-        history.append(
-            {
-                "epoch": epoch,
-                "train_loss": loss_sum / seen,
-                "train_acc": top1 / seen,
-                "test_acc": evaluate_accuracy(net, data.test_x, data.test_y, args.batch_size),
-                "seconds": clock.seconds,
-                "samples_per_s": seen / clock.seconds,
-                "examples": seen,
-                "steady_samples_per_s": steady_rate(marks, clock.seconds, seen),
-                "replica_gap": gap,
-                "devices": devices,
-                "world_size": world,
-                "model": args.model,
-                "batch_size": args.batch_size,
-                "lr": args.lr,
-                "diverged": diverged([h["train_loss"] for h in history] + [loss_sum / seen]),
-            }
-        )
-        log.info(
-            "epoch %d/%d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f examples/s)"
-            + (" DIVERGED" if history[-1]["diverged"] else ""),
-            epoch,
-            args.epochs,
-            *(
-                history[-1][k]
-                for k in ("train_loss", "train_acc", "test_acc", "seconds", "samples_per_s")
-            ),
-        )
+        loss_sum, top1, _, seen = counts
+        row = {
+            "epoch": epoch,
+            "train_loss": loss_sum / seen,
+            "train_acc": top1 / seen,
+            "test_acc": evaluate_accuracy(net, data.test_x, data.test_y, args.batch_size),
+            "seconds": seconds,
+            "samples_per_s": seen / seconds,
+            "examples": seen,
+            "steady_samples_per_s": steady_rate(marks, seconds, seen),
+            "replica_gap": gap,
+            "devices": devices,
+            "world_size": world,
+            "model": args.model,
+            "batch_size": args.batch_size,
+            "lr": args.lr,
+            "diverged": diverged([h["train_loss"] for h in history] + [loss_sum / seen]),
+        }
+        history.append(row)
+        _log_epoch(row, args.epochs)
         if args.checkpoint is not None:
-            save(
-                {
-                    "config": config,
-                    "epoch": epoch,
-                    "model": net.state_dict(),
-                    "optimizer": None if optimizer is None else optimizer.state_dict(),
-                    "rng": generator.get_state(),
-                    "history": history,
-                    "topk": topk_rows,
-                },
-                args.checkpoint,
-            )
+            state = {"config": config, "epoch": epoch, "model": net.state_dict()}
+            state["optimizer"] = None if optimizer is None else optimizer.state_dict()
+            state |= {"rng": generator.get_state(), "history": history, "topk": topk_rows}
+            save(state, args.checkpoint)
     if rank != 0:
         return [], []
     return history, topk_rows
+
+
+def train_epoch(args, data, step, order, rank: int, epoch: int, topk_rows: list):
+    """Epoch ``epoch``, timed, over the examples in ``order``, this worker taking its shard of
+    each minibatch: the loss sum, top-1 and top-5 hits and examples over every worker, the
+    epoch's seconds and the marks of :func:`steady_rate`. With ``--topk-out``, rank 0 adds
+    a row to ``topk_rows`` every ``--topk-every`` batches (the running means so far)."""
+    device, n, world = order.device, len(order), world_size()
+    # loss sum, top-1 hits, top-5 hits, examples
+    counts = torch.zeros(4, dtype=torch.float64, device=device)
+    marks = []  # see steady_rate
+    with Clock(device) as clock:
+        start = time.perf_counter()
+        for batch, i in enumerate(range(0, n, args.batch_size), start=1):
+            idx = order[i : i + args.batch_size]
+            if batch > 1 and len(idx) < args.batch_size:
+                marks.append(_mark(device, start, i))
+            mine = shard(idx, rank, world)
+            y = data.train_y[mine]
+            y_hat, loss = step(data.train_x[mine], y, len(idx))
+            if batch == 1:
+                marks.append(_mark(device, start, len(idx)))
+            hits = y_hat.topk(min(5, y_hat.shape[1]), dim=1).indices == y[:, None]
+            counts[0] += loss
+            counts[1] += hits[:, 0].sum()
+            counts[2] += hits.any(dim=1).sum()
+            counts[3] += len(y)
+            if args.topk_out is not None and batch % args.topk_every == 0:
+                loss_sum, top1, top5, seen = _reduced(counts).tolist()
+                if rank == 0:
+                    topk_rows.append(
+                        {
+                            "epoch": epoch,
+                            "batch": batch,
+                            "train_loss": loss_sum / seen,
+                            "top1": top1 / seen,
+                            "top5": top5 / seen,
+                        }
+                    )
+        totals = _reduced(counts).tolist()
+    return totals, clock.seconds, marks
+
+
+def _log_epoch(row: dict, epochs: int) -> None:
+    log.info(
+        "epoch %d/%d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f examples/s)"
+        + (" DIVERGED" if row["diverged"] else ""),
+        row["epoch"],
+        epochs,
+        *(row[k] for k in ("train_loss", "train_acc", "test_acc", "seconds", "samples_per_s")),
+    )
 
 
 def join(device: torch.device, timeout: timedelta) -> None:
@@ -251,7 +253,7 @@ def join(device: torch.device, timeout: timedelta) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m d2lrepro.multidevice.worker", description=__doc__.split("\n")[0]
+        prog="python -m d2lrepro.multidevice.parts.worker", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--model", choices=MODELS, default="lenet")
     parser.add_argument("--epochs", type=int, default=10)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from d2lrepro.core import plotting, reference
-from d2lrepro.multidevice.runs import SINGLE_PROCESS
+from d2lrepro.multidevice.parts.run_results import SINGLE_PROCESS
 
 
 def draw_cost(costs: dict[str, pd.DataFrame], path, footer: str) -> None:

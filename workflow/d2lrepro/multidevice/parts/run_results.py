@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from d2lrepro.core import machines, paths, reference
+from d2lrepro.core import paths, provenance, reference
 from d2lrepro.core.results import (
     NOT_APPLICABLE,
     failed,
@@ -86,10 +86,10 @@ def timed_epochs(history: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 def measured_by(rows: list[dict], *frames: pd.DataFrame) -> list[dict]:
     """``rows`` naming the machines that measured ``frames``, the data they were built from,
     and their devices (a row not measured names none)."""
-    cell = machines.join(*(machines.of_frame(f) for f in frames))
-    device = {"device": machines.devices_of(*frames)}
+    cell = provenance.join(*(provenance.of_frame(f) for f in frames))
+    device = {"device": provenance.devices_of(*frames)}
     return [
-        r | {machines.COLUMN: cell} | (device if r["status"] != NOT_APPLICABLE else {})
+        r | {provenance.COLUMN: cell} | (device if r["status"] != NOT_APPLICABLE else {})
         for r in rows
     ]
 
@@ -118,7 +118,7 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
     note = history["note"].dropna().astype(str) if "note" in history else pd.Series(dtype=str)
     if len(note) and note.iloc[0]:
         return [not_applicable(f"{name}.{n}", note.iloc[0], UNITS.get(n, "")) for n in names]
-    device = machines.devices_of(history)
+    device = provenance.devices_of(history)
     if history["diverged"].astype(bool).any():
         at = history[history["diverged"].astype(bool)].iloc[0]
         why = f"{name} seed {at.seed} diverged at epoch {at.epoch} (train loss {at.train_loss:.3g})"
@@ -171,9 +171,10 @@ def run_metrics(name: str, history: pd.DataFrame, book: pd.DataFrame) -> list[di
 def replica_metric(name: str, history: pd.DataFrame, device: str) -> dict:
     """``<run>.replica_gap`` (``mgpu.2gpu.replicas``): the largest, over the run's seeds and
     the ends of its epochs, of the largest absolute difference between any worker's parameters
-    and the first worker's (:func:`d2lrepro.multidevice.scratch.replica_gap`); a distance (at
-    least 0), 0 where the replicas stayed identical. Not applicable on one device, which has
-    no replicas to compare; failed where the run recorded no gap."""
+    and the first worker's
+    (:func:`d2lrepro.multidevice.parts.allreduce_by_hand.replica_gap`); a distance (at least
+    0), 0 where the replicas stayed identical. Not applicable on one device, which has no
+    replicas to compare; failed where the run recorded no gap."""
     gap = f"{name}.replica_gap"
     if "replica_gap" not in history:
         return failed(gap, f"{name} recorded no gap between its replicas", device=device)
@@ -186,7 +187,7 @@ def replica_metric(name: str, history: pd.DataFrame, device: str) -> dict:
 def unequal_work(one: pd.DataFrame, two: pd.DataFrame) -> str:
     """Why two runs' steady throughputs do not compare the same work ("" when they do): their
     epochs must train the same examples, and each must have a whole batch after its first
-    (:func:`d2lrepro.multidevice.worker.steady_rate`)."""
+    (:func:`d2lrepro.multidevice.parts.worker.steady_rate`)."""
     examples = sorted({int(n) for h in (one, two) for n in h["examples"]})
     if len(examples) > 1:
         return f"the runs train different numbers of examples per epoch: {examples}"
@@ -281,4 +282,4 @@ def metrics(histories: dict[str, pd.DataFrame], book: pd.DataFrame) -> list[dict
 def footer(records: dict[str, dict], *frames: pd.DataFrame) -> str:
     """A figure's footer: the devices and machines that measured ``frames`` (``records``: each
     job's machine record), or "" when nothing was drawn."""
-    return machines.footer(records, *frames, where="the multi-device runs")
+    return provenance.footer(records, *frames, where="the multi-device runs")

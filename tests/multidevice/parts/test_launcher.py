@@ -1,4 +1,5 @@
-"""Starting multi-device runs here, under torchrun or over nodes (d2lrepro.multidevice.launcher)."""
+"""Starting multi-device runs here, under torchrun or over nodes
+(d2lrepro.multidevice.parts.launcher)."""
 
 import os
 import socket
@@ -10,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import LENET, fake_fashion_mnist
-from d2lrepro.multidevice import launcher, worker
+from d2lrepro.multidevice.parts import launcher, worker
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,7 @@ def test_one_device_runs_as_a_python_module_and_more_under_torchrun():
     assert launcher.command(worker, 1, ["--epochs", "2"]) == [
         sys.executable,
         "-m",
-        "d2lrepro.multidevice.worker",
+        "d2lrepro.multidevice.parts.worker",
         "--epochs",
         "2",
     ]
@@ -34,7 +35,7 @@ def test_one_device_runs_as_a_python_module_and_more_under_torchrun():
         "--nproc-per-node=2",
         "--max-restarts=0",
         "-m",
-        "d2lrepro.multidevice.worker",
+        "d2lrepro.multidevice.parts.worker",
         "--epochs",
         "2",
     ]
@@ -44,7 +45,7 @@ def test_a_one_device_launch_runs_the_module_in_the_job_s_own_process(tmp_path, 
     module = types.ModuleType("a_worker")
     calls = []
     module.main = calls.append
-    caplog.set_level("INFO", logger="d2lrepro.multidevice.launcher")
+    caplog.set_level("INFO", logger="d2lrepro.multidevice.parts.launcher")
     launcher.launch(module, 1, ["--out", "x.csv"], tmp_path / "job.log")
     assert calls == [["--out", "x.csv"]]
     assert f"as {sys.executable} -m a_worker --out x.csv" in caplog.text
@@ -65,7 +66,7 @@ def test_across_nodes_srun_starts_one_agent_per_node_meeting_at_this_host(monkey
     ]
     assert f"--rdzv-endpoint={socket.gethostname()}:29411" in cmd and "--rdzv-id=run7" in cmd
     assert "--nproc-per-node=2" in cmd
-    assert cmd[-4:] == ["-m", "d2lrepro.multidevice.worker", "--epochs", "1"]
+    assert cmd[-4:] == ["-m", "d2lrepro.multidevice.parts.worker", "--epochs", "1"]
 
 
 def test_a_free_port_can_be_bound():

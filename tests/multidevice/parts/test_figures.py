@@ -1,4 +1,4 @@
-"""The figures of the multi-device sections (d2lrepro.multidevice.figures)."""
+"""The figures of the multi-device sections (d2lrepro.multidevice.parts.figures)."""
 
 import math
 from pathlib import Path
@@ -9,7 +9,8 @@ from matplotlib.colors import to_rgba
 from matplotlib.container import BarContainer
 
 from d2lrepro.core import plotting, reference, results
-from d2lrepro.multidevice import figures, parameter_server, runs
+from d2lrepro.multidevice import parameter_server
+from d2lrepro.multidevice.parts import figures, run_results
 
 BOOK = reference.load()
 
@@ -126,7 +127,7 @@ def test_the_curves_are_the_median_over_seeds_of_the_runs_made_here_beside_the_b
     def label(name, h):
         return f"{name}, {h['seed'].nunique()} seeds"
 
-    figures.draw_test_acc(histories, label, "acc.png", "node1", BOOK, runs.BOOK_CURVE_IDS)
+    figures.draw_test_acc(histories, label, "acc.png", "node1", BOOK, run_results.BOOK_CURVE_IDS)
     fig = drawn["acc"][0]
     (ax,) = fig.axes
     ours = [line for line in ax.lines if line.get_label() == "lenet.1, 3 seeds"]
@@ -157,7 +158,7 @@ def test_the_curves_are_the_median_over_seeds_of_the_runs_made_here_beside_the_b
 def test_runs_not_made_here_are_named_as_the_legend_names_runs():
     unmade = {
         "lenet.2": pd.DataFrame({"note": ["needs 2 devices"]}),
-        f"{runs.SINGLE_PROCESS}lenet.2": pd.DataFrame({"note": ["needs 2 CUDA devices"]}),
+        f"{run_results.SINGLE_PROCESS}lenet.2": pd.DataFrame({"note": ["needs 2 CUDA devices"]}),
         "resnet18.2": pd.DataFrame({"note": ["needs 2 devices"]}),
         "lenet.1": history(0, [0.5]),
     }

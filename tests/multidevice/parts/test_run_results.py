@@ -6,7 +6,7 @@ import pytest
 from conftest import judged, shipped_claims, verdict_of
 from conftest import training_history as history
 from d2lrepro.core import reference, results
-from d2lrepro.multidevice import runs
+from d2lrepro.multidevice.parts import run_results
 from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 BOOK = reference.load()
@@ -15,8 +15,8 @@ BOOK = reference.load()
 def compare(one, two, model="lenet"):
     """The comparison metrics of runs ``<model>.1`` and ``<model>.2`` (histories)."""
     trained = {f"{model}.1": one, f"{model}.2": two}
-    rows = [r for name, h in trained.items() for r in runs.run_metrics(name, h, BOOK)]
-    return by_name(runs.comparison_metrics(by_name(rows), model, trained))
+    rows = [r for name, h in trained.items() for r in run_results.run_metrics(name, h, BOOK)]
+    return by_name(run_results.comparison_metrics(by_name(rows), model, trained))
 
 
 def by_name(rows):
@@ -24,8 +24,8 @@ def by_name(rows):
 
 
 def test_a_diverged_run_fails_its_metrics_and_the_comparisons_built_on_them():
-    rows = runs.run_metrics("lenet.1", history([2.3, 1.0, 1e20]), BOOK)
-    rows += runs.run_metrics("lenet.2", history([2.3, 0.9, 0.8], seconds=1.0), BOOK)
+    rows = run_results.run_metrics("lenet.1", history([2.3, 1.0, 1e20]), BOOK)
+    rows += run_results.run_metrics("lenet.2", history([2.3, 0.9, 0.8], seconds=1.0), BOOK)
     assert all(r["status"] == "failed" for r in rows[:3])
     assert rows[0]["note"] == "lenet.1 seed 0 diverged at epoch 3 (train loss 1e+20)"
     compared = compare(history([2.3, 1.0, 1e20]), history([2.3, 0.9, 0.8], seconds=1.0))
@@ -46,14 +46,14 @@ def test_times_are_medians_of_the_epochs_after_the_first():
     # The first epoch pays set-up: 5 s against about 1 s, and a tenth of the throughput.
     seconds = pd.Series([5.0, 1.0, 1.2, 0.8])
     one = history([2.3] * 4, seconds=seconds, rate=[10.0, 100.0, 90.0, 110.0])
-    rows = by_name(runs.run_metrics("lenet.1", one, BOOK))
+    rows = by_name(run_results.run_metrics("lenet.1", one, BOOK))
     assert rows["lenet.1.sec_per_epoch"]["value"] == 1.0  # the mean of all would be 2.0
     assert rows["lenet.1.samples_per_s"]["value"] == 1024 / 1.0
     assert rows["lenet.1.steady_samples_per_s"]["value"] == 100.0
     assert rows["lenet.1.sec_per_epoch"]["note"] == ""
     # Each seed's first epoch is left out.
     two_seeds = pd.concat([one, one.assign(seed=1, seconds=[6.0, 2.0, 2.0, 2.0])])
-    rows = by_name(runs.run_metrics("lenet.1", two_seeds, BOOK))
+    rows = by_name(run_results.run_metrics("lenet.1", two_seeds, BOOK))
     assert rows["lenet.1.sec_per_epoch"]["value"] == 1.6  # median of 1, 1.2, 0.8, 2, 2, 2
     # A set-up that weighs more on 2 devices does not bias the speed-up.
     two = history([2.3] * 2, rate=[5.0, 150.0])
@@ -61,7 +61,7 @@ def test_times_are_medians_of_the_epochs_after_the_first():
 
 
 def test_one_epoch_is_all_there_is_and_says_so():
-    rows = by_name(runs.run_metrics("lenet.1", history([2.3], seconds=3.0), BOOK))
+    rows = by_name(run_results.run_metrics("lenet.1", history([2.3], seconds=3.0), BOOK))
     assert rows["lenet.1.sec_per_epoch"]["value"] == 3.0
     assert rows["lenet.1.sec_per_epoch"]["status"] == ""
     assert "one epoch" in rows["lenet.1.steady_samples_per_s"]["note"]
@@ -127,7 +127,7 @@ def test_a_seed_one_run_lacks_is_left_out_of_its_speedup_and_spread():
 def test_one_timed_ratio_has_no_spread_and_says_so():
     compared = compare(history([2.3] * 2), history([2.3] * 2, rate=[1.0, 150.0]))
     assert compared["lenet.speedup_iqr"]["value"] == 0
-    assert runs.NO_SPREAD in compared["lenet.speedup"]["note"]
+    assert run_results.NO_SPREAD in compared["lenet.speedup"]["note"]
 
 
 def test_no_meaningful_speedup_is_judged_with_its_spread():
@@ -157,17 +157,19 @@ def test_several_seeds_give_the_median_and_the_spread_across_seeds(tmp_path):
         history([2.3] * 6, acc=acc, seed=seed).drop(columns="seed").to_csv(
             tmp_path / f"lenet.1.seed{seed}.csv", index=False
         )
-    loaded = runs.load_runs(sorted(tmp_path.glob("*.csv")))
+    loaded = run_results.load_runs(sorted(tmp_path.glob("*.csv")))
     assert list(loaded) == ["lenet.1"]
     assert sorted(loaded["lenet.1"]["seed"].unique()) == [0, 1, 2, 3]
-    m = {r["metric"]: r["value"] for r in runs.run_metrics("lenet.1", loaded["lenet.1"], BOOK)}
+    m = {
+        r["metric"]: r["value"] for r in run_results.run_metrics("lenet.1", loaded["lenet.1"], BOOK)
+    }
     assert abs(m["lenet.1.test_acc"] - 0.83) < 1e-12
     assert abs(m["lenet.1.test_acc_spread"] - (0.87 - 0.775)) < 1e-12
 
 
 def test_one_seed_has_the_spread_of_its_last_epochs():
     run = history([2.3] * 6).assign(test_acc=[0.1, 0.80, 0.82, 0.84, 0.86, 0.88])
-    m = {r["metric"]: r["value"] for r in runs.run_metrics("lenet.1", run, BOOK)}
+    m = {r["metric"]: r["value"] for r in run_results.run_metrics("lenet.1", run, BOOK)}
     assert abs(m["lenet.1.test_acc_spread"] - 0.04) < 1e-12
 
 
@@ -183,16 +185,16 @@ def test_the_curve_is_judged_against_the_band_of_the_editions():
     book = reference.curve(BOOK, "mgpu.1gpu", "test_acc")
     band = book.groupby("epoch")["value"].agg(["min", "max"])
     inside = history([2.3] * 10).assign(epoch=band.index, test_acc=band["min"].to_numpy())
-    rows = {r["metric"]: r["value"] for r in runs.run_metrics("lenet.1", inside, BOOK)}
+    rows = {r["metric"]: r["value"] for r in run_results.run_metrics("lenet.1", inside, BOOK)}
     assert rows["lenet.1.curve_excess"] == 0
     low = inside.assign(test_acc=inside["test_acc"] - 0.1)
-    rows = {r["metric"]: r["value"] for r in runs.run_metrics("lenet.1", low, BOOK)}
+    rows = {r["metric"]: r["value"] for r in run_results.run_metrics("lenet.1", low, BOOK)}
     assert abs(rows["lenet.1.curve_excess"] - 0.1) < 1e-9
 
 
 def test_model_of_a_run_comes_from_its_name():
     names = ["lenet.2", "resnet18_momentum.1", "single_process_resnet18.2", "resnet18_b256.2"]
-    assert [runs.model_of(n) for n in names] == ["lenet", "resnet18", "resnet18", "resnet18"]
+    assert [run_results.model_of(n) for n in names] == ["lenet", "resnet18", "resnet18", "resnet18"]
 
 
 def test_the_book_s_one_process_runs_are_named_apart_from_the_data_parallel_ones(tmp_path):
@@ -202,7 +204,9 @@ def test_the_book_s_one_process_runs_are_named_apart_from_the_data_parallel_ones
     book_code = tmp_path / "single_process" / "lenet.2.csv"
     history([2.3, 1.0]).drop(columns="seed").to_csv(ours, index=False)
     history([2.3, 2.0]).drop(columns="seed").to_csv(book_code, index=False)
-    loaded = runs.load_runs([ours]) | runs.load_runs([book_code], runs.SINGLE_PROCESS)
+    loaded = run_results.load_runs([ours]) | run_results.load_runs(
+        [book_code], run_results.SINGLE_PROCESS
+    )
     assert sorted(loaded) == ["lenet.2", "single_process_lenet.2"]
     assert len(loaded["lenet.2"]) == len(loaded["single_process_lenet.2"]) == 2
 
@@ -212,7 +216,7 @@ def test_a_data_parallel_history_not_named_by_its_seed_is_refused(tmp_path):
     unseeded = tmp_path / "lenet.2.csv"
     history([2.3, 1.0]).drop(columns="seed").to_csv(unseeded, index=False)
     with pytest.raises(ValueError, match="lenet.2.csv: not a run's csv file"):
-        runs.load_runs([unseeded])
+        run_results.load_runs([unseeded])
 
 
 def test_final_accuracies_are_judged_within_the_editions_printed_disagreement():
@@ -265,7 +269,7 @@ def test_the_two_device_resnet_curve_is_judged_only_where_the_editions_agree():
     follows = history([2.3] * 10).assign(epoch=band.index, test_acc=band["min"].to_numpy())
 
     def judged(h):
-        rows = runs.run_metrics("resnet18.2", h, BOOK)
+        rows = run_results.run_metrics("resnet18.2", h, BOOK)
         return by_name(rows), verdict_of("mgpuc.2gpu.curve", rows)
 
     # Epoch 6, where EN dips to 0.50 and ZH reads 0.87, is not judged.
@@ -295,7 +299,7 @@ def lenet_seeds(*finals, late=(0.80, 0.80, 0.80, 0.80)) -> dict:
         history([2.3] * 10, seed=seed).assign(test_acc=[0.1, 0.6, 0.7, 0.75, 0.78, *late, final])
         for seed, final in enumerate(finals)
     )
-    rows = runs.run_metrics("lenet.1", run, BOOK)
+    rows = run_results.run_metrics("lenet.1", run, BOOK)
     on_curve = [r | {"value": 0.0} if r["metric"] == "lenet.1.curve_excess" else r for r in rows]
     return judged("mgpu.1gpu", on_curve)
 
@@ -351,17 +355,23 @@ def test_the_replica_gap_is_the_largest_over_seeds_and_epochs_of_a_run_of_severa
             history([2.3, 1.0], seed=1).assign(world_size=2, replica_gap=[0.0, 3e-9]),
         ]
     )
-    gap = by_name(runs.run_metrics("lenet.2", two, BOOK))["lenet.2.replica_gap"]
+    gap = by_name(run_results.run_metrics("lenet.2", two, BOOK))["lenet.2.replica_gap"]
     assert gap["value"] == 3e-9 and gap["status"] == ""
-    one = by_name(runs.run_metrics("lenet.1", two.assign(world_size=1, replica_gap=math.nan), BOOK))
+    one = by_name(
+        run_results.run_metrics("lenet.1", two.assign(world_size=1, replica_gap=math.nan), BOOK)
+    )
     assert one["lenet.1.replica_gap"]["status"] == "not applicable"
     assert "no replicas to compare" in one["lenet.1.replica_gap"]["note"]
-    unrecorded = by_name(runs.run_metrics("lenet.2", history([2.3, 1.0]), BOOK))
+    unrecorded = by_name(run_results.run_metrics("lenet.2", history([2.3, 1.0]), BOOK))
     assert unrecorded["lenet.2.replica_gap"]["status"] == "failed"
-    untrained = by_name(runs.run_metrics("lenet.2", pd.DataFrame({"note": ["needs 2"]}), BOOK))
+    untrained = by_name(
+        run_results.run_metrics("lenet.2", pd.DataFrame({"note": ["needs 2"]}), BOOK)
+    )
     assert untrained["lenet.2.replica_gap"]["note"] == "needs 2"
     # The book's one-process code keeps no replicas of its own to compare.
-    book_code = runs.run_metrics(runs.SINGLE_PROCESS + "lenet.2", history([2.3, 1.0]), BOOK)
+    book_code = run_results.run_metrics(
+        run_results.SINGLE_PROCESS + "lenet.2", history([2.3, 1.0]), BOOK
+    )
     assert not [r for r in book_code if r["metric"].endswith("replica_gap")]
 
 
@@ -369,10 +379,10 @@ def test_a_comparison_names_the_devices_of_both_runs_and_a_row_not_measured_none
     """The summary job runs on the CPU; its rows were measured on the runs' devices."""
     one = history([2.3, 1.0]).assign(devices="1 x A GPU", machine="m1")
     two = history([2.3, 0.9], rate=150).assign(devices="2 x A GPU", machine="m2")
-    rows = by_name(runs.metrics({"lenet.1": one, "lenet.2": two}, BOOK))
+    rows = by_name(run_results.metrics({"lenet.1": one, "lenet.2": two}, BOOK))
     assert rows["lenet.1.test_acc"]["device"] == "1 x A GPU"
     assert rows["lenet.speedup"]["device"] == rows["lenet.acc_diff"]["device"]
     assert rows["lenet.speedup"]["device"] == "1 x A GPU, 2 x A GPU"
     absent = pd.DataFrame({"note": ["needs 2 devices"], "machine": ["m2"]})
-    rows = by_name(runs.metrics({"lenet.1": one, "lenet.2": absent}, BOOK))
+    rows = by_name(run_results.metrics({"lenet.1": one, "lenet.2": absent}, BOOK))
     assert rows["lenet.2.test_acc"]["device"] == rows["lenet.speedup"]["device"] == ""

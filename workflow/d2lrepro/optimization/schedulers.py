@@ -8,7 +8,7 @@ which is what it returns for ``t > max_update``.
 The multi-step schedule is PyTorch's own ``MultiStepLR``; :func:`multistep_plot_values`
 replays the book's plotting loop on a real optimizer.
 
-:func:`schedule` gives the :class:`~d2lrepro.core.schedule.Schedule` a training loop applies to
+:func:`schedule` gives the :class:`~d2lrepro.core.lr_hooks.Schedule` a training loop applies to
 its optimizer (:func:`d2lrepro.core.training.train` calls its hooks), under two semantics:
 
 ``"as_written"``
@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from d2lrepro.core.schedule import Schedule, set_lr
+from d2lrepro.core.lr_hooks import Schedule, set_lr
 
 SEMANTICS = ("as_written", "intended")
 

@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from d2lrepro.core import machines, plotting
+from d2lrepro.core import plotting, provenance
 from d2lrepro.core.results import failed, metric, sign_test_p
 from d2lrepro.optimization.airfoil import train_airfoil
 
@@ -78,10 +78,10 @@ def eps_metrics(finals: pd.DataFrame) -> list[dict]:
     devices of the runs."""
     best = best_over_lr(finals)
     pairs = best.pivot(index=["eps", "seed"], columns="variant", values="final_loss")
-    device = machines.devices_of(finals)
+    device = provenance.devices_of(finals)
     if pairs.isna().to_numpy().any():
         why = "a variant of the ε sweep diverged at every lr"
-        return [failed("adam.eps_sweep.sign_p", why, "p", device)]
+        return [failed("adam.eps_outside.sign_p", why, "p", device)]
     gap = pairs["inside"] - pairs["outside"]
     tie = gap.abs() <= TIE_RELATIVE * pairs["outside"]
     votes = gap[~tie].groupby(level="seed").median()
@@ -99,11 +99,11 @@ def eps_metrics(finals: pd.DataFrame) -> list[dict]:
         f" precision); they differ at ε = {', '.join(decided) or 'none'}"
     )
     return [
-        metric("adam.eps_sweep.seeds", seeds, device=device),
-        metric("adam.eps_sweep.runs", len(finals), device=device),
-        metric("adam.eps_sweep.outside_lower", outside, device=device),
-        metric("adam.eps_sweep.inside_lower", inside, device=device),
-        metric("adam.eps_sweep.sign_p", sign_p, "p", device, note),
+        metric("adam.eps_outside.seeds", seeds, device=device),
+        metric("adam.eps_outside.runs", len(finals), device=device),
+        metric("adam.eps_outside.outside_lower", outside, device=device),
+        metric("adam.eps_outside.inside_lower", inside, device=device),
+        metric("adam.eps_outside.sign_p", sign_p, "p", device, note),
     ]
 
 

@@ -1,4 +1,5 @@
-"""Training on several devices from scratch, one process each (d2lrepro.multidevice.scratch)."""
+"""Training on several devices from scratch, one process each
+(d2lrepro.multidevice.parts.allreduce_by_hand)."""
 
 import math
 
@@ -11,7 +12,8 @@ from torch.nn import functional as F
 from conftest import cpus, verdict_of
 from d2lrepro.core.data import Data
 from d2lrepro.core.models import lenet_forward, lenet_params
-from d2lrepro.multidevice import cost_model, scratch, single_process
+from d2lrepro.multidevice import cost_model, single_process
+from d2lrepro.multidevice.parts import allreduce_by_hand
 from d2lrepro.pipeline.claims import NOT_REPRODUCED, REPRODUCED
 
 
@@ -19,17 +21,17 @@ def test_a_worker_shard_is_the_split_batch_chunk():
     X = torch.arange(35).reshape(7, 5)
     chunks, _ = single_process.split_batch(X, torch.arange(7), cpus(3))
     for rank, chunk in enumerate(chunks):
-        assert torch.equal(scratch.shard(X, rank, 3), chunk)
+        assert torch.equal(allreduce_by_hand.shard(X, rank, 3), chunk)
 
 
 def test_dist_allreduce_without_process_group_is_identity():
     tensor = torch.arange(3.0)
-    assert scratch.dist_allreduce_(tensor) is tensor
+    assert allreduce_by_hand.dist_allreduce_(tensor) is tensor
     assert torch.equal(tensor, torch.arange(3.0))
 
 
 def test_one_worker_has_no_replicas_to_compare():
-    assert math.isnan(scratch.replica_gap(lenet_params(seed=0)))
+    assert math.isnan(allreduce_by_hand.replica_gap(lenet_params(seed=0)))
 
 
 def _batch(n=24, seed=0):
@@ -45,7 +47,7 @@ def _summed_grads(rank, world, store, out):
     xs, ys = single_process.split_batch(X, y, cpus(world))
     params = lenet_params(seed=0)
     F.cross_entropy(lenet_forward(xs[rank], params), ys[rank], reduction="none").sum().backward()
-    scratch.sync_grads(params)
+    allreduce_by_hand.sync_grads(params)
     torch.save([p.grad for p in params], f"{out}.{rank}")
     dist.destroy_process_group()
 
@@ -64,7 +66,7 @@ def test_two_workers_sum_to_the_single_device_gradient(tmp_path):
 def _examples(rank, world, store, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
-    torch.save(scratch.printed_examples(torch.device("cpu")), f"{out}.{rank}")
+    torch.save(allreduce_by_hand.printed_examples(torch.device("cpu")), f"{out}.{rank}")
     dist.destroy_process_group()
 
 
@@ -83,12 +85,12 @@ def test_printed_examples_are_made_by_two_workers(tmp_path):
 
 
 def test_the_printed_b1_comes_through_the_books_get_params(monkeypatch):
-    rows = scratch.params_example(torch.device("cpu"))
+    rows = allreduce_by_hand.params_example(torch.device("cpu"))
     assert verdict_of("mgpu.params", rows) == REPRODUCED
     # The book's training takes its per-device copies from the same get_params.
     calls = []
-    real = scratch.get_params
-    monkeypatch.setattr(scratch, "get_params", lambda p, d: calls.append(d) or real(p, d))
+    real = allreduce_by_hand.get_params
+    monkeypatch.setattr(allreduce_by_hand, "get_params", lambda p, d: calls.append(d) or real(p, d))
     X, y = _batch(8)
     data = Data(X, y, X, y)
     history = single_process.train_scratch(data, cpus(2), epochs=1, batch_size=4, lr=0.1)
@@ -109,6 +111,6 @@ def _attached_copies(params, device):
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
 @pytest.mark.parametrize("broken", [_no_grad_copies, _attached_copies])
 def test_a_broken_get_params_fails_the_printed_b1(monkeypatch, broken):
-    monkeypatch.setattr(scratch, "get_params", broken)
-    rows = scratch.params_example(torch.device("cpu"))
+    monkeypatch.setattr(allreduce_by_hand, "get_params", broken)
+    rows = allreduce_by_hand.params_example(torch.device("cpu"))
     assert verdict_of("mgpu.params", rows) == NOT_REPRODUCED

@@ -1,4 +1,4 @@
-"""Which machine measured which number (d2lrepro.core.machines), and claims judged from it."""
+"""Which machine measured which number (d2lrepro.core.provenance), and claims judged from it."""
 
 import json
 
@@ -6,58 +6,58 @@ import pandas as pd
 import pytest
 
 from conftest import node_record, shipped_claims
-from d2lrepro.core import environment, machines, results
+from d2lrepro.core import environment, provenance, results
 from d2lrepro.pipeline import checks, claims
 
 
 @pytest.fixture
 def in_a_job(monkeypatch):
     """A job's process: what record_job attributes rows to is undone after the test."""
-    monkeypatch.setenv(machines.ATTRIBUTION, "")
+    monkeypatch.setenv(provenance.ATTRIBUTION, "")
 
 
 def test_the_records_of_a_file_lie_beside_it():
-    assert str(machines.sidecar("results/a/metrics.csv")) == "results/a/metrics.machines.json"
-    assert str(machines.sidecar("runs/cosine.as_written.seed1.csv")) == (
+    assert str(provenance.sidecar("results/a/metrics.csv")) == "results/a/metrics.machines.json"
+    assert str(provenance.sidecar("runs/cosine.as_written.seed1.csv")) == (
         "runs/cosine.as_written.seed1.machines.json"
     )
 
 
 def test_a_measuring_job_records_its_machine_and_its_rows_name_it(in_a_job, tmp_path):
     out = tmp_path / "metrics.machines.json"
-    recorded = machines.record_job(str(out), [], measures=True, threads=3)
+    recorded = provenance.record_job(str(out), [], measures=True, threads=3)
     ((rid, rec),) = recorded.items()
     assert json.loads(out.read_text()) == recorded
-    assert rec == environment.describe(3) and rid == machines.record_id(rec)
+    assert rec == environment.describe(3) and rid == provenance.record_id(rec)
     written = results.write_metrics([results.metric("a", 1.0)], tmp_path / "metrics.csv")
-    assert list(written[machines.COLUMN]) == [rid]
+    assert list(written[provenance.COLUMN]) == [rid]
     # a row that names its machines keeps them
     kept = results.write_csv(pd.DataFrame({"x": [1], "machine": ["other"]}), tmp_path / "x.csv")
-    assert list(kept[machines.COLUMN]) == ["other"]
+    assert list(kept[provenance.COLUMN]) == ["other"]
 
 
 def test_a_summary_carries_the_records_of_what_it_read(in_a_job, tmp_path):
     one, two = tmp_path / "a.machines.json", tmp_path / "b.machines.json"
-    machines.write(one, {"r1": node_record("node1")})
-    machines.write(two, {"r2": node_record("node2", gpus=2)})
+    provenance.write(one, {"r1": node_record("node1")})
+    provenance.write(two, {"r2": node_record("node2", gpus=2)})
     out = tmp_path / "metrics.machines.json"
-    recorded = machines.record_job(str(out), [str(one), str(two)], measures=False)
+    recorded = provenance.record_job(str(out), [str(one), str(two)], measures=False)
     assert recorded == {"r1": node_record("node1"), "r2": node_record("node2", gpus=2)}
-    assert machines.attribution() == "r1 r2"  # its rows come from both jobs
+    assert provenance.attribution() == "r1 r2"  # its rows come from both jobs
 
 
 def test_a_job_without_a_machines_output_records_nothing(in_a_job):
-    assert machines.record_job(None, [], measures=True) == {}
-    assert machines.attribution() == ""
+    assert provenance.record_job(None, [], measures=True) == {}
+    assert provenance.attribution() == ""
 
 
 def test_a_row_must_name_a_recorded_machine():
     rows = pd.DataFrame({"metric": ["a", "b"], "machine": ["r1", ""]})
     with pytest.raises(ValueError, match="m.csv: a row names no machine"):
-        machines.records_of(rows, {"r1": node_record()}, "m.csv")
+        provenance.records_of(rows, {"r1": node_record()}, "m.csv")
     with pytest.raises(KeyError, match="r2"):
-        machines.records_of(rows.assign(machine="r1 r2"), {"r1": node_record()}, "m.csv")
-    assert machines.records_of(rows.assign(machine="r1"), {"r1": node_record()}, "m.csv") == [
+        provenance.records_of(rows.assign(machine="r1 r2"), {"r1": node_record()}, "m.csv")
+    assert provenance.records_of(rows.assign(machine="r1"), {"r1": node_record()}, "m.csv") == [
         node_record()
     ]
 
@@ -66,9 +66,9 @@ def test_unreadable_records_name_their_file(tmp_path):
     bad = tmp_path / "m.machines.json"
     bad.write_text("[1, 2]")
     with pytest.raises(ValueError, match="m.machines.json"):
-        machines.read(bad)
+        provenance.read(bad)
     with pytest.raises(ValueError, match="missing.machines.json"):
-        machines.read(tmp_path / "missing.machines.json")
+        provenance.read(tmp_path / "missing.machines.json")
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_no_verdict_reads_the_run_s_overview(repo):
 
 
 def test_distinct_machines_are_hosts_with_what_their_jobs_could_use():
-    found = machines.distinct(
+    found = provenance.distinct(
         [node_record("a", cores=1), node_record("a", cores=2, gpus=1), node_record("b", gpus=2)]
     )
     assert [(m["host"], m["cores"], m["cuda_devices"]) for m in found] == [
@@ -128,28 +128,28 @@ def test_distinct_machines_are_hosts_with_what_their_jobs_could_use():
 def test_a_claim_s_rows_name_the_hosts_that_measured_them():
     records = {"m1": {"host": "node1"}, "m2": {"host": "node2"}, "m3": {"host": "node1"}}
     rows = pd.DataFrame({"machine": ["m1", "m2 m3", None]})
-    assert machines.hosts_of(rows, records) == "node1, node2"
-    assert machines.hosts_of(rows[:1], records) == "node1"
-    assert machines.hosts_of(pd.DataFrame({"value": [1.0]}), records) == ""  # none named
+    assert provenance.hosts_of(rows, records) == "node1, node2"
+    assert provenance.hosts_of(rows[:1], records) == "node1"
+    assert provenance.hosts_of(pd.DataFrame({"value": [1.0]}), records) == ""  # none named
 
 
 def test_a_summary_row_names_the_devices_of_its_runs_each_once():
     gpu_runs = pd.DataFrame({"device": ["cuda:0", "cuda:0"]})
-    assert machines.devices_of(gpu_runs) == "cuda:0"
+    assert provenance.devices_of(gpu_runs) == "cuda:0"
     mixed = pd.DataFrame({"device": ["cuda:0", "cpu, cuda:0", None, ""]})
-    assert machines.devices_of(gpu_runs, mixed) == "cpu, cuda:0"
-    assert machines.devices_of(pd.DataFrame({"devices": ["2 x A GPU"]})) == "2 x A GPU"
-    assert machines.devices_of(pd.DataFrame({"note": ["needs 2 devices"]})) == ""
+    assert provenance.devices_of(gpu_runs, mixed) == "cpu, cuda:0"
+    assert provenance.devices_of(pd.DataFrame({"devices": ["2 x A GPU"]})) == "2 x A GPU"
+    assert provenance.devices_of(pd.DataFrame({"note": ["needs 2 devices"]})) == ""
 
 
 def test_a_footer_of_cpu_runs_on_a_gpu_host_names_the_cpu_not_the_gpu():
     """The airfoil's optimizers train on the CPU even where the job could use a GPU."""
     records = {"gpu-host": node_record("node1", cores=16, gpus=1, threads=16)}
     runs = pd.DataFrame({"loss": [0.3, 0.25], "device": "cpu", "machine": "gpu-host"})
-    assert machines.footer(records, runs, where="runs") == (
+    assert provenance.footer(records, runs, where="runs") == (
         "measured on cpu (16 threads) of node1: Test CPU (16 cores), torch 2.13.0"
     )
-    assert machines.footer(records, runs, where="runs", threads=1).startswith(
+    assert provenance.footer(records, runs, where="runs", threads=1).startswith(
         "measured on cpu (1 thread) of node1"
     )
 
@@ -163,13 +163,15 @@ def test_a_footer_names_the_gpus_a_job_s_cuda_devices_are_and_each_machine_once(
         {"device": ["cpu", "cuda:1", "cuda:0+cuda:1", "cpu"], "machine": ["a", "a", "a", "b"]}
     )
     untimed = pd.DataFrame({"device": [None], "machine": ["b"]})
-    assert machines.footer(records, timed, untimed, where="t") == (
+    assert provenance.footer(records, timed, untimed, where="t") == (
         "measured on cpu (2 threads), cuda:0+cuda:1 (GPU zero, GPU one), cuda:1 (GPU one)"
         " of node1: Test CPU (2 cores), torch 2.13.0; "
         "measured on cpu (1 thread) of node2: Test CPU (4 cores), torch 2.13.0"
     )
     # a machine whose rows measured nothing is named alone; nothing drawn, no footer
-    assert machines.footer(records, untimed, where="t") == "node2: Test CPU (4 cores), torch 2.13.0"
-    assert machines.footer(records, where="t") == ""
+    assert (
+        provenance.footer(records, untimed, where="t") == "node2: Test CPU (4 cores), torch 2.13.0"
+    )
+    assert provenance.footer(records, where="t") == ""
     with pytest.raises(ValueError, match="t: a row names no machine"):
-        machines.footer(records, timed.assign(machine=""), where="t")
+        provenance.footer(records, timed.assign(machine=""), where="t")

@@ -1,4 +1,4 @@
-"""Concise multi-device training: ResNet-18, SGD, DDP (d2lrepro.multidevice.concise)."""
+"""Concise multi-device training: ResNet-18, SGD, DDP (d2lrepro.multidevice.parts.ddp)."""
 
 import torch
 import torch.distributed as dist
@@ -6,17 +6,17 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn import functional as F
 
-from d2lrepro.multidevice import concise
+from d2lrepro.multidevice.parts import ddp
 
 CPU = torch.device("cpu")
 
 
 def test_a_worker_s_resnet_starts_from_the_book_s_init_of_its_seed():
     state = torch.get_rng_state()
-    net, optimizer, _ = concise.concise_setup(3, 0.1, CPU, momentum=0.9, weight_decay=5e-4)
+    net, optimizer, _ = ddp.concise_setup(3, 0.1, CPU, momentum=0.9, weight_decay=5e-4)
     assert torch.equal(state, torch.get_rng_state())  # the global RNG is left alone
-    again, _, _ = concise.concise_setup(3, 0.1, CPU)
-    other, _, _ = concise.concise_setup(4, 0.1, CPU)
+    again, _, _ = ddp.concise_setup(3, 0.1, CPU)
+    other, _, _ = ddp.concise_setup(4, 0.1, CPU)
     assert all(
         torch.equal(a, b) for a, b in zip(net.state_dict().values(), again.state_dict().values())
     )
@@ -51,7 +51,7 @@ def single_device_step(lr):
 
 def test_one_worker_steps_on_the_mean_loss_of_the_global_batch():
     net = seeded_linear()
-    model, optimizer, step = concise.ddp_setup(net, 0.5, CPU)
+    model, optimizer, step = ddp.ddp_setup(net, 0.5, CPU)
     assert model is net and not dist.is_initialized()  # one worker: no DDP
     X, y = batch()
     logits, loss = step(X, y, len(X))
@@ -67,7 +67,7 @@ def _ddp_step(rank, world, store, out):
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     X, y = batch()
     rows = torch.tensor_split(torch.arange(len(X)), world)[rank]
-    net, _, step = concise.ddp_setup(seeded_linear(), 0.5, CPU)
+    net, _, step = ddp.ddp_setup(seeded_linear(), 0.5, CPU)
     step(X[rows], y[rows], len(X))
     torch.save([p.detach() for p in net.parameters()], f"{out}.{rank}")
     dist.destroy_process_group()

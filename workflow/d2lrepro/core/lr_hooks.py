@@ -1,6 +1,6 @@
 """What a training loop does to its optimizer's learning rate, epoch by epoch: the hooks that
 :func:`d2lrepro.core.training.train` calls, and the plainest schedules. The book's schedulers
-(:mod:`d2lrepro.optimization.schedules`) build on them.
+(:mod:`d2lrepro.optimization.schedulers`) build on them.
 
 No torch here: the workflow reads the lr-schedule experiments, and so this module, when it
 parses, where importing torch would cost every snakemake call a second.

@@ -15,7 +15,8 @@ import torch.multiprocessing as mp
 
 from conftest import LENET, fake_fashion_mnist, ok, run, verdict_of
 from d2lrepro.core import paths, reference, results
-from d2lrepro.multidevice import concise, data_parallel, runs, scratch, worker
+from d2lrepro.multidevice import data_parallel
+from d2lrepro.multidevice.parts import allreduce_by_hand, ddp, run_results, worker
 from d2lrepro.pipeline.claims import NOT_REPRODUCED, REPRODUCED
 
 BOOK = reference.load()
@@ -323,7 +324,7 @@ def test_two_nodes_train_like_one_node_with_two_workers(data, tmp_path, two_node
     """A run over 2 nodes (here two torchrun agents on this host, started by srun, meeting at
     a c10d rendezvous on it) gives the losses of one node with 2 workers."""
     spec = {"model": "lenet", "devices": 2, "nodes": 2, "epochs": 2, "batch_size": 64, "lr": 0.2}
-    caplog.set_level("INFO", logger="d2lrepro.multidevice.launcher")
+    caplog.set_level("INFO", logger="d2lrepro.multidevice.parts.launcher")
     nodes, one = train_on_nodes(data, tmp_path, spec), one_node(data, tmp_path, spec)
     assert "srun --nodes=2 --ntasks=2" in caplog.text and "--nproc-per-node=1" in caplog.text
     assert set(nodes["world_size"]) == {2} and nodes["devices"].iloc[0] == one["devices"].iloc[0]
@@ -358,8 +359,8 @@ def _replicas(rank, world, store, runs_argv, out):
     cpu = torch.device("cpu")
     args = {name: worker.parse_args(list(map(str, argv))) for name, argv in runs_argv.items()}
     unbroken = {name: worker.train(a, cpu, rank)[0] for name, a in args.items()}
-    scratch.sync_grads = lambda params: None
-    concise.DistributedDataParallel = lambda net, **kwargs: net
+    allreduce_by_hand.sync_grads = lambda params: None
+    ddp.DistributedDataParallel = lambda net, **kwargs: net
     broken = {name: worker.train(a, cpu, rank)[0] for name, a in args.items()}
     if rank == 0:
         torch.save({name: (unbroken[name], broken[name]) for name in args}, out)
@@ -386,7 +387,7 @@ def test_replicas_that_skip_the_allreduce_drift_apart_and_fail_the_claim(data, t
         rows = [
             r
             for name, (unbroken, mutated) in trained.items()
-            for r in runs.run_metrics(name, mutated if name == broken else unbroken, BOOK)
+            for r in run_results.run_metrics(name, mutated if name == broken else unbroken, BOOK)
         ]
         return verdict_of("mgpu.2gpu.replicas", rows)
 

@@ -1,9 +1,9 @@
-"""What a training loop does to its optimizer's lr each epoch (d2lrepro.core.schedule)."""
+"""What a training loop does to its optimizer's lr each epoch (d2lrepro.core.lr_hooks)."""
 
 import pytest
 import torch
 
-from d2lrepro.core import schedule
+from d2lrepro.core import lr_hooks
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def lrs(optimizer) -> list[float]:
 
 
 def test_each_epoch_runs_with_its_lr_set_before_it(optimizer):
-    epochs = schedule.EpochLrs([0.3, 0.2, 0.05])
+    epochs = lr_hooks.EpochLrs([0.3, 0.2, 0.05])
     assert epochs.initial_lr == 0.3
     epochs.start(optimizer)
     seen = []
@@ -31,7 +31,7 @@ def test_each_epoch_runs_with_its_lr_set_before_it(optimizer):
 
 
 def test_the_base_schedule_leaves_the_lr_alone(optimizer):
-    constant = schedule.Schedule(0.5)
+    constant = lr_hooks.Schedule(0.5)
     assert constant.initial_lr == 0.5
     constant.start(optimizer)
     for epoch in range(3):
@@ -41,6 +41,6 @@ def test_the_base_schedule_leaves_the_lr_alone(optimizer):
 
 
 def test_set_lr_sets_every_group_and_no_lrs_start_at_zero(optimizer):
-    schedule.set_lr(optimizer, 1)
+    lr_hooks.set_lr(optimizer, 1)
     assert lrs(optimizer) == [1.0, 1.0] and all(type(lr) is float for lr in lrs(optimizer))
-    assert schedule.EpochLrs([]).initial_lr == 0.0
+    assert lr_hooks.EpochLrs([]).initial_lr == 0.0

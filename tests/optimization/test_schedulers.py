@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from d2lrepro.core import models, training
-from d2lrepro.optimization import schedules as s
+from d2lrepro.optimization import schedulers as s
 
 
 def test_square_root():

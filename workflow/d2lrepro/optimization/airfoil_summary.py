@@ -1,0 +1,155 @@
+"""What the airfoil sweep measured (rule ``airfoil_summary``): each setting's metrics over its
+seeds, the slowest and fastest setting the book ran, the scratch-against-torch comparisons,
+and train_ch11's plot of each setting beside the book's curves
+(:mod:`d2lrepro.optimization.airfoil` trains them)."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+
+from d2lrepro.core import plotting, provenance, reference, results
+from d2lrepro.core.results import failed, iqr, metric, not_applicable
+from d2lrepro.optimization.airfoil import BOOK_YLIM, CODE
+
+log = logging.getLogger(__name__)
+
+# The text columns of a comparison's rows, empty where it has none.
+TEXT = ("unit", "note", "status")
+
+
+def summarize(
+    run_files: list,
+    compared_files: list,
+    records: dict[str, dict],
+    book: pd.DataFrame,
+    runs_out,
+    metrics_out,
+    figure_paths: dict,
+) -> None:
+    """The sweep's runs (``run_files``, one CSV per setting) as one table (``runs_out``), their
+    metrics (:func:`setting_metrics`) with the scratch-against-torch comparisons
+    (``compared_files``, each from its own job and naming its machine) in ``metrics_out``, and
+    each setting's plot (``figure_paths[setting]``), its footer naming the machines of its
+    runs (``records``)."""
+    runs = pd.concat([pd.read_csv(path) for path in run_files], ignore_index=True)
+    finals = runs.groupby(["setting", "seed"])["elapsed"].max()
+    log.info(
+        "sweep: %d settings x %d seeds, %.2f s of training in all (evaluation excluded)",
+        runs["setting"].nunique(),
+        runs["seed"].nunique(),
+        finals.sum(),
+    )
+    rows = [r | {"machine": provenance.of_frame(runs)} for r in setting_metrics(runs, book)]
+    for path in compared_files:
+        compared = pd.read_csv(path)
+        rows += compared.assign(**{c: results.text(compared[c]) for c in TEXT}).to_dict("records")
+    results.write_csv(runs, runs_out)
+    results.write_metrics(rows, metrics_out)
+    for name, group in runs.groupby("setting"):
+        footer = provenance.footer(records, group, where="the airfoil runs")
+        draw_setting(group, figure_paths[name], footer, book)
+
+
+def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
+    """Per setting: median final loss over seeds, its spread, sec/epoch (median and IQR over
+    seeds), divergence, and how far the median curve over seeds strays from the band of the
+    book's editions, its clipped top included (``curve_excess``); for from-scratch Adagrad the
+    slope of its effective lr and the largest gaps of its state and steps from the gradients it
+    was fed (``state_gap``, ``step_gap``: :class:`~d2lrepro.optimization.optimizers.AdagradAudit`,
+    the worst over seeds and steps); a setting where a seed diverged is failed. Over the
+    settings with a book curve: the slowest and fastest sec/epoch, noted with their setting and
+    code ("adadelta.concise (torch.optim)"), not applicable where none ran or where they ran
+    on different hosts. Each row names the devices of the runs it comes from."""
+    rows, per_epoch = [], {}
+    for name, group in runs.groupby("setting", sort=False):
+        finals = group.loc[group.groupby("seed")["examples"].idxmax()]
+        seconds = finals["elapsed"] / finals["epoch"]
+        per_epoch[name] = (seconds.median(), iqr(seconds))
+        bad = group.groupby("seed")["diverged"].any()
+        device = provenance.devices_of(group)
+        rows += [
+            metric(f"{name}.sec_per_epoch", per_epoch[name][0], "s", device),
+            metric(f"{name}.sec_per_epoch_iqr", per_epoch[name][1], "s", device),
+            metric(f"{name}.diverged_seeds", float(bad.sum()), device=device),
+        ]
+        if bad.any():
+            why = f"{name}: seeds {list(bad[bad].index)} of {len(bad)} diverged"
+            names = ("final_loss", "final_loss_range", "curve_excess")
+            if "eff_lr" in group and group["eff_lr"].notna().any():  # from-scratch Adagrad
+                names += ("eff_lr_slope", "state_gap", "step_gap")
+            rows += [failed(f"{name}.{n}", why, device=device) for n in names]
+        else:
+            median = group.groupby("epoch")["loss"].median()
+            excess = reference.band_excess(
+                book, name, "loss", median.index, median.to_numpy(), clip=BOOK_YLIM[1]
+            )
+            rows += [
+                metric(f"{name}.final_loss", finals["loss"].median(), device=device),
+                metric(
+                    f"{name}.final_loss_range", np.ptp(finals["loss"].to_numpy()), device=device
+                ),
+                metric(f"{name}.curve_excess", excess, "|Δ|", device),
+            ]
+            if "eff_lr" in group and group["eff_lr"].notna().all():
+                slopes = [
+                    decay_exponent(r["examples"], r["eff_lr"]) for _, r in group.groupby("seed")
+                ]
+                rows.append(metric(f"{name}.eff_lr_slope", float(np.median(slopes)), device=device))
+            for gap in ("state_gap", "step_gap"):  # the worst over every seed and step
+                if gap in group and group[gap].notna().all():
+                    rows.append(metric(f"{name}.{gap}", float(group[gap].max()), "|Δ|", device))
+    in_book = {n: v for n, v in per_epoch.items() if n in set(book["id"])}
+    hosts = sorted(runs.loc[runs["setting"].isin(in_book), "host"].unique())
+    ends = [f"airfoil.{e}_sec_per_epoch{s}" for e in ("slowest", "fastest") for s in ("", "_iqr")]
+    if not in_book:
+        why = "none of the settings the book ran (those with a book curve) ran here"
+        return rows + [not_applicable(name, why, "s") for name in ends]
+    if len(hosts) > 1:
+        why = (
+            f"the settings ran on different hosts ({', '.join(hosts)}), so their times compare"
+            " the machines too; one airfoil_run job trains every setting on one machine, in"
+            " seconds: rerun it"
+        )
+        return rows + [not_applicable(name, why, "s") for name in ends]
+    device = provenance.devices_of(runs[runs["setting"].isin(in_book)])
+    code = runs.groupby("setting")["implementation"].first()
+    for end, pick in (("slowest", max), ("fastest", min)):
+        name = pick(in_book, key=lambda n: in_book[n][0])
+        note = f"{name} ({CODE[code[name]]})"
+        rows += [
+            metric(f"airfoil.{end}_sec_per_epoch", in_book[name][0], "s", device, note),
+            metric(f"airfoil.{end}_sec_per_epoch_iqr", in_book[name][1], "s", device, note),
+        ]
+    return rows
+
+
+def decay_exponent(steps, values) -> float:
+    """The slope of log ``values`` against log ``steps`` over the second half of the points:
+    -0.5 for a quantity that decays as t^-1/2 once the start is forgotten."""
+    half = len(steps) // 2
+    return float(np.polyfit(np.log(steps[half:]), np.log(values[half:]), 1)[0])
+
+
+def draw_setting(group: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> None:
+    """train_ch11's plot (loss vs epoch, ylim [0.22, 0.35]): median over seeds, band = range,
+    with the book's curves (``book``: :func:`d2lrepro.core.reference.load`) in grey."""
+    fig, ax = plotting.figure()
+    plotting.seaborn().lineplot(
+        group,
+        x="epoch",
+        y="loss",
+        estimator="median",
+        errorbar=("pi", 100),
+        ax=ax,
+        label=f"this run (median, range of {group['seed'].nunique()} seeds)",
+    )
+    reference.draw(ax, book, group["setting"].iloc[0], "loss")
+    epochs = math.ceil(group["epoch"].max())
+    ax.set(xlim=(0, epochs), ylim=BOOK_YLIM, xlabel="epoch", ylabel="loss")
+    plotting.legend_readable(ax)
+    ax.grid(True)
+    plotting.save(fig, path, footer=footer)
