@@ -6,7 +6,7 @@ It follows the book's ``train()`` (SGD without momentum, mean cross-entropy, the
 running train loss/accuracy, test accuracy after each epoch) but keeps the data as tensors on
 the device and draws minibatches from a seeded permutation instead of going through a
 ``DataLoader``. The other code paths have loops of their own: the airfoil regression
-(:func:`d2lrepro.optimization.optimizers.train_airfoil`), the multi-device worker
+(:func:`d2lrepro.optimization.airfoil.train_airfoil`), the multi-device worker
 (:func:`d2lrepro.multidevice.parts.worker.train`) and the book's one-process multi-GPU code
 (:mod:`d2lrepro.multidevice.single_process`).
 """
@@ -72,56 +72,24 @@ def train(
         schedule = EpochLrs(schedule)
     device = torch.device(device)
     data = prepare_data(data, train_subset, test_subset, device)
-    n = len(data.train_y)
-    if n == 0:
+    if len(data.train_y) == 0:
         raise ValueError("no training examples")
     place(net, device)
     net.train()
-    loss_fn = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(net.parameters(), lr=schedule.initial_lr)
     schedule.start(optimizer)
     generator = torch.Generator().manual_seed(seed)
+    steps = Steps(net, optimizer, batch_size, warmup_steps)
     rows = []
-    diverged = False
-    start_loss = None  # the fresh network's loss: what an explosion is measured against
-    step = 0
     for epoch in range(epochs):
         schedule.before_epoch(optimizer, epoch)
-        base_lr = optimizer.param_groups[0]["lr"]
-        lr = -math.inf
         before = [p.detach().clone() for p in net.parameters()]
         net.train()
         with Clock(device) as clock:
-            order = torch.randperm(n, generator=generator).to(device)
-            loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-            correct = torch.zeros((), dtype=torch.int64, device=device)
-            seen = 0
-            for b, i in enumerate(range(0, n, batch_size)):
-                idx = order[i : i + batch_size]
-                x, y = data.train_x[idx], data.train_y[idx]
-                if warmup_steps and step <= warmup_steps:
-                    set_lr(optimizer, base_lr * min(1.0, (step + 1) / warmup_steps))
-                step += 1
-                optimizer.zero_grad(set_to_none=True)
-                y_hat = net(x)
-                loss = loss_fn(y_hat, y)
-                if start_loss is None:
-                    start_loss = loss.item()
-                loss.backward()
-                lr = max(lr, optimizer.param_groups[0]["lr"])  # what this step runs with
-                optimizer.step()
-                with torch.no_grad():
-                    loss_sum += loss.detach().double() * len(y)
-                    correct += (y_hat.argmax(dim=1) == y).sum()
-                seen += len(y)
-                if (b + 1) % DIVERGENCE_CHECK_EVERY == 0 and not torch.isfinite(loss_sum).item():
-                    diverged = True
-                    break
-        if warmup_steps:
-            set_lr(optimizer, base_lr)  # the schedule goes on from the epoch's lr
-        seconds = clock.seconds
-        train_loss = loss_sum.item() / seen
-        diverged = diverged or exploded(train_loss, start_loss)
+            order = torch.randperm(len(data.train_y), generator=generator).to(device)
+            loss_sum, correct, seen, lr = steps.epoch(data, order)
+        train_loss = loss_sum.item() / seen  # read after the clock: it waits for the device
+        steps.diverged = steps.diverged or exploded(train_loss, steps.start_loss)
         row = {
             "epoch": epoch + 1,
             "lr": lr,
@@ -130,9 +98,9 @@ def train(
             "test_acc": evaluate_accuracy(net, data.test_x, data.test_y)
             if math.isfinite(train_loss)
             else math.nan,
-            "seconds": seconds,
-            "samples_per_s": seen / seconds if seconds > 0 else math.nan,
-            "diverged": diverged,
+            "seconds": clock.seconds,
+            "samples_per_s": seen / clock.seconds if clock.seconds > 0 else math.nan,
+            "diverged": steps.diverged,
             "param_change": max(
                 (p.detach() - b).abs().max().item() for p, b in zip(net.parameters(), before)
             ),
@@ -144,12 +112,60 @@ def train(
                 "epoch %(epoch)d/%(epochs)d lr %(lr).4g: train loss %(train_loss).4f, train acc"
                 " %(train_acc).4f, test acc %(test_acc).4f, %(seconds).2f s (%(samples_per_s).0f"
                 " examples/s)%(flag)s",
-                row | {"epochs": epochs, "flag": " DIVERGED" if diverged else ""},
+                row | {"epochs": epochs, "flag": " DIVERGED" if steps.diverged else ""},
             )
         if on_epoch is not None:
             on_epoch(row)
-        if diverged:
+        if steps.diverged:
             break
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    frame.attrs["diverged"] = diverged
+    frame.attrs["diverged"] = steps.diverged
     return frame
+
+
+class Steps:
+    """The SGD steps of a run, epoch after epoch: what they carry across epochs is the count
+    of steps (for the warm-up), the fresh network's loss (what an explosion is measured
+    against) and whether the loss has exploded."""
+
+    def __init__(self, net: nn.Module, optimizer, batch_size: int, warmup_steps: int):
+        self.net, self.optimizer, self.loss_fn = net, optimizer, nn.CrossEntropyLoss()
+        self.batch_size, self.warmup_steps = batch_size, warmup_steps
+        self.step, self.start_loss, self.diverged = 0, None, False
+
+    def epoch(
+        self, data: Data, order: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, int, float]:
+        """One pass over the examples in ``order``: the loss summed over its examples and the
+        correct predictions (on the device), the examples seen and the largest lr a step ran
+        with. The
+        warm-up's lr of a step sets the optimizer's lr, which is back at the epoch's after."""
+        optimizer, device = self.optimizer, order.device
+        base_lr, lr = optimizer.param_groups[0]["lr"], -math.inf
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        correct = torch.zeros((), dtype=torch.int64, device=device)
+        seen = 0
+        for b, i in enumerate(range(0, len(order), self.batch_size)):
+            idx = order[i : i + self.batch_size]
+            x, y = data.train_x[idx], data.train_y[idx]
+            if self.warmup_steps and self.step <= self.warmup_steps:
+                set_lr(optimizer, base_lr * min(1.0, (self.step + 1) / self.warmup_steps))
+            self.step += 1
+            optimizer.zero_grad(set_to_none=True)
+            y_hat = self.net(x)
+            loss = self.loss_fn(y_hat, y)
+            if self.start_loss is None:
+                self.start_loss = loss.item()
+            loss.backward()
+            lr = max(lr, optimizer.param_groups[0]["lr"])  # what this step runs with
+            optimizer.step()
+            with torch.no_grad():
+                loss_sum += loss.detach().double() * len(y)
+                correct += (y_hat.argmax(dim=1) == y).sum()
+            seen += len(y)
+            if (b + 1) % DIVERGENCE_CHECK_EVERY == 0 and not torch.isfinite(loss_sum).item():
+                self.diverged = True
+                break
+        if self.warmup_steps:
+            set_lr(optimizer, base_lr)  # the schedule goes on from the epoch's lr
+        return loss_sum, correct, seen, lr

@@ -120,8 +120,32 @@ def hybridize(
     """
     device = torch.device(device)
     eager = mlp(seed).to(device)
+    nets, unusable = _converted(eager, modes, device)
+    rows = [metric(f"{prefix}.n_calls", n_calls)]
+    paired = {"block_s": min_run_time / 10, "max_run_time": max_run_time}
+    for batch in batch_sizes:
+        x = torch.randn(batch, 512, device=device)
+        name = f"{prefix}.batch{batch}"
+        timings = (n_calls, device, min_run_time, max_run_time)
+        medians, timed = _timed_modes(nets, unusable, x, eager(x).detach(), name, *timings)
+        rows += timed + _ratios(nets, unusable, medians, x, name, device, paired)
+        if batch != cold_batch:
+            continue
+        if {"eager", "script"} <= medians.keys():
+            rows += hybridize_cold.cold_pairs(
+                f"{name}.naive", batch, n_calls, device, seed, cold_pairs
+            )
+        else:
+            make, reason = unusable.get("script") or unusable["eager"]
+            rows += [make(f"{name}.naive.{m}", reason) for m in hybridize_cold.NAMES]
+    return rows
+
+
+def _converted(eager: nn.Module, modes, device: torch.device) -> tuple[dict, dict]:
+    """The net of each mode of ``modes`` made from ``eager``, and every other mode with why it
+    is not measured: (row maker, reason), not applicable where not configured or its
+    toolchain is missing, failed where the conversion raised."""
     nets = {}
-    # Every mode gets its rows; one that is not measured says why: (row maker, reason).
     unusable = {
         mode: (not_applicable, "not run: not among the configured modes")
         for mode in MODES
@@ -138,50 +162,46 @@ def hybridize(
             nets[mode] = convert(eager, mode)
         except Exception as error:  # noqa: BLE001 -- a failure to convert is a result
             unusable[mode] = (failed, one_line(error))
+    return nets, unusable
 
-    rows = [metric(f"{prefix}.n_calls", n_calls)]
-    paired = {"block_s": min_run_time / 10, "max_run_time": max_run_time}
-    for batch in batch_sizes:
-        x = torch.randn(batch, 512, device=device)
-        reference = eager(x).detach()
-        medians = {}
-        for mode in MODES:
-            name = f"{prefix}.batch{batch}.{mode}"
-            if mode not in unusable:
-                try:
-                    naive, timing, diff = _measure_net(
-                        nets[mode], x, reference, n_calls, device, min_run_time, max_run_time
-                    )
-                except Exception as error:  # noqa: BLE001 -- torch.compile fails on its first call
-                    unusable[mode] = (failed, one_line(error))
-            if mode in unusable:
-                make, reason = unusable[mode]
-                template = _hyb_rows(name, math.nan, NAN_TIMING, math.nan, "")
-                rows += [make(row["metric"], reason, row["unit"]) for row in template]
-                continue
-            medians[mode] = timing["median"]
-            rows += _hyb_rows(name, naive, timing, diff, str(device))
-        for mode in MODES[1:]:  # eager is the reference, timed in alternation with each mode
-            name = f"{prefix}.batch{batch}.eager_over_{mode}"
-            if "eager" in medians and mode in medians:
-                ratio = paired_ratio(
-                    lambda: nets["eager"](x), lambda: nets[mode](x), device, **paired
+
+def _timed_modes(nets, unusable, x, reference, name, n_calls, device, min_time, max_time):
+    """Each mode's timings on ``x`` (rows under ``name``) and the medians of those measured; a
+    mode that raises on its first call joins ``unusable``, failed."""
+    rows, medians = [], {}
+    for mode in MODES:
+        if mode not in unusable:
+            try:
+                naive, timing, diff = _measure_net(
+                    nets[mode], x, reference, n_calls, device, min_time, max_time
                 )
-                rows += [
-                    metric(name, ratio["median"], "x", str(device)),
-                    metric(f"{name}_iqr", ratio["iqr"], "x", str(device)),
-                ]
-            else:
-                make, reason = unusable.get(mode) or unusable["eager"]
-                rows += [make(name, reason, "x"), make(f"{name}_iqr", reason, "x")]
-        if batch != cold_batch:
+            except Exception as error:  # noqa: BLE001 -- torch.compile fails on its first call
+                unusable[mode] = (failed, one_line(error))
+        if mode in unusable:
+            make, reason = unusable[mode]
+            template = _hyb_rows(f"{name}.{mode}", math.nan, NAN_TIMING, math.nan, "")
+            rows += [make(row["metric"], reason, row["unit"]) for row in template]
             continue
-        name = f"{prefix}.batch{batch}.naive"
-        if {"eager", "script"} <= medians.keys():
-            rows += hybridize_cold.cold_pairs(name, batch, n_calls, device, seed, cold_pairs)
+        medians[mode] = timing["median"]
+        rows += _hyb_rows(f"{name}.{mode}", naive, timing, diff, str(device))
+    return medians, rows
+
+
+def _ratios(nets, unusable, medians, x, name, device, paired) -> list[dict]:
+    """Eager's time over each other mode's on ``x``, timed in alternation (rows under
+    ``name``); where either was not measured, why."""
+    rows = []
+    for mode in MODES[1:]:
+        ratio_name = f"{name}.eager_over_{mode}"
+        if "eager" in medians and mode in medians:
+            ratio = paired_ratio(lambda: nets["eager"](x), lambda: nets[mode](x), device, **paired)
+            rows += [
+                metric(ratio_name, ratio["median"], "x", str(device)),
+                metric(f"{ratio_name}_iqr", ratio["iqr"], "x", str(device)),
+            ]
         else:
-            make, reason = unusable.get("script") or unusable["eager"]
-            rows += [make(f"{name}.{m}", reason) for m in hybridize_cold.NAMES]
+            make, reason = unusable.get(mode) or unusable["eager"]
+            rows += [make(ratio_name, reason, "x"), make(f"{ratio_name}_iqr", reason, "x")]
     return rows
 
 

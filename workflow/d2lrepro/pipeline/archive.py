@@ -223,57 +223,76 @@ def read(
     except (zipfile.BadZipFile, OSError) as error:
         raise _refuse(path, f"not a readable zip archive: {error}") from error
     with archive:
-        infos = archive.infolist()
-        if len(infos) > MAX_MEMBERS:
-            raise _refuse(path, f"{len(infos)} members (at most {MAX_MEMBERS})")
-        names = [i.filename for i in infos]
-        doubled = sorted({n for n in names if names.count(n) > 1})
-        if doubled:
-            raise _refuse(path, f"members named twice: {doubled}")
-        for info in infos:
-            _check_member(path, info)
-            if info.file_size > max_member_bytes:
-                raise _refuse(
-                    path,
-                    f"member {info.filename!r} unpacks to {info.file_size} bytes"
-                    f" (at most {max_member_bytes})",
-                )
-        total = sum(i.file_size for i in infos)
-        if total > max_total_bytes:
-            raise _refuse(path, f"unpacks to {total} bytes (at most {max_total_bytes})")
-        by_name = dict(zip(names, infos))
+        by_name = _checked_headers(path, archive, max_member_bytes, max_total_bytes)
         if MANIFEST not in by_name:
             raise _refuse(path, f"no {MANIFEST}: not an archive of a run of this pipeline")
         manifest = _manifest(
             path, _member_bytes(path, archive, by_name[MANIFEST], max_member_bytes)
         )
-        listed = manifest["files"]
-        for member, what in REQUIRED.items():
-            if member not in listed or member not in by_name:
-                raise _refuse(path, f"no {member} ({what})")
-        unlisted = sorted(set(by_name) - set(listed) - {MANIFEST})
-        if unlisted:
-            raise _refuse(path, f"member {unlisted[0]!r} is not listed in its {MANIFEST}")
-        absent = sorted(set(listed) - set(by_name))
-        if absent:
-            raise _refuse(path, f"its {MANIFEST} lists {absent[0]!r}, which it does not hold")
-        files = {}
-        for member in sorted(listed):
-            data = _member_bytes(path, archive, by_name[member], max_member_bytes)
-            if len(data) != listed[member].get("bytes") or (
-                hashlib.sha256(data).hexdigest() != listed[member]["sha256"]
-            ):
-                raise _refuse(path, f"member {member!r} does not match its checksum")
-            files[member] = data
-    run = Run(path, manifest, files)
+        _check_listing(path, manifest["files"], by_name)
+        files = {
+            member: _checked_bytes(path, archive, by_name[member], entry, max_member_bytes)
+            for member, entry in sorted(manifest["files"].items())
+        }
+    return _parsed(Run(path, manifest, files))
+
+
+def _checked_headers(path, archive, max_member_bytes: int, max_total_bytes: int) -> dict:
+    """The archive's members by name, once their count, names, types and sizes, read from
+    the zip's headers alone, are within bounds."""
+    infos = archive.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise _refuse(path, f"{len(infos)} members (at most {MAX_MEMBERS})")
+    names = [i.filename for i in infos]
+    doubled = sorted({n for n in names if names.count(n) > 1})
+    if doubled:
+        raise _refuse(path, f"members named twice: {doubled}")
+    for info in infos:
+        _check_member(path, info)
+        if info.file_size > max_member_bytes:
+            raise _refuse(
+                path,
+                f"member {info.filename!r} unpacks to {info.file_size} bytes"
+                f" (at most {max_member_bytes})",
+            )
+    total = sum(i.file_size for i in infos)
+    if total > max_total_bytes:
+        raise _refuse(path, f"unpacks to {total} bytes (at most {max_total_bytes})")
+    return dict(zip(names, infos))
+
+
+def _check_listing(path, listed: dict, by_name: dict) -> None:
+    """The manifest lists every required member, and exactly the members the archive holds."""
+    for member, what in REQUIRED.items():
+        if member not in listed or member not in by_name:
+            raise _refuse(path, f"no {member} ({what})")
+    unlisted = sorted(set(by_name) - set(listed) - {MANIFEST})
+    if unlisted:
+        raise _refuse(path, f"member {unlisted[0]!r} is not listed in its {MANIFEST}")
+    absent = sorted(set(listed) - set(by_name))
+    if absent:
+        raise _refuse(path, f"its {MANIFEST} lists {absent[0]!r}, which it does not hold")
+
+
+def _checked_bytes(path, archive, info, entry: dict, max_member_bytes: int) -> bytes:
+    """A member's bytes, once their length and checksum match its ``entry`` in the manifest."""
+    data = _member_bytes(path, archive, info, max_member_bytes)
+    if len(data) != entry.get("bytes") or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise _refuse(path, f"member {info.filename!r} does not match its checksum")
+    return data
+
+
+def _parsed(run: Run) -> Run:
+    """``run``, once its claims, environment and ledger parse, with the columns and types a
+    comparison reads."""
     try:
         columns = set(run.claims.columns)
         parsed = {ENVIRONMENT: run.environment, LEDGER: run.ledger}
     except (ValueError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise _refuse(path, f"a member cannot be parsed: {error}") from error
+        raise _refuse(run.path, f"a member cannot be parsed: {error}") from error
     lacking = [c for c in CLAIM_COLUMNS if c not in columns]
     if lacking:
-        raise _refuse(path, f"{CLAIMS} lacks the columns {lacking}")
+        raise _refuse(run.path, f"{CLAIMS} lacks the columns {lacking}")
     if not isinstance(parsed[ENVIRONMENT], dict) or not isinstance(parsed[LEDGER], dict):
-        raise _refuse(path, f"{ENVIRONMENT} or {LEDGER} is not a mapping")
+        raise _refuse(run.path, f"{ENVIRONMENT} or {LEDGER} is not a mapping")
     return run
