@@ -1,4 +1,6 @@
-from d2lrepro.pipeline import code_inputs
+import pytest
+
+from d2lrepro.pipeline import claims, code_inputs
 
 
 def names(files):
@@ -168,3 +170,15 @@ def test_an_experiment_s_workers_are_inputs_of_its_job_not_of_its_summary(repo):
         assert "multidevice/parts/worker.py" not in closure(f"{job}_summary"), job
     assert "multidevice/parameter_server.py" not in closure("cost_model")
     assert "multidevice/cost_model.py" not in closure("parameter_server")
+
+
+def test_the_modules_the_ledger_names_are_inputs_of_the_comparison(repo):
+    """compared_curves name curve-id mappings by dotted name, which no import statement shows:
+    editing one must rerun the comparison."""
+    named = code_inputs.ledger_modules(claims.load(repo / "workflow" / "claims.yaml"))
+    files = code_inputs.module_files(named, repo)
+    assert "workflow/d2lrepro/multidevice/parts/run_results.py" in files
+    assert "workflow/d2lrepro/optimization/lr_schedules.py" in files
+    assert all((repo / f).is_file() for f in files)
+    with pytest.raises(ValueError, match="no module of d2lrepro is named d2lrepro.nowhere"):
+        code_inputs.module_files(["d2lrepro.nowhere"], repo)

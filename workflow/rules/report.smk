@@ -113,7 +113,11 @@ rule compare:
         # what each section declares the comparison draws (compared_curves)
         ledger="workflow/claims.yaml",
         template="report/compare.html.j2",
-        code=code("compare"),
+        # and the modules the ledger names, which it imports by name
+        code=code("compare")
+        + code_inputs.module_files(
+            code_inputs.ledger_modules(LEDGER), workflow.basedir
+        ),
     output:
         html=paths.COMPARE / "compare.html",
         table=paths.COMPARE / "compare.csv",

@@ -146,6 +146,27 @@ def imported_modules(path: Path, package_dir: Path = PACKAGE_DIR) -> set[Path]:
     return set(_uses(path, EVERY, package_dir))
 
 
+def ledger_modules(ledger: dict) -> list[str]:
+    """The modules the ledger names by dotted path: the mappings of run names to the book's
+    curve ids that the sections' ``compared_curves`` declare, which the comparison imports
+    by name."""
+    families = [s.get("compared_curves", {}) for s in ledger["sections"]]
+    return sorted({f["curve_ids"].rpartition(".")[0] for f in families if "curve_ids" in f})
+
+
+def module_files(names, root: Path) -> list[str]:
+    """The source files of the dotted module ``names`` under ``root``, relative to it, sorted:
+    the modules a script imports by name (``importlib.import_module``), which no import
+    statement shows."""
+    root = Path(root).resolve()
+    package_dir = root / "workflow" / PACKAGE
+    files = {name: module_file(name, package_dir) for name in names}
+    unknown = sorted(name for name, file in files.items() if file is None)
+    if unknown:
+        raise ValueError(f"no module of {PACKAGE} is named {', '.join(unknown)}")
+    return sorted({str(file.relative_to(root)) for file in files.values()})
+
+
 def closure(script: Path, root: Path) -> list[str]:
     """The source files of the package under ``root`` (``workflow/d2lrepro``) that ``script``
     runs, relative to ``root``, sorted: every module it imports, and every module those import
