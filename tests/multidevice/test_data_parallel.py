@@ -71,12 +71,14 @@ def test_the_summaries_compare_every_pair_and_draw_every_figure(tmp_path, footer
         h.drop(columns="seed").to_csv(tmp_path / f"{name}.csv", index=False)
         return tmp_path / f"{name}.csv"
 
-    runs = [
-        write("lenet.1.seed0", "m1", model="lenet"),
-        write("lenet.2.seed0", "m2", model="lenet", steady_samples_per_s=200.0),
-        write("resnet18_momentum.1.seed0", "m1", model="resnet18"),
-        write("resnet18_momentum.2.seed0", "m2", model="resnet18", seconds=1.5, test_acc=0.7),
-    ]
+    runs = {
+        ("lenet.1", 0): write("lenet.1.seed0", "m1", model="lenet"),
+        ("lenet.2", 0): write("lenet.2.seed0", "m2", model="lenet", steady_samples_per_s=200.0),
+        ("resnet18_momentum.1", 0): write("resnet18_momentum.1.seed0", "m1", model="resnet18"),
+        ("resnet18_momentum.2", 0): write(
+            "resnet18_momentum.2.seed0", "m2", model="resnet18", seconds=1.5, test_acc=0.7
+        ),
+    }
     (tmp_path / "single_process").mkdir()
     book_code = [write(f"single_process/lenet.{n}", "m2", model="lenet") for n in (1, 2)]
     topk = tmp_path / "resnet18_momentum.1.seed0.topk.csv"
@@ -86,7 +88,8 @@ def test_the_summaries_compare_every_pair_and_draw_every_figure(tmp_path, footer
     names = ["mgpu_test_acc", "mgpu_epochs", "mgpuc_test_acc", "mgpuc_epochs"]
     figure_paths = {n: tmp_path / f"{n}.png" for n in [*names, "throughput", "topk"]}
     ours, theirs = tmp_path / "metrics.csv", tmp_path / "single_process" / "metrics.csv"
-    data_parallel.summarize(runs, book_code, [topk], RECORDS, ours, figure_paths, BOOK)
+    topk_files = {"resnet18_momentum.1": topk}
+    data_parallel.summarize(runs, book_code, topk_files, RECORDS, ours, figure_paths, BOOK)
     single_process.summarize(book_code, theirs, BOOK)
     m = pd.read_csv(ours).set_index("metric")
     assert m.loc["lenet.speedup", "value"] == 2.0
@@ -111,12 +114,12 @@ def test_each_figure_says_what_the_preset_scaled_of_the_runs_it_draws(tmp_path, 
     """The ResNet-18 figures name the scale of ResNet-18's runs, LeNet's of LeNet's; the
     seeds and the throughput of every run concern all."""
     h = training_history([2.3, 1.0]).assign(world_size=1, batch_size=256, lr=0.1, machine="m1")
-    runs = []
+    runs = {}
     for name, model in (("lenet.1", "lenet"), ("resnet18.1", "resnet18")):
         h.assign(model=model, train_acc=0.5).drop(columns="seed").to_csv(
             tmp_path / f"{name}.seed0.csv", index=False
         )
-        runs.append(tmp_path / f"{name}.seed0.csv")
+        runs[name, 0] = tmp_path / f"{name}.seed0.csv"
     names = ["mgpu_test_acc", "mgpu_epochs", "mgpuc_test_acc", "mgpuc_epochs", "throughput"]
     figure_paths = {n: tmp_path / f"{n}.png" for n in [*names, "topk"]}
     scaled = [
@@ -125,7 +128,7 @@ def test_each_figure_says_what_the_preset_scaled_of_the_runs_it_draws(tmp_path, 
         ["data_parallel.runs.resnet18.1.train_subset", None, 1024],
     ]
     metrics = tmp_path / "metrics.csv"
-    data_parallel.summarize(runs, [], [], RECORDS, metrics, figure_paths, BOOK, scaled)
+    data_parallel.summarize(runs, [], {}, RECORDS, metrics, figure_paths, BOOK, scaled)
     resnet = "resnet18.1: 1 of 10 epochs, 1,024 of 60,000 training images"
     for name in ("mgpuc_test_acc", "mgpuc_epochs", "throughput", "topk"):
         assert "1 of 3 seeds" in notes[name] and resnet in notes[name], name

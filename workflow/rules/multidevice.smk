@@ -17,6 +17,16 @@ DATA_PARALLEL_HISTORY = DATA_PARALLEL / paths.run_file("{run}", "{seed}")
 
 # What the schema cannot say about the runs: a bad one stops here, before any job.
 data_parallel.check_runs(S["data_parallel"]["runs"])
+# Every (run, seed) of the data-parallel runs, and the runs that log top-k accuracy (their
+# first seed): the summary takes them from here, not from the files' names.
+DATA_PARALLEL_RUNS = [
+    [run, seed]
+    for run in S["data_parallel"]["runs"]
+    for seed in S["data_parallel"]["seeds"]
+]
+TOPK_RUNS = [
+    run for run, spec in S["data_parallel"]["runs"].items() if spec.get("topk")
+]
 MULTIGPU_MODELS = sorted({run["model"] for run in S["data_parallel"]["runs"].values()})
 
 
@@ -230,26 +240,20 @@ rule single_process_summary:
 # Each experiment's summary: its metrics.csv in its results directory, and its figures.
 rule data_parallel_summary:
     input:
-        runs=expand(
-            DATA_PARALLEL_HISTORY,
-            run=S["data_parallel"]["runs"],
-            seed=S["data_parallel"]["seeds"],
-        ),
+        runs=[DATA_PARALLEL / paths.run_file(r, s) for r, s in DATA_PARALLEL_RUNS],
         # The book's one-process runs of the same settings, drawn beside these.
         single_process=rules.single_process_summary.input.runs,
         # The top-k logs of the first seed: the seeds draw one run.
         topk=[
             DATA_PARALLEL
             / paths.run_file(run, S["data_parallel"]["seeds"][0], "topk.csv")
-            for run, spec in S["data_parallel"]["runs"].items()
-            if spec.get("topk")
+            for run in TOPK_RUNS
         ],
         machines=[
-            *expand(
-                machines_of(DATA_PARALLEL_HISTORY),
-                run=S["data_parallel"]["runs"],
-                seed=S["data_parallel"]["seeds"],
-            ),
+            *[
+                machines_of(DATA_PARALLEL / paths.run_file(r, s))
+                for r, s in DATA_PARALLEL_RUNS
+            ],
             rules.single_process.output.machines,
         ],
         book_curves="workflow/reference/book_curves.csv",
@@ -279,6 +283,9 @@ rule data_parallel_summary:
             for d in SETTINGS.deviations
             if d.key.startswith("data_parallel.")
         ],
+        # what each of the inputs runs and topk is, in their order
+        runs=DATA_PARALLEL_RUNS,
+        topk_runs=TOPK_RUNS,
     script:
         "../scripts/data_parallel_summary.py"
 

@@ -4,9 +4,9 @@ from d2lrepro.pipeline import job
 
 job.start(snakemake)
 data_parallel.summarize(
-    run_files=snakemake.input.runs,
+    run_files=dict(zip(map(tuple, snakemake.params.runs), snakemake.input.runs)),
     single_process_files=snakemake.input.single_process,
-    topk_files=snakemake.input.topk,
+    topk_files=dict(zip(snakemake.params.topk_runs, snakemake.input.topk)),
     records=provenance.read(snakemake.input.machines),
     metrics_out=snakemake.output.metrics,
     figure_paths=snakemake.output,

@@ -157,7 +157,8 @@ def test_several_seeds_give_the_median_and_the_spread_across_seeds(tmp_path):
         history([2.3] * 6, acc=acc, seed=seed).drop(columns="seed").to_csv(
             tmp_path / f"lenet.1.seed{seed}.csv", index=False
         )
-    loaded = run_results.load_runs(sorted(tmp_path.glob("*.csv")))
+    files = {("lenet.1", seed): tmp_path / f"lenet.1.seed{seed}.csv" for seed in range(4)}
+    loaded = run_results.load_runs(files)
     assert list(loaded) == ["lenet.1"]
     assert sorted(loaded["lenet.1"]["seed"].unique()) == [0, 1, 2, 3]
     m = {
@@ -204,19 +205,19 @@ def test_the_book_s_one_process_runs_are_named_apart_from_the_data_parallel_ones
     book_code = tmp_path / "single_process" / "lenet.2.csv"
     history([2.3, 1.0]).drop(columns="seed").to_csv(ours, index=False)
     history([2.3, 2.0]).drop(columns="seed").to_csv(book_code, index=False)
-    loaded = run_results.load_runs([ours]) | run_results.load_runs(
-        [book_code], run_results.SINGLE_PROCESS
-    )
+    loaded = run_results.load_runs({("lenet.2", 0): ours})
+    loaded |= run_results.load_runs(run_results.book_code_runs([book_code]))
     assert sorted(loaded) == ["lenet.2", "single_process_lenet.2"]
     assert len(loaded["lenet.2"]) == len(loaded["single_process_lenet.2"]) == 2
 
 
-def test_a_data_parallel_history_not_named_by_its_seed_is_refused(tmp_path):
-    """Read as seed 0 it would join, unseen, the seed 0 of the run it names."""
-    unseeded = tmp_path / "lenet.2.csv"
-    history([2.3, 1.0]).drop(columns="seed").to_csv(unseeded, index=False)
-    with pytest.raises(ValueError, match="lenet.2.csv: not a run's csv file"):
-        run_results.load_runs([unseeded])
+def test_a_history_s_run_and_seed_are_those_the_workflow_names_not_its_file_s(tmp_path):
+    """The workflow names each history's run and seed from its config: a file's name is
+    never parsed back (here it says another seed and run)."""
+    misnamed = tmp_path / "lenet.1.seed5.csv"
+    history([2.3, 1.0]).drop(columns="seed").to_csv(misnamed, index=False)
+    loaded = run_results.load_runs({("lenet.2", 1): misnamed})
+    assert list(loaded) == ["lenet.2"] and set(loaded["lenet.2"]["seed"]) == {1}
 
 
 def test_final_accuracies_are_judged_within_the_editions_printed_disagreement():

@@ -132,20 +132,20 @@ def train(
 
 
 def summarize(
-    run_files: list,
+    run_files: dict,
     single_process_files: list,
-    topk_files: list,
+    topk_files: dict,
     records: dict[str, dict],
     metrics_out,
     figure_paths: dict,
     book: pd.DataFrame,
     scaled: list = (),
 ) -> None:
-    """The experiment's metrics (``run_files``: history CSVs ``<run>.seed<n>.csv``) and figures:
+    """The experiment's metrics (``run_files``: (run, seed) -> its history) and figures:
     test accuracy and epochs per model beside the book's curves (``book``) and the book's
     one-process runs of the same settings (``single_process_files``, drawn only: their metrics are
     :func:`d2lrepro.multidevice.single_process.summarize`'s), throughput, and the top-k logs
-    (``topk_files``: ``<run>.seed<n>.topk.csv``). Each row and each figure's footer names the
+    (``topk_files``: run -> its first seed's log). Each row and each figure's footer names the
     machines of the jobs that measured its data (``records``), and each figure says what the
     preset scaled of its runs (``scaled``: [key, book preset's value, this run's value] of the
     experiment's settings that differ)."""
@@ -163,7 +163,8 @@ def summarize(
 
     trained = run_results.load_runs(run_files)
     write_metrics(run_results.metrics(trained, book), metrics_out)
-    histories = trained | run_results.load_runs(single_process_files, run_results.SINGLE_PROCESS)
+    book_code = run_results.book_code_runs(single_process_files)
+    histories = trained | run_results.load_runs(book_code)
     for model, section in (("lenet", "mgpu"), ("resnet18", "mgpuc")):
         of_model = {k: v for k, v in histories.items() if run_results.model_of(k) == model}
         drawn = run_results.footer(records, *of_model.values())
@@ -181,7 +182,7 @@ def summarize(
     values = {r["metric"]: r["value"] for r in run_results.metrics(histories, book)}
     every_run = run_results.footer(records, *histories.values())
     figures.draw_throughput(values, list(histories), figure_paths["throughput"], every_run, scale())
-    logs = {paths.run_of(p, "topk.csv")[0]: pd.read_csv(p) for p in topk_files}
+    logs = {run: pd.read_csv(path) for run, path in topk_files.items()}
     logged = {name: rows for name, rows in logs.items() if len(rows)}
     drawn = run_results.footer(records, *(logged or histories).values())
     unlogged = sorted(logs.keys() - logged.keys())

@@ -237,5 +237,5 @@ def summarize(files: list, metrics_out, book: pd.DataFrame) -> None:
     (:func:`d2lrepro.multidevice.data_parallel.summarize`)."""
     from d2lrepro.multidevice.parts import run_results  # only in the job that summarizes
 
-    histories = run_results.load_runs(files, run_results.SINGLE_PROCESS)
+    histories = run_results.load_runs(run_results.book_code_runs(files))
     write_metrics(run_results.metrics(histories, book), metrics_out)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from d2lrepro.core import paths, provenance, reference
+from d2lrepro.core import provenance, reference
 from d2lrepro.core.results import (
     NOT_APPLICABLE,
     failed,
@@ -55,16 +55,21 @@ NO_SPREAD = "one timed epoch of one seed: no spread measured, so the speed-up is
 SINGLE_PROCESS = "single_process_"
 
 
-def load_runs(files, prefix: str = "") -> dict[str, pd.DataFrame]:
-    """Histories by run name, with a ``seed`` column: the data-parallel runs write a file per
-    seed (:func:`d2lrepro.core.paths.run_file`), concatenated by run; the book's one-process
-    code (``prefix`` :data:`SINGLE_PROCESS`, put before each run's name) runs once, in files
-    ``<run>.csv``, as seed 0."""
+def load_runs(files: dict) -> dict[str, pd.DataFrame]:
+    """Histories by run name, with a ``seed`` column, from ``files``: (run, seed) -> the
+    history of that seed of that run, as the workflow names them from its config (never read
+    back from a file's name)."""
     runs: dict[str, list] = {}
-    for file in files:
-        name, seed = (Path(file).stem, 0) if prefix else paths.run_of(file)
-        runs.setdefault(prefix + name, []).append(pd.read_csv(file).assign(seed=seed))
+    for (name, seed), file in files.items():
+        runs.setdefault(name, []).append(pd.read_csv(file).assign(seed=int(seed)))
     return {name: pd.concat(frames, ignore_index=True) for name, frames in runs.items()}
+
+
+def book_code_runs(files) -> dict:
+    """The book's one-process runs (``files``: ``<run>.csv``, one each), as :func:`load_runs`
+    takes them: seed 0, named apart from the data-parallel runs of the same settings
+    (:data:`SINGLE_PROCESS`)."""
+    return {(SINGLE_PROCESS + Path(file).stem, 0): file for file in files}
 
 
 def steady_rates(timed: pd.DataFrame) -> pd.Series:
