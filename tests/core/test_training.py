@@ -130,3 +130,17 @@ def test_each_epoch_records_how_far_the_weights_moved(raw):
     df = training.train(net, raw, 2, [0.0, 0.3], batch_size=128, train_subset=256)
     moved = max((p.detach() - s).abs().max().item() for p, s in zip(net.parameters(), start))
     assert df["param_change"].iloc[0] == 0 and df["param_change"].iloc[1] == moved > 0
+
+
+def test_an_epochs_log_line_gives_its_numbers_and_flags_a_divergence(caplog):
+    row = {"epoch": 2, "lr": 0.05, "train_loss": 0.5, "train_acc": 0.8, "test_acc": 0.75}
+    row |= {"seconds": 1.5, "samples_per_s": 400.0, "diverged": False}
+    with caplog.at_level(logging.INFO, logger="t"):
+        training._log_epoch(logging.getLogger("t"), row, 3)
+        training._log_epoch(logging.getLogger("t"), row | {"diverged": True}, 3)
+    calm, diverged = (r.getMessage() for r in caplog.records)
+    assert calm == (
+        "epoch 2/3 lr 0.05: train loss 0.5000, train acc 0.8000, test acc 0.7500, 1.50 s"
+        " (400 examples/s)"
+    )
+    assert diverged == calm + " DIVERGED"

@@ -284,3 +284,37 @@ def test_the_runs_train_on_the_cpu_and_every_summary_row_names_the_runs_devices(
     footer = provenance.footer(records, runs.assign(machine="gpu-job"), where="the airfoil runs")
     assert footer.startswith("measured on cpu (16 threads) of gpu-host: Test CPU")
     assert "GPU" not in footer
+
+
+def test_the_summary_writes_the_runs_metrics_with_the_comparisons_and_a_plot_per_setting(
+    data, tmp_path
+):
+    """A comparison's rows, from their own job, reach the metrics unchanged: its empty text
+    cells stay empty and it keeps its machine; the sweep's rows name the runs' machine."""
+    from conftest import node_record
+
+    names = ["momentum.lr0.02_m0.5", "momentum.concise"]
+    run_files = []
+    for name in names:
+        run_files.append(tmp_path / f"{name}.csv")
+        run(name, data).assign(machine="sweep-job").to_csv(run_files[-1], index=False)
+    compared = tmp_path / "compared.csv"
+    results.write_metrics(
+        [results.metric("momentum.scratch_vs_torch", 0.5, machine="compare-job")], compared
+    )
+    figures = {name: tmp_path / f"{name}.png" for name in names}
+    airfoil_summary.summarize(
+        run_files=run_files,
+        compared_files=[compared],
+        records={"sweep-job": node_record("a"), "compare-job": node_record("b")},
+        book=BOOK,
+        runs_out=tmp_path / "runs.csv",
+        metrics_out=tmp_path / "metrics.csv",
+        figure_paths=figures,
+    )
+    written = pd.read_csv(tmp_path / "metrics.csv", keep_default_na=False).set_index("metric")
+    row = written.loc["momentum.scratch_vs_torch"]
+    assert (row["value"], row["machine"], row["unit"], row["note"]) == (0.5, "compare-job", "", "")
+    assert written.loc["momentum.concise.sec_per_epoch", "machine"] == "sweep-job"
+    assert len(pd.read_csv(tmp_path / "runs.csv")) == sum(len(pd.read_csv(f)) for f in run_files)
+    assert all(path.stat().st_size > 0 for path in figures.values())

@@ -222,3 +222,35 @@ def test_the_lr_figure_has_a_panel_for_each_semantics_run(tmp_path, semantics):
     path = tmp_path / "lrs.png"
     lr_schedules.draw_lrs(history, path, "footer")
     assert path.stat().st_size > 0
+
+
+def test_the_summary_writes_the_schedule_plots_rows_into_the_experiments_metrics(
+    tmp_path, on_the_book
+):
+    """The plot claims and the run claims read one metrics.csv: the plot job's rows reach it
+    unchanged, each still naming the machine that computed it."""
+    from conftest import node_record
+
+    plots = tmp_path / "schedule_plots.csv"
+    plotted = pd.DataFrame(lr_schedules.schedule_metrics(lr_schedules.schedule_values()))
+    results.write_metrics(plotted.assign(machine="plot-job").to_dict("records"), plots)
+    run_files = []
+    for run in ("constant", "warmup"):
+        run_files.append(tmp_path / f"{run}.csv")
+        on_the_book.assign(run=run, threads=1, machine="run-job").to_csv(run_files[-1])
+    figures = {name: tmp_path / f"{name}.png" for name in ("lrs", "early", "constant", "warmup")}
+    lr_schedules.summarize(
+        run_files=run_files,
+        schedule_plots_file=plots,
+        records={"plot-job": node_record("a"), "run-job": node_record("b")},
+        book=reference.load(),
+        history_out=tmp_path / "history.csv",
+        metrics_out=tmp_path / "metrics.csv",
+        figure_paths=figures,
+    )
+    written = pd.read_csv(tmp_path / "metrics.csv").set_index("metric")
+    for row in plotted.itertuples():
+        assert written.loc[row.metric, "value"] == pytest.approx(row.value)
+        assert written.loc[row.metric, "machine"] == "plot-job"
+    assert "constant.as_written.test_acc" in written.index
+    assert all(path.stat().st_size > 0 for path in figures.values())

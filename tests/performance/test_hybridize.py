@@ -10,8 +10,8 @@ from matplotlib.colors import to_rgba
 
 from conftest import verdict_of
 from d2lrepro.core import plotting
-from d2lrepro.core.results import metric, not_applicable
-from d2lrepro.performance import hybridize
+from d2lrepro.core.results import failed, metric, not_applicable
+from d2lrepro.performance import hybridize, hybridize_cold
 from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 FAST = {"min_run_time": 0.01, "max_run_time": 0.2}
@@ -91,6 +91,25 @@ def test_any_other_error_fails_the_claim_with_the_error(monkeypatch, mode, claim
         assert rows[name]["note"] == "RuntimeError: kernel build broke"
     assert rows["hyb.batch1.eager.median_s"]["value"] > 0
     assert verdict_of(claim, list(rows.values())) == NOT_REPRODUCED
+
+
+def test_the_cold_loops_run_where_eager_and_script_were_timed_and_else_say_why(monkeypatch):
+    runs = []
+    monkeypatch.setattr(hybridize_cold, "cold_pairs", lambda *args: runs.append(args) or ["ran"])
+    both = {"eager": 1.0, "script": 0.5}
+    assert hybridize._cold_loops("hyb.batch1.naive", both, {}, 1, 10, "cpu", 0, 5) == ["ran"]
+    assert runs == [("hyb.batch1.naive", 1, 10, "cpu", 0, 5)]
+    broken = {"script": (failed, "RuntimeError: broke")}
+    off = {"eager": (not_applicable, "not configured")}
+    for medians, unusable, status, note in [
+        ({"eager": 1.0}, broken, "failed", "RuntimeError: broke"),
+        ({"script": 0.5}, off, "not applicable", "not configured"),
+    ]:
+        rows = hybridize._cold_loops("hyb.batch1.naive", medians, unusable, 1, 10, "cpu", 0, 5)
+        names = [f"hyb.batch1.naive.{m}" for m in hybridize_cold.NAMES]
+        assert [r["metric"] for r in rows] == names
+        assert all(r["status"] == status and r["note"] == note for r in rows)
+    assert len(runs) == 1  # no processes where a mode was not measured
 
 
 COMPILE_PROBE = """

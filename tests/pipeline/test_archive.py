@@ -129,6 +129,16 @@ def test_a_file_that_is_not_a_zip_is_refused(tmp_path):
     assert "no such file" in refused(tmp_path / "absent.zip")
 
 
+def test_a_zip_whose_directory_is_broken_is_refused(good, tmp_path):
+    data = bytearray(good.read_bytes())
+    entry = data.rindex(b"PK\x01\x02")  # the central directory's last entry
+    data[entry : entry + 4] = b"XXXX"
+    path = tmp_path / "broken.zip"
+    path.write_bytes(data)
+    assert zipfile.is_zipfile(path)  # its end record is intact
+    assert "not a readable zip archive: Bad magic number" in refused(path)
+
+
 def test_an_archive_without_its_ledger_is_refused(good, tmp_path):
     contents = members(good)
     del contents[archive.MANIFEST]
@@ -212,6 +222,17 @@ def test_claims_without_verdicts_are_refused(good, tmp_path):
     table = CLAIMS.drop(columns=["verdict"]).to_csv(index=False).encode()
     path = make_zip(tmp_path / "bad.zip", contents | {archive.CLAIMS: table})
     assert "results/claims.csv lacks the columns ['verdict']" in refused(path)
+
+
+def test_members_named_twice_and_an_environment_that_is_no_mapping_are_refused(good, tmp_path):
+    contents = members(good)
+    contents.pop(archive.MANIFEST)
+    path = make_zip(tmp_path / "env.zip", contents | {archive.ENVIRONMENT: b"[1, 2]"})
+    assert "results/environment.json or claims.yaml is not a mapping" in refused(path)
+    path = make_zip(tmp_path / "twice.zip", contents)
+    with pytest.warns(UserWarning, match="Duplicate name"), zipfile.ZipFile(path, "a") as z:
+        z.writestr(archive.CLAIMS, contents[archive.CLAIMS])
+    assert "members named twice: ['results/claims.csv']" in refused(path)
 
 
 def test_the_name_is_given_or_decided_once_per_results_tree(tmp_path, monkeypatch):

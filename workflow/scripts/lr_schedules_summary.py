@@ -5,7 +5,7 @@ from d2lrepro.pipeline import job
 job.start(snakemake)
 lr_schedules.summarize(
     run_files=snakemake.input.runs,
-    plot_metrics_file=snakemake.input.plots,
+    schedule_plots_file=snakemake.input.plots,
     records=provenance.read(snakemake.input.machines),
     book=reference.load(snakemake.input.book_curves),
     history_out=snakemake.output.history,

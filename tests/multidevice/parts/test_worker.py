@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import time
-from datetime import timedelta
 
 import pandas as pd
 import pytest
@@ -82,28 +81,6 @@ def test_the_steady_rate_leaves_out_the_first_batch_and_a_partial_last_one():
     assert worker.steady_rate([(2.0, 256), (5.0, 1024)], 5.5, 1124) == 768 / 3
     assert worker.steady_rate([(2.0, 256)], 5.0, 1024) == 768 / 3  # whole batches only
     assert math.isnan(worker.steady_rate([(2.0, 512)], 2.0, 512))  # one batch
-
-
-@pytest.mark.parametrize("device", ["cuda:1", "cpu"])
-def test_a_worker_joins_on_its_device_and_pays_the_first_collective_before_timing(
-    device, monkeypatch
-):
-    calls = []
-    fake = {
-        (torch.cuda, "set_device"): lambda d: calls.append(("set_device", d)),
-        (worker.dist, "init_process_group"): lambda backend, **kw: calls.append(
-            ("init", backend, kw.get("device_id"))
-        ),
-        (worker.dist, "barrier"): lambda: calls.append(("barrier",)),
-    }
-    for (module, name), fn in fake.items():
-        monkeypatch.setattr(module, name, fn)
-    worker.join(torch.device(device), timedelta(seconds=60))
-    if device == "cpu":
-        assert calls == [("init", "gloo", None), ("barrier",)]
-    else:  # NCCL's communicator forms at once, on this worker's GPU, and is used once
-        gpu = torch.device(device)
-        assert calls == [("set_device", gpu), ("init", "nccl", gpu), ("barrier",)]
 
 
 @pytest.mark.cuda

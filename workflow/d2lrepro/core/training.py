@@ -66,10 +66,7 @@ def train(
     not finite), and no later epochs are run (``df.attrs["diverged"]`` says whether this happened).
     ``on_epoch(row)`` is called with each row as a dict.
     """
-    if not isinstance(schedule, Schedule):
-        if len(schedule) < epochs:
-            raise ValueError(f"{epochs} epochs need {epochs} learning rates, got {len(schedule)}")
-        schedule = EpochLrs(schedule)
+    schedule = _as_schedule(schedule, epochs)
     device = torch.device(device)
     data = prepare_data(data, train_subset, test_subset, device)
     if len(data.train_y) == 0:
@@ -83,37 +80,11 @@ def train(
     rows = []
     for epoch in range(epochs):
         schedule.before_epoch(optimizer, epoch)
-        before = [p.detach().clone() for p in net.parameters()]
-        net.train()
-        with Clock(device) as clock:
-            order = torch.randperm(len(data.train_y), generator=generator).to(device)
-            loss_sum, correct, seen, lr = steps.epoch(data, order)
-        train_loss = loss_sum.item() / seen  # read after the clock: it waits for the device
-        steps.diverged = steps.diverged or exploded(train_loss, steps.start_loss)
-        row = {
-            "epoch": epoch + 1,
-            "lr": lr,
-            "train_loss": train_loss,
-            "train_acc": correct.item() / seen,
-            "test_acc": evaluate_accuracy(net, data.test_x, data.test_y)
-            if math.isfinite(train_loss)
-            else math.nan,
-            "seconds": clock.seconds,
-            "samples_per_s": seen / clock.seconds if clock.seconds > 0 else math.nan,
-            "diverged": steps.diverged,
-            "param_change": max(
-                (p.detach() - b).abs().max().item() for p, b in zip(net.parameters(), before)
-            ),
-        }
+        row = {"epoch": epoch + 1} | _train_epoch(steps, data, generator, device)
         schedule.after_epoch(optimizer, epoch)
         rows.append(row)
         if log is not None:
-            log.info(
-                "epoch %(epoch)d/%(epochs)d lr %(lr).4g: train loss %(train_loss).4f, train acc"
-                " %(train_acc).4f, test acc %(test_acc).4f, %(seconds).2f s (%(samples_per_s).0f"
-                " examples/s)%(flag)s",
-                row | {"epochs": epochs, "flag": " DIVERGED" if steps.diverged else ""},
-            )
+            _log_epoch(log, row, epochs)
         if on_epoch is not None:
             on_epoch(row)
         if steps.diverged:
@@ -121,6 +92,55 @@ def train(
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame.attrs["diverged"] = steps.diverged
     return frame
+
+
+def _as_schedule(schedule: Sequence[float] | Schedule, epochs: int) -> Schedule:
+    """``schedule`` itself, or its lrs, one per epoch, as a :class:`EpochLrs`."""
+    if isinstance(schedule, Schedule):
+        return schedule
+    if len(schedule) < epochs:
+        raise ValueError(f"{epochs} epochs need {epochs} learning rates, got {len(schedule)}")
+    return EpochLrs(schedule)
+
+
+def _train_epoch(steps: Steps, data: Data, generator: torch.Generator, device) -> dict:
+    """One timed pass of ``steps`` over the training set, in the order of a permutation drawn
+    from ``generator``, then the test accuracy: the epoch's row without its number."""
+    net = steps.net
+    before = [p.detach().clone() for p in net.parameters()]
+    net.train()
+    with Clock(device) as clock:
+        order = torch.randperm(len(data.train_y), generator=generator).to(device)
+        loss_sum, correct, seen, lr = steps.epoch(data, order)
+    train_loss = loss_sum.item() / seen  # read after the clock: it waits for the device
+    steps.diverged = steps.diverged or exploded(train_loss, steps.start_loss)
+    return {
+        "lr": lr,
+        "train_loss": train_loss,
+        "train_acc": correct.item() / seen,
+        "test_acc": evaluate_accuracy(net, data.test_x, data.test_y)
+        if math.isfinite(train_loss)
+        else math.nan,
+        "seconds": clock.seconds,
+        "samples_per_s": seen / clock.seconds if clock.seconds > 0 else math.nan,
+        "diverged": steps.diverged,
+        "param_change": _largest_change(net, before),
+    }
+
+
+def _largest_change(net: nn.Module, before: Sequence[torch.Tensor]) -> float:
+    """How far the weights of ``net`` moved from ``before`` (its parameters, copied): the
+    largest absolute change of any one."""
+    return max((p.detach() - b).abs().max().item() for p, b in zip(net.parameters(), before))
+
+
+def _log_epoch(log: logging.Logger, row: dict, epochs: int) -> None:
+    log.info(
+        "epoch %(epoch)d/%(epochs)d lr %(lr).4g: train loss %(train_loss).4f, train acc"
+        " %(train_acc).4f, test acc %(test_acc).4f, %(seconds).2f s (%(samples_per_s).0f"
+        " examples/s)%(flag)s",
+        row | {"epochs": epochs, "flag": " DIVERGED" if row["diverged"] else ""},
+    )
 
 
 class Steps:
@@ -138,27 +158,17 @@ class Steps:
     ) -> tuple[torch.Tensor, torch.Tensor, int, float]:
         """One pass over the examples in ``order``: the loss summed over its examples and the
         correct predictions (on the device), the examples seen and the largest lr a step ran
-        with. The
-        warm-up's lr of a step sets the optimizer's lr, which is back at the epoch's after."""
-        optimizer, device = self.optimizer, order.device
-        base_lr, lr = optimizer.param_groups[0]["lr"], -math.inf
-        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-        correct = torch.zeros((), dtype=torch.int64, device=device)
+        with. The warm-up's lr of a step sets the optimizer's lr, which is back at the epoch's
+        after."""
+        base_lr, lr = self.optimizer.param_groups[0]["lr"], -math.inf
+        loss_sum = torch.zeros((), dtype=torch.float64, device=order.device)
+        correct = torch.zeros((), dtype=torch.int64, device=order.device)
         seen = 0
         for b, i in enumerate(range(0, len(order), self.batch_size)):
             idx = order[i : i + self.batch_size]
             x, y = data.train_x[idx], data.train_y[idx]
-            if self.warmup_steps and self.step <= self.warmup_steps:
-                set_lr(optimizer, base_lr * min(1.0, (self.step + 1) / self.warmup_steps))
-            self.step += 1
-            optimizer.zero_grad(set_to_none=True)
-            y_hat = self.net(x)
-            loss = self.loss_fn(y_hat, y)
-            if self.start_loss is None:
-                self.start_loss = loss.item()
-            loss.backward()
-            lr = max(lr, optimizer.param_groups[0]["lr"])  # what this step runs with
-            optimizer.step()
+            y_hat, loss, step_lr = self._step(x, y, base_lr)
+            lr = max(lr, step_lr)
             with torch.no_grad():
                 loss_sum += loss.detach().double() * len(y)
                 correct += (y_hat.argmax(dim=1) == y).sum()
@@ -167,5 +177,24 @@ class Steps:
                 self.diverged = True
                 break
         if self.warmup_steps:
-            set_lr(optimizer, base_lr)  # the schedule goes on from the epoch's lr
+            set_lr(self.optimizer, base_lr)  # the schedule goes on from the epoch's lr
         return loss_sum, correct, seen, lr
+
+    def _step(
+        self, x: torch.Tensor, y: torch.Tensor, base_lr: float
+    ) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """One SGD step on the batch ``x``, ``y``: its predictions, its loss and the lr it ran
+        with (in the warm-up, a share of ``base_lr`` that grows step by step)."""
+        optimizer = self.optimizer
+        if self.warmup_steps and self.step <= self.warmup_steps:
+            set_lr(optimizer, base_lr * min(1.0, (self.step + 1) / self.warmup_steps))
+        self.step += 1
+        optimizer.zero_grad(set_to_none=True)
+        y_hat = self.net(x)
+        loss = self.loss_fn(y_hat, y)
+        if self.start_loss is None:
+            self.start_loss = loss.item()
+        loss.backward()
+        lr = optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        return y_hat, loss, lr

@@ -9,7 +9,7 @@ own device where there are not 2).
 
 Each worker of the launch runs this module (``python -m d2lrepro.multidevice.cost_model`` under
 ``torchrun``) and joins the run as a training worker does
-(:func:`d2lrepro.multidevice.parts.worker.joined`); rank 0 writes what they measure."""
+(:func:`d2lrepro.multidevice.parts.process_group.joined`); rank 0 writes what they measure."""
 
 from __future__ import annotations
 
@@ -230,7 +230,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     from d2lrepro.multidevice.parts.allreduce_by_hand import printed_examples
-    from d2lrepro.multidevice.parts.worker import joined
+    from d2lrepro.multidevice.parts.process_group import joined
 
     args = parse_args(argv)
     with joined(args.timeout) as (device, rank):

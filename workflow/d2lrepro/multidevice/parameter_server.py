@@ -29,7 +29,7 @@ not applicable), and ``workers``.
 
 Each worker of a launch runs this module (``python -m d2lrepro.multidevice.parameter_server``
 under ``torchrun``) and joins the run as a training worker does
-(:func:`d2lrepro.multidevice.parts.worker.joined`); rank 0 writes the metrics.
+(:func:`d2lrepro.multidevice.parts.process_group.joined`); rank 0 writes the metrics.
 """
 
 from __future__ import annotations
@@ -319,7 +319,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from d2lrepro.multidevice.parts.worker import joined
+    from d2lrepro.multidevice.parts.process_group import joined
 
     args = parse_args(argv)
     spec = args.param_server

@@ -231,7 +231,7 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
 
 def summarize(
     run_files: list,
-    plot_metrics_file,
+    schedule_plots_file,
     records: dict[str, dict],
     book: pd.DataFrame,
     history_out,
@@ -240,7 +240,7 @@ def summarize(
     scaled: list = (),
 ) -> None:
     """The runs' histories (``run_files``) as one table (``history_out``); the experiment's
-    metrics (``metrics_out``): the schedule plots' (``plot_metrics_file``, the rows of rule
+    metrics (``metrics_out``): the schedule plots' (``schedule_plots_file``, the rows of rule
     ``lr_schedules_plot``) and the runs' (:func:`training_metrics`); and the runs' figures
     (``figure_paths``), each footer naming the machines of its runs (``records``) and what the
     preset scaled (``scaled``)."""
@@ -257,7 +257,7 @@ def summarize(
             h["threads"].iloc[0],
         )
     write_csv(history, history_out)
-    plots = pd.read_csv(plot_metrics_file)
+    plots = pd.read_csv(schedule_plots_file)
     plots = plots.assign(**{c: text(plots[c]) for c in ("unit", "device", "note", "status")})
     write_metrics(plots.to_dict("records") + training_metrics(history, book), metrics_out)
     footer = provenance.footer(records, history, where="the lr-schedule runs")

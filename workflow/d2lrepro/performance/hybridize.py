@@ -129,15 +129,9 @@ def hybridize(
         timings = (n_calls, device, min_run_time, max_run_time)
         medians, timed = _timed_modes(nets, unusable, x, eager(x).detach(), name, *timings)
         rows += timed + _ratios(nets, unusable, medians, x, name, device, paired)
-        if batch != cold_batch:
-            continue
-        if {"eager", "script"} <= medians.keys():
-            rows += hybridize_cold.cold_pairs(
-                f"{name}.naive", batch, n_calls, device, seed, cold_pairs
-            )
-        else:
-            make, reason = unusable.get("script") or unusable["eager"]
-            rows += [make(f"{name}.naive.{m}", reason) for m in hybridize_cold.NAMES]
+        if batch == cold_batch:
+            cold = (batch, n_calls, device, seed, cold_pairs)
+            rows += _cold_loops(f"{name}.naive", medians, unusable, *cold)
     return rows
 
 
@@ -200,9 +194,24 @@ def _ratios(nets, unusable, medians, x, name, device, paired) -> list[dict]:
                 metric(f"{ratio_name}_iqr", ratio["iqr"], "x", str(device)),
             ]
         else:
-            make, reason = unusable.get(mode) or unusable["eager"]
+            make, reason = _why_not(unusable, mode)
             rows += [make(ratio_name, reason, "x"), make(f"{ratio_name}_iqr", reason, "x")]
     return rows
+
+
+def _cold_loops(name, medians, unusable, batch, n_calls, device, seed, pairs) -> list[dict]:
+    """The book's cold loops of eager and script at ``batch`` in ``pairs`` fresh processes
+    (rows under ``name``); where either was not measured (has no median), why."""
+    if {"eager", "script"} <= medians.keys():
+        return hybridize_cold.cold_pairs(name, batch, n_calls, device, seed, pairs)
+    make, reason = _why_not(unusable, "script")
+    return [make(f"{name}.{m}", reason) for m in hybridize_cold.NAMES]
+
+
+def _why_not(unusable: dict, mode: str) -> tuple[Callable, str]:
+    """Why ``mode`` or eager, which it is compared with, was not measured: (row maker,
+    reason), ``mode``'s where both were not."""
+    return unusable.get(mode) or unusable["eager"]
 
 
 def _unmeasured(prefix: str, batch_sizes, reason: str) -> list[dict]:

@@ -185,7 +185,12 @@ def _member_bytes(path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: 
     return data
 
 
-def _manifest(path, data: bytes) -> dict:
+def _manifest(path, archive: zipfile.ZipFile, by_name: dict, max_member_bytes: int) -> dict:
+    """The archive's manifest, once it is there, is JSON of this format and version and
+    lists files with their checksums."""
+    if MANIFEST not in by_name:
+        raise _refuse(path, f"no {MANIFEST}: not an archive of a run of this pipeline")
+    data = _member_bytes(path, archive, by_name[MANIFEST], max_member_bytes)
     try:
         manifest = json.loads(data)
     except (ValueError, UnicodeDecodeError) as error:
@@ -214,27 +219,27 @@ def read(
     checksum is checked from the zip's headers before any member is read, and again on the
     bytes read. Raises :class:`ArchiveError` naming the file and what is wrong."""
     path = Path(path)
-    if not path.is_file():
-        raise _refuse(path, "no such file")
-    if not zipfile.is_zipfile(path):
-        raise _refuse(path, "not a zip archive")
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as error:
-        raise _refuse(path, f"not a readable zip archive: {error}") from error
-    with archive:
+    with _opened(path) as archive:
         by_name = _checked_headers(path, archive, max_member_bytes, max_total_bytes)
-        if MANIFEST not in by_name:
-            raise _refuse(path, f"no {MANIFEST}: not an archive of a run of this pipeline")
-        manifest = _manifest(
-            path, _member_bytes(path, archive, by_name[MANIFEST], max_member_bytes)
-        )
+        manifest = _manifest(path, archive, by_name, max_member_bytes)
         _check_listing(path, manifest["files"], by_name)
         files = {
             member: _checked_bytes(path, archive, by_name[member], entry, max_member_bytes)
             for member, entry in sorted(manifest["files"].items())
         }
     return _parsed(Run(path, manifest, files))
+
+
+def _opened(path: Path) -> zipfile.ZipFile:
+    """The zip archive at ``path``, open for reading."""
+    if not path.is_file():
+        raise _refuse(path, "no such file")
+    if not zipfile.is_zipfile(path):
+        raise _refuse(path, "not a zip archive")
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as error:
+        raise _refuse(path, f"not a readable zip archive: {error}") from error
 
 
 def _checked_headers(path, archive, max_member_bytes: int, max_total_bytes: int) -> dict:

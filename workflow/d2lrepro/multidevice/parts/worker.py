@@ -20,36 +20,30 @@ concise one (:mod:`d2lrepro.multidevice.parts.ddp`). Test accuracy is measured o
 parameters at each epoch's end (``mgpu.2gpu.replicas``); rank 0 also writes the CSVs and the
 checkpoint. The experiments whose workers measure without training
 (:mod:`~d2lrepro.multidevice.cost_model`, :mod:`~d2lrepro.multidevice.parameter_server`) are
-their own workers' programs and join the run through :func:`joined`.
+their own workers' programs; every worker joins its run through
+:func:`~d2lrepro.multidevice.parts.process_group.joined`.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import math
-import os
 import time
-from datetime import timedelta
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from d2lrepro.core.data import evaluate_accuracy, load_checkpoint, load_data, save
-from d2lrepro.core.devices import (
-    describe,
-    device_for,
-    node_workers,
-    pin_to_core,
-    run_devices,
-    world_size,
-)
+from d2lrepro.core.data import Data, evaluate_accuracy, load_checkpoint, load_data, save
+from d2lrepro.core.devices import describe, run_devices, world_size
 from d2lrepro.core.results import HISTORY_COLUMNS, TOPK_COLUMNS, diverged, write_csv
 from d2lrepro.core.timing import Clock, synchronize
 from d2lrepro.multidevice.parts.allreduce_by_hand import replica_gap, scratch_setup, shard
 from d2lrepro.multidevice.parts.ddp import concise_setup
+from d2lrepro.multidevice.parts.process_group import joined
 
 MODELS = ("lenet", "resnet18")
 # Beside HISTORY_COLUMNS: an epoch's examples, its throughput on its whole batches after
@@ -109,24 +103,54 @@ def _config(args: argparse.Namespace, world: int) -> dict:
     return {**{k: getattr(args, k) for k in keys}, "world_size": world, "order_seed": order}
 
 
-def _resume(args, net, optimizer, generator, config) -> tuple[list, list, int]:
-    """History, top-k rows and epochs done from ``args.checkpoint``; nothing if it is absent
-    or cannot be read (:func:`~d2lrepro.core.data.load_checkpoint` sets it aside)."""
+@dataclass
+class Replica:
+    """What a worker sets up before its first epoch and carries from epoch to epoch."""
+
+    data: Data
+    net: torch.nn.Module
+    optimizer: torch.optim.Optimizer | None  # None for the from-scratch LeNet
+    step: Callable  # step(x, y, global_batch), see build
+    generator: torch.Generator  # the data order
+    config: dict  # what a checkpoint must agree on (_config)
+    world: int
+    devices: str  # the run's devices, in words
+
+
+def _set_up(args: argparse.Namespace, device: torch.device) -> Replica:
+    """The data on ``device``, this worker's replica of ``--model`` and the data order's
+    generator (:func:`order_seed`)."""
+    world = world_size()
+    config = _config(args, world)
+    return Replica(
+        load_data(args.data, args.train_subset, args.test_subset, device),
+        *build(args.model, args.seed, args.lr, device, args.momentum, args.weight_decay),
+        torch.Generator().manual_seed(config["order_seed"]),
+        config,
+        world,
+        describe(run_devices(world)),
+    )
+
+
+def _resume(args: argparse.Namespace, replica: Replica) -> tuple[list, list, int]:
+    """History, top-k rows and epochs done from ``args.checkpoint``, loaded into ``replica``;
+    nothing if it is absent or cannot be read (:func:`~d2lrepro.core.data.load_checkpoint`
+    sets it aside)."""
     state = load_checkpoint(args.checkpoint)
     if state is None:
         return [], [], 0
-    if state["config"] != config:
+    if state["config"] != replica.config:
         raise ValueError(
-            f"{args.checkpoint} was written by a run with {state['config']}, not {config}"
+            f"{args.checkpoint} was written by a run with {state['config']}, not {replica.config}"
         )
     if state["epoch"] > args.epochs:
         raise ValueError(
             f"{args.checkpoint} is at epoch {state['epoch']}, past --epochs {args.epochs}"
         )
-    net.load_state_dict(state["model"])
-    if optimizer is not None:
-        optimizer.load_state_dict(state["optimizer"])
-    generator.set_state(state["rng"])
+    replica.net.load_state_dict(state["model"])
+    if replica.optimizer is not None:
+        replica.optimizer.load_state_dict(state["optimizer"])
+    replica.generator.set_state(state["rng"])
     log.info("resuming from %s after epoch %d", args.checkpoint, state["epoch"])
     return state["history"], state["topk"], state["epoch"]
 
@@ -140,60 +164,28 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
     ``--topk-out``, a row every ``--topk-every`` batches with the running means since the
     epoch's start of loss, top-1 and top-5 training accuracy (:data:`TOPK_COLUMNS`).
     """
-    world = world_size()
-    data = load_data(args.data, args.train_subset, args.test_subset, device)
-    net, optimizer, step = build(
-        args.model, args.seed, args.lr, device, args.momentum, args.weight_decay
-    )
-    config = _config(args, world)
-    generator = torch.Generator().manual_seed(config["order_seed"])
-    history, topk_rows, done = _resume(args, net, optimizer, generator, config)
-    devices = describe(run_devices(world))
+    replica = _set_up(args, device)
+    history, topk_rows, done = _resume(args, replica)
     for epoch in range(done + 1, args.epochs + 1):
-        if epoch == args.fail_at_epoch and rank == world - 1:
+        if epoch == args.fail_at_epoch and rank == replica.world - 1:
             raise RuntimeError(f"rank {rank} fails at epoch {epoch} as asked (--fail-at-epoch)")
-        order = torch.randperm(len(data.train_y), generator=generator).to(device)
-        net.train()
-        counts, seconds, marks = train_epoch(args, data, step, order, rank, epoch, topk_rows)
-        gap = replica_gap(net.parameters())  # every worker, outside the timed part
-        if rank != 0:
-            continue
-        loss_sum, top1, _, seen = counts
-        row = {
-            "epoch": epoch,
-            "train_loss": loss_sum / seen,
-            "train_acc": top1 / seen,
-            "test_acc": evaluate_accuracy(net, data.test_x, data.test_y, args.batch_size),
-            "seconds": seconds,
-            "samples_per_s": seen / seconds,
-            "examples": seen,
-            "steady_samples_per_s": steady_rate(marks, seconds, seen),
-            "replica_gap": gap,
-            "devices": devices,
-            "world_size": world,
-            "model": args.model,
-            "batch_size": args.batch_size,
-            "lr": args.lr,
-            "diverged": diverged([h["train_loss"] for h in history] + [loss_sum / seen]),
-        }
-        history.append(row)
-        _log_epoch(row, args.epochs)
-        if args.checkpoint is not None:
-            state = {"config": config, "epoch": epoch, "model": net.state_dict()}
-            state["optimizer"] = None if optimizer is None else optimizer.state_dict()
-            state |= {"rng": generator.get_state(), "history": history, "topk": topk_rows}
-            save(state, args.checkpoint)
-    if rank != 0:
-        return [], []
-    return history, topk_rows
+        order = torch.randperm(len(replica.data.train_y), generator=replica.generator)
+        replica.net.train()
+        measured = train_epoch(args, replica, order.to(device), rank, epoch, topk_rows)
+        gap = replica_gap(replica.net.parameters())  # every worker, outside the timed part
+        if rank == 0:
+            history.append(_epoch_row(args, replica, history, epoch, measured, gap))
+            _log_epoch(history[-1], args.epochs)
+            _write_checkpoint(args, replica, epoch, history, topk_rows)
+    return (history, topk_rows) if rank == 0 else ([], [])
 
 
-def train_epoch(args, data, step, order, rank: int, epoch: int, topk_rows: list):
+def train_epoch(args, replica: Replica, order, rank: int, epoch: int, topk_rows: list):
     """Epoch ``epoch``, timed, over the examples in ``order``, this worker taking its shard of
     each minibatch: the loss sum, top-1 and top-5 hits and examples over every worker, the
     epoch's seconds and the marks of :func:`steady_rate`. With ``--topk-out``, rank 0 adds
     a row to ``topk_rows`` every ``--topk-every`` batches (the running means so far)."""
-    device, n, world = order.device, len(order), world_size()
+    data, device, n = replica.data, order.device, len(order)
     # loss sum, top-1 hits, top-5 hits, examples
     counts = torch.zeros(4, dtype=torch.float64, device=device)
     marks = []  # see steady_rate
@@ -203,9 +195,9 @@ def train_epoch(args, data, step, order, rank: int, epoch: int, topk_rows: list)
             idx = order[i : i + args.batch_size]
             if batch > 1 and len(idx) < args.batch_size:
                 marks.append(_mark(device, start, i))
-            mine = shard(idx, rank, world)
+            mine = shard(idx, rank, replica.world)
             y = data.train_y[mine]
-            y_hat, loss = step(data.train_x[mine], y, len(idx))
+            y_hat, loss = replica.step(data.train_x[mine], y, len(idx))
             if batch == 1:
                 marks.append(_mark(device, start, len(idx)))
             hits = y_hat.topk(min(5, y_hat.shape[1]), dim=1).indices == y[:, None]
@@ -229,6 +221,40 @@ def train_epoch(args, data, step, order, rank: int, epoch: int, topk_rows: list)
     return totals, clock.seconds, marks
 
 
+def _epoch_row(args, replica: Replica, history: list, epoch: int, measured, gap: float) -> dict:
+    """Rank 0's row (:data:`RUN_COLUMNS`) for epoch ``epoch``: what :func:`train_epoch`
+    measured, the test accuracy and the gap between the replicas."""
+    (loss_sum, top1, _, seen), seconds, marks = measured
+    test_x, test_y = replica.data.test_x, replica.data.test_y
+    return {
+        "epoch": epoch,
+        "train_loss": loss_sum / seen,
+        "train_acc": top1 / seen,
+        "test_acc": evaluate_accuracy(replica.net, test_x, test_y, args.batch_size),
+        "seconds": seconds,
+        "samples_per_s": seen / seconds,
+        "examples": seen,
+        "steady_samples_per_s": steady_rate(marks, seconds, seen),
+        "replica_gap": gap,
+        "devices": replica.devices,
+        "world_size": replica.world,
+        "model": args.model,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "diverged": diverged([h["train_loss"] for h in history] + [loss_sum / seen]),
+    }
+
+
+def _write_checkpoint(args, replica: Replica, epoch: int, history: list, topk_rows: list):
+    """With ``--checkpoint``, everything :func:`_resume` needs to go on after epoch ``epoch``."""
+    if args.checkpoint is None:
+        return
+    state = {"config": replica.config, "epoch": epoch, "model": replica.net.state_dict()}
+    state["optimizer"] = None if replica.optimizer is None else replica.optimizer.state_dict()
+    state |= {"rng": replica.generator.get_state(), "history": history, "topk": topk_rows}
+    save(state, args.checkpoint)
+
+
 def _log_epoch(row: dict, epochs: int) -> None:
     log.info(
         "epoch %d/%d: train loss %.4f, train acc %.4f, test acc %.4f, %.2f s (%.0f examples/s)"
@@ -237,18 +263,6 @@ def _log_epoch(row: dict, epochs: int) -> None:
         epochs,
         *(row[k] for k in ("train_loss", "train_acc", "test_acc", "seconds", "samples_per_s")),
     )
-
-
-def join(device: torch.device, timeout: timedelta) -> None:
-    """Join the run's process group, NCCL on a GPU and gloo on a CPU core, and run one
-    collective: on a GPU the communicator forms now, on ``device`` (``device_id``), and the
-    first collective's set-up is paid here, not by the first timed epoch."""
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", timeout=timeout, device_id=device)
-    else:
-        dist.init_process_group("gloo", timeout=timeout)
-    dist.barrier()  # on NCCL an all-reduce on ``device``, waited for
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -296,28 +310,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.model == "lenet" and (args.momentum or args.weight_decay):
         parser.error("the from-scratch LeNet uses plain SGD: no --momentum or --weight-decay")
     return args
-
-
-@contextlib.contextmanager
-def joined(timeout: float):
-    """This process as one worker of a run, for the ``with`` block: its log lines carry its
-    rank, its device is its own GPU or a pinned core, and under torchrun (``WORLD_SIZE`` set)
-    it is in the run's process group, whose collectives wait ``timeout`` seconds at most for
-    the other workers. Yields (device, rank)."""
-    rank = int(os.environ.get("RANK", 0))
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    logging.basicConfig(
-        level=logging.INFO, format=f"%(asctime)s rank {rank} %(levelname)s: %(message)s"
-    )
-    # Devices are per node: a run over 2 nodes of 4 GPUs uses cuda:0..3 on each.
-    device = device_for(local_rank, node_workers())
-    if device.type == "cpu":
-        pin_to_core(local_rank)
-    if "WORLD_SIZE" in os.environ:
-        join(device, timedelta(seconds=timeout))
-    yield device, rank
-    if dist.is_initialized():
-        dist.destroy_process_group()
 
 
 def main(argv: list[str] | None = None) -> None:
