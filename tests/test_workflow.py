@@ -437,7 +437,7 @@ def test_code_inputs_are_the_import_closure_of_each_script(repo):
 @pytest.mark.e2e
 def test_editing_a_module_reruns_exactly_the_rules_that_import_it(smoke_run, mirror):
     config = ["--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}"]
-    module = smoke_run / "workflow" / "d2lrepro" / "optimization" / "schedules.py"
+    module = smoke_run / "workflow" / "d2lrepro" / "optimization" / "schedulers.py"
     users = [
         rule
         for rule, script in rule_scripts(smoke_run).items()
@@ -491,7 +491,9 @@ def test_module_style_each_experiment_module_names_the_ledger_ids_it_serves(repo
 
 def test_each_experiment_has_its_test_file_and_results_directory(repo):
     """An experiment is a module of a chapter package that a workflow script runs: its tests
-    are tests/<chapter>/test_<module>.py, and its rules write under results/<chapter>/<module>/."""
+    are tests/<chapter>/test_<module>.py, and its rules write under results/<chapter>/<module>/
+    (an experiment's summary in a module of its own, <experiment>_summary, under the
+    experiment's)."""
     written = [path for path, _, _ in rule_outputs(repo)]
     chapters = {f"d2lrepro.{package}" for package in EXPERIMENT_PACKAGES}
     run = {
@@ -504,7 +506,7 @@ def test_each_experiment_has_its_test_file_and_results_directory(repo):
     assert len(run) > 10
     for (chapter, module), script in sorted(run.items()):
         assert (repo / "tests" / chapter / f"test_{module}.py").is_file(), (script, module)
-        directory = f"{paths.experiment(chapter, module)}/"
+        directory = f"{paths.experiment(chapter, module.removesuffix('_summary'))}/"
         assert any(path.startswith(directory) for path in written), (script, module)
 
 

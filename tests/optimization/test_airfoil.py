@@ -175,14 +175,6 @@ def test_concise_runs_are_the_books_train_concise_ch11(data):
     assert concise["loss"].to_numpy() != pytest.approx(from_zero, rel=1e-3)
 
 
-def test_decay_exponent_reads_the_second_half():
-    steps = pd.Series(range(1, 41), dtype=float)
-    values = steps**-0.5 * (1 + (steps < 20) * 3.0)  # a start that is forgotten
-    assert airfoil_summary.decay_exponent(steps.to_numpy(), values.to_numpy()) == pytest.approx(
-        -0.5
-    )
-
-
 def test_the_books_starts_differ_in_the_bias_only():
     """train_ch11 starts from b = 0; train_concise_ch11 keeps nn.Linear's default bias,
     U(±1/√5) for 5 features, drawn from the run's seed after the same w."""

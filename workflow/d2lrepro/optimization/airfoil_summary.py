@@ -1,7 +1,8 @@
-"""What the airfoil sweep measured (rule ``airfoil_summary``): each setting's metrics over its
+"""What the airfoil sweep measured (rule ``airfoil_summary``), for the claims
+:mod:`d2lrepro.optimization.airfoil` serves (``momentum.*``, ``adagrad.*``, ``rmsprop.*``,
+``adadelta.*``, ``adam.*``, ``data.train_ch11.sec_per_epoch``): each setting's metrics over its
 seeds, the slowest and fastest setting the book ran, the scratch-against-torch comparisons,
-and train_ch11's plot of each setting beside the book's curves
-(:mod:`d2lrepro.optimization.airfoil` trains them)."""
+and train_ch11's plot of each setting beside the book's curves."""
 
 from __future__ import annotations
 

@@ -257,9 +257,15 @@ def summarize(
             h["threads"].iloc[0],
         )
     write_csv(history, history_out)
-    plots = pd.read_csv(schedule_plots_file)
-    plots = plots.assign(**{c: text(plots[c]) for c in ("unit", "device", "note", "status")})
-    write_metrics(plots.to_dict("records") + training_metrics(history, book), metrics_out)
+    # The plot job's rows as it wrote them (a machine id of digits stays text); the runs' rows
+    # name the machines of the runs, not every machine this summary read.
+    texts = ("unit", "device", "note", "status", "machine")
+    plots = pd.read_csv(schedule_plots_file, dtype=dict.fromkeys(texts, str))
+    plots = plots.assign(**{c: text(plots[c]) for c in texts})
+    trained = [
+        r | {"machine": provenance.of_frame(history)} for r in training_metrics(history, book)
+    ]
+    write_metrics(plots.to_dict("records") + trained, metrics_out)
     footer = provenance.footer(records, history, where="the lr-schedule runs")
     scale = plotting.scale_note(scaled)
     draw_lrs(history, figure_paths["lrs"], footer, scale)
