@@ -155,3 +155,12 @@ def test_a_text_column_pandas_read_as_numbers_reads_as_empty_text(tmp_path):
         warnings.simplefilter("error")  # filling numbers with "" warns, and will raise
         assert list(results.text(read["note"])) == ["", ""]
     assert list(results.text(pd.Series(["x", None]))) == ["x", ""]
+
+
+def test_metrics_read_back_as_written_with_text_as_text(tmp_path):
+    path = tmp_path / "m.csv"
+    rows = [metric("a", 1.5, "s", "cpu") | {"machine": "0123"}, results.not_applicable("b", "why")]
+    results.write_metrics(rows, path)
+    read = results.read_metrics(path).set_index("metric")
+    assert read.loc["a", "machine"] == "0123" and read.loc["a", "note"] == ""
+    assert read.loc["b", "note"] == "why" and math.isnan(read.loc["b", "value"])

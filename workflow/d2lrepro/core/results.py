@@ -206,6 +206,14 @@ def text(values: pd.Series) -> pd.Series:
     return values.astype(object).where(values.notna(), "").astype(str)
 
 
+def read_metrics(path) -> pd.DataFrame:
+    """A metrics CSV as :func:`write_metrics` wrote it: its text columns as text, "" where
+    empty (a machine id of digits stays text)."""
+    texts = [c for c in METRIC_COLUMNS if c != "value"]
+    frame = pd.read_csv(path, dtype=dict.fromkeys(texts, str))
+    return frame.assign(**{c: text(frame[c]) for c in texts if c in frame})
+
+
 def one_line(error: Exception) -> str:
     """An exception as one line, for a note: its type and the first line of its message."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

@@ -18,9 +18,6 @@ from d2lrepro.optimization.airfoil import BOOK_YLIM, CODE
 
 log = logging.getLogger(__name__)
 
-# The text columns of a comparison's rows, empty where it has none.
-TEXT = ("unit", "note", "status")
-
 
 def summarize(
     run_files: list,
@@ -45,9 +42,9 @@ def summarize(
         finals.sum(),
     )
     rows = [r | {"machine": provenance.of_frame(runs)} for r in setting_metrics(runs, book)]
-    for path in compared_files:
-        compared = pd.read_csv(path)
-        rows += compared.assign(**{c: results.text(compared[c]) for c in TEXT}).to_dict("records")
+    rows += [
+        row for path in compared_files for row in results.read_metrics(path).to_dict("records")
+    ]
     results.write_csv(runs, runs_out)
     results.write_metrics(rows, metrics_out)
     for name, group in runs.groupby("setting"):

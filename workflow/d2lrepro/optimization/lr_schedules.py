@@ -19,8 +19,8 @@ from d2lrepro.core.results import (
     failed,
     late_iqr,
     metric,
+    read_metrics,
     seed_spread,
-    text,
     write_csv,
     write_metrics,
 )
@@ -257,11 +257,9 @@ def summarize(
             h["threads"].iloc[0],
         )
     write_csv(history, history_out)
-    # The plot job's rows as it wrote them (a machine id of digits stays text); the runs' rows
-    # name the machines of the runs, not every machine this summary read.
-    texts = ("unit", "device", "note", "status", "machine")
-    plots = pd.read_csv(schedule_plots_file, dtype=dict.fromkeys(texts, str))
-    plots = plots.assign(**{c: text(plots[c]) for c in texts})
+    # The plot job's rows as it wrote them; the runs' rows name the machines of the runs, not
+    # every machine this summary read.
+    plots = read_metrics(schedule_plots_file)
     trained = [
         r | {"machine": provenance.of_frame(history)} for r in training_metrics(history, book)
     ]
