@@ -57,12 +57,16 @@ from snakemake.scheduling.job_scheduler import JobScheduler
 from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
 
 sys.path.insert(0, "workflow")
-from d2lrepro.core import shortfall
 from d2lrepro.pipeline import settings
 
 preset, cores, gpus = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 settings.local_gpus = lambda: gpus  # this machine, as the Snakefile sees it
-shortfall.usable_cores = lambda: cores  # and its cores
+try:  # a tree that plans the jobs short of devices: its cores too (not the GPU run's commit)
+    from d2lrepro.core import shortfall
+
+    shortfall.usable_cores = lambda: cores
+except ImportError:
+    pass
 planned = {}
 schedule = JobScheduler.schedule
 

@@ -2,6 +2,8 @@
 the start-up paid once per family, the job times it reads, and the plan it takes from a dry
 run of the workflow."""
 
+import subprocess
+
 import pytest
 
 import schedule_estimate
@@ -98,3 +100,19 @@ def test_a_job_doing_the_work_of_several_measured_ones_pays_their_start_up_once(
     assert schedule_estimate.job_time(one_core("airfoil_run"), times) == 5.0
     assert schedule_estimate.job_time(one_core("hybridize"), times) == 98.0
     assert schedule_estimate.job_time(one_core("report"), times) == 0.0
+
+
+def test_the_gpu_run_is_planned_by_the_commit_that_ran_it():
+    """That commit's tree predates the modules this tree's planning patches: it plans all the
+    same, its 2-device runs holding the machine like every other job that takes a GPU."""
+    known = subprocess.run(
+        ["git", "-C", str(schedule_estimate.REPO), "cat-file", "-e", schedule_estimate.H200_COMMIT],
+        capture_output=True,
+    )
+    if known.returncode:
+        pytest.skip(f"{schedule_estimate.H200_COMMIT} is not in this clone's history")
+    limits, jobs = schedule_estimate.plan("cpu", 16, 1, schedule_estimate.H200_COMMIT)
+    named = {job.name: job for job in jobs}
+    assert limits == {"_cores": 16, "gpu": 1, "gpu_share": 4}
+    assert not any(job.light for job in jobs)
+    assert named["data_parallel_run/lenet.2.seed0"].needs["_cores"] == 16

@@ -1,4 +1,5 @@
 import gzip
+import hashlib
 import logging
 import os
 import struct
@@ -9,7 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import verdict_of
 from d2lrepro.core import data
+from d2lrepro.pipeline import claims
 
 
 def idx_bytes(array: np.ndarray, code: int) -> bytes:
@@ -85,6 +88,32 @@ def test_airfoil_facts_of_a_small_table(tmp_path):
         3,
     )
     assert facts["get_data.gap_to_all_rows"] < 1e-6 < facts["get_data.gap_to_kept_rows"]
+
+
+def test_the_book_s_airfoil_file_passes_its_claim_and_other_files_fail(mirror, tmp_path):
+    """The same rows with LF line endings (as a text editor or another mirror may save them)
+    are another file: its SHA-1 and size are not the ones the book's DATA_HUB names. Two rows
+    swapped keep the size and shape: only the SHA-1 tells that file from the book's."""
+    book = mirror / "airfoil" / "airfoil_self_noise.dat"
+    lf = tmp_path / "airfoil_self_noise.dat"
+    lf.write_bytes(book.read_bytes().replace(b"\r\n", b"\n"))
+    rows = book.read_bytes().split(b"\r\n")
+    rows[0], rows[1] = rows[1], rows[0]
+    swapped = tmp_path / "swapped.dat"
+    swapped.write_bytes(b"\r\n".join(rows))
+    for path, verdict in (
+        (book, claims.REPRODUCED),
+        (lf, claims.NOT_REPRODUCED),
+        (swapped, claims.NOT_REPRODUCED),
+    ):
+        facts = data.airfoil_facts(path, data.prepare_airfoil(path))
+        assert verdict_of("data.airfoil", facts) == verdict, path
+        if path == swapped:
+            assert {f["metric"]: f["value"] for f in facts}["airfoil.file_bytes"] == 59_984
+    head = next(
+        r for r in data.airfoil_facts(lf, data.prepare_airfoil(lf)) if "sha1" in r["metric"]
+    )
+    assert f"{int(head['value']):x}" == hashlib.sha1(lf.read_bytes()).hexdigest()[:12]
 
 
 def reference_losses(features, labels) -> tuple[float, float]:

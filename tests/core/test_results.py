@@ -64,6 +64,14 @@ def test_a_distance_is_never_negative(value, outside):
 
 
 @pytest.mark.parametrize(
+    "value, outside", [(-1.0, True), (0.0, False), (0x76E5BE1548FD, False), (2.5, True)]
+)
+def test_a_digest_s_head_is_a_whole_number_at_least_0(value, outside):
+    assert results.outside_domain(value, "hex") == outside
+    assert results.domain("hex") == "a digest is a whole number at least 0"
+
+
+@pytest.mark.parametrize(
     "name, unit",
     [
         ("hyb.batch1.eager.median_s", "s"),

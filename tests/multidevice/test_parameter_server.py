@@ -11,10 +11,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import fake_cuda
-from conftest import machine_record, verdict_of
+from conftest import machine_record, shipped_claims, verdict_of
 from d2lrepro.core import devices, results
 from d2lrepro.multidevice import parameter_server
 from d2lrepro.multidevice.parts import launcher
+from d2lrepro.pipeline.checks import metrics_of
 from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 
@@ -60,9 +61,10 @@ def test_rank_0_reports_every_strategy(tmp_path, world):
     assert rows[f"{p}.workers"]["value"] == world
     for name in ("gather", "ring", "push.n1", "push.split"):
         assert rows[f"{p}.{name}.median_s"]["value"] > 0 and rows[f"{p}.{name}.iqr_s"]["value"] >= 0
-    # n servers' time, scaled to one server's load: n times the push
-    split, total = (rows[f"{p}.push.{n}.median_s"]["value"] for n in ("split", "split_x_n"))
-    assert total == pytest.approx(world * split)
+    # n servers' time, scaled to one server's load, and the ring's: n times each
+    for name in ("push.split", "ring"):
+        one, n_times = (rows[f"{p}.{name}{end}.median_s"]["value"] for end in ("", "_x_n"))
+        assert n_times == pytest.approx(world * one)
     assert rows[f"{p}.ring.busbw_gbps"]["value"] > 0
     assert rows[f"{p}.host.median_s"]["status"] == "not applicable"
     assert rows[f"{p}.ring_nvlink.busbw_gbps"]["status"] == "not applicable"
@@ -308,7 +310,18 @@ def timed_rows(tmp_path, mutation="", mb=16):
     return torch.load(out, weights_only=False)
 
 
-GPUS = {"cuda_devices": 2, "usable_cores": 2}
+GPUS = {"cuda_devices": 4, "usable_cores": 4}
+
+
+@pytest.mark.parametrize("claim_id", ["ps.sync160.all", "ps.scale.all"])
+def test_the_claims_on_all_the_devices_need_more_than_the_2_worker_run(claim_id):
+    """On 2 GPUs the run on all the devices is the 2-worker run: its claims need a third."""
+    rows = [
+        results.metric(m, 0.01) for c in shipped_claims()[claim_id]["checks"] for m in metrics_of(c)
+    ]
+    two = {"cuda_devices": 2, "usable_cores": 2}
+    assert verdict_of(claim_id, rows, two) == NOT_APPLICABLE
+    assert verdict_of(claim_id, rows, GPUS) != NOT_APPLICABLE
 
 
 def test_o_m_over_n_is_judged_on_gpus_only():

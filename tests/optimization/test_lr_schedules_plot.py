@@ -6,7 +6,7 @@ import yaml
 
 from conftest import judged, shipped_claims
 from d2lrepro.core import plotting, reference
-from d2lrepro.optimization import lr_schedules
+from d2lrepro.optimization import lr_schedules, schedulers
 from d2lrepro.pipeline import claims, settings
 
 BOOK = reference.load()
@@ -19,6 +19,52 @@ def test_schedule_values_are_the_books():
     assert v["multistep"][:15] == [0.5] * 15 and v["multistep"][15:] == [0.25] * 15
     assert [round(x, 6) for x in v["warmup"][:6]] == [0.0, 0.06, 0.12, 0.18, 0.24, 0.3]
     assert v["cosine"][20:] == [pytest.approx(0.01)] * 10
+
+
+def _linear(values):
+    """A straight line between the factor schedule's two ends: not geometric."""
+    first, last, n = values[0], values[-1], len(values)
+    return [first + (last - first) * t / (n - 1) for t in range(n)]
+
+
+def _restarted(values):
+    """The cosine schedule leaving its floor between steps 21 and 28, back on it at 29."""
+    return values[:21] + [0.155] * 8 + values[29:]
+
+
+def _stepped(values):
+    """A warm-up in two steps (0.06 at t = 1 and 2, 0.24 at t = 3 and 4), the plot's other
+    values kept."""
+    return values[:2] + [0.06, 0.24] + values[4:]
+
+
+def _early(max_update, warmup_steps=0):
+    """The book's cosine schedule reaching its floor at ``max_update``, not at step 20."""
+    scheduler = schedulers.CosineScheduler(
+        max_update, warmup_steps=warmup_steps, base_lr=0.3, final_lr=0.01
+    )
+    return lambda values: schedulers.values(scheduler, len(values))
+
+
+@pytest.mark.parametrize(
+    "claim_id, name, broken",
+    [
+        ("lrs.factor_plot", "factor", _linear),
+        ("lrs.cosine_plot", "cosine", _restarted),
+        ("lrs.cosine_plot", "cosine", _early(10)),
+        ("lrs.warmup_plot", "warmup", _stepped),
+        ("lrs.warmup_plot", "warmup", _early(10, warmup_steps=5)),
+    ],
+)
+def test_a_schedule_off_its_plot_between_the_printed_ends_fails_its_claim(claim_id, name, broken):
+    """Each mutation keeps the values at the ends of the shape the claim states (the factor
+    schedule's first and last, the cosine's step 20 and 29, the warm-up's 0, 1, 4, 5 and 20)
+    and breaks it in between: the cosine leaves its floor, or reaches it at step 10."""
+    values = lr_schedules.schedule_values()
+    rows = lr_schedules.schedule_metrics(values)
+    assert judged(claim_id, rows)["verdict"] == claims.REPRODUCED
+    mutated = lr_schedules.schedule_metrics(values | {name: broken(values[name])})
+    assert judged(claim_id, mutated)["verdict"] == claims.NOT_REPRODUCED
 
 
 def history(run, semantics, accs, diverged=False, seed=0):

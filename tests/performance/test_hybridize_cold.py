@@ -32,21 +32,48 @@ def test_the_book_s_cold_loop_is_judged_apart_from_its_order(machine, verdict):
     assert verdict_of("hyb.bench.naive", rows) == verdict
 
 
-def test_each_cold_pair_runs_in_a_fresh_process():
-    seconds = hybridize_cold.in_fresh_process(("script", "eager"), 1, 1, 3, "cpu", 1)
-    assert set(seconds) == {"eager", "script"} and min(seconds.values()) > 0
-    with pytest.raises(RuntimeError, match="the cold loop's process failed"):
-        hybridize_cold.in_fresh_process(("eager",), 1, 1, 3, "no-such-device", 1)
+def test_each_cold_pair_runs_in_a_child_of_its_own_forked_from_one_server():
+    with (
+        hybridize_cold.fork_server("os", "getpid") as pid,
+        hybridize_cold.fork_server("os", "getppid") as parent,
+    ):
+        assert len({pid(), pid(), pid()}) == 3
+        assert len({parent(), parent()}) == 1
+    with hybridize_cold.fork_server(hybridize_cold.__name__, "cold_pair") as run:
+        seconds = run(("script", "eager"), 1, 1, 3, "cpu", 1)
+        assert set(seconds) == {"eager", "script"} and min(seconds.values()) > 0
+        with pytest.raises(RuntimeError, match="no-such-device"):
+            run(("eager",), 1, 1, 3, "no-such-device", 1)
+        assert run(("eager",), 1, 1, 3, "cpu", 1)["eager"] > 0  # the server serves on
+
+
+def test_a_child_that_leaves_no_reply_or_a_server_that_cannot_start_says_why():
+    with hybridize_cold.fork_server("os", "abort") as abort:
+        with pytest.raises(RuntimeError, match="the child ended with status -6"):
+            abort()
+    with hybridize_cold.fork_server("time", "sleep", timeout=0.5) as sleep:
+        with pytest.raises(RuntimeError, match="no reply in 0.5 s"):
+            sleep(5)
+    with hybridize_cold.fork_server("no_such_module", "f") as missing:
+        with pytest.raises(RuntimeError, match="No module named 'no_such_module'"):
+            missing()
+
+
+def test_a_forked_child_collects_none_of_the_server_s_objects():
+    """A collection in the child would write to every object the server made, copying the
+    pages they share with it: the server freezes them, and the child finds them frozen."""
+    with hybridize_cold.fork_server("gc", "get_freeze_count") as frozen:
+        assert frozen() > 1000
 
 
 def test_a_failed_process_fails_every_metric_with_its_error():
     def broken(*args):
-        raise RuntimeError("the cold loop's process failed: exit status 1")
+        raise RuntimeError("the child ended with status 1")
 
     rows = hybridize_cold.cold_pairs("hyb.batch1.naive", 1, 1, "cpu", seed=0, run=broken)
     assert [r["metric"] for r in rows] == [f"hyb.batch1.naive.{m}" for m in hybridize_cold.NAMES]
     assert {(r["status"], r["note"]) for r in rows} == {
-        ("failed", "the cold loop's process failed: exit status 1")
+        ("failed", "the cold loop's process failed: the child ended with status 1")
     }
 
 

@@ -75,10 +75,10 @@ def test_a_derived_number_that_overflows_fails_as_no_number(check):
 
 
 UNITS = {"slow_s": "s", "fast_s": "s", "pinned_bytes": "B", "sync_bytes": "B", "sign_p": "p"}
-UNITS |= {"lat_us": "µs", "excess": "|Δ|", "speedup": "x", "speedup_iqr": "x"}
+UNITS |= {"lat_us": "µs", "excess": "|Δ|", "speedup": "x", "speedup_iqr": "x", "file_sha1": "hex"}
 MEASURED = {"slow_s": 0.041361, "fast_s": 0.0210855, "pinned_bytes": 41943046.0}
 MEASURED |= {"sync_bytes": 41943040.0, "sign_p": 0.1875, "lat_us": 29.075, "excess": 0.004}
-MEASURED |= {"speedup": 1.75, "speedup_iqr": 0.2}
+MEASURED |= {"speedup": 1.75, "speedup_iqr": 0.2, "file_sha1": 0x76E5BE1548FD}
 
 
 @pytest.mark.parametrize(
@@ -96,6 +96,10 @@ MEASURED |= {"speedup": 1.75, "speedup_iqr": 0.2}
         (
             {"kind": "exact", "metric": "sync_bytes", "expected": 41943040, "decimals": 0},
             "sync_bytes = 41,943,040 B (needs 41,943,040 B to 0 decimals)",
+        ),
+        (
+            {"kind": "exact", "metric": "file_sha1", "expected": 0x76E5BE1548FF, "decimals": 0},
+            "file_sha1 = 76e5be1548fd (needs 76e5be1548ff to 0 decimals)",
         ),
         (
             {"kind": "within", "metric": "lat_us", "target": 30, "tol": 2},

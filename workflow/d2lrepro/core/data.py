@@ -4,6 +4,7 @@ tensors for training, and accuracy; the durable save of prepared data and checkp
 from __future__ import annotations
 
 import gzip
+import hashlib
 import logging
 import math
 import os
@@ -82,11 +83,15 @@ def prepare_airfoil(path: Path, n: int = 1500) -> dict:
     }
 
 
+SHA1_HEAD = 12  # 48 bits: exact in a float64 (53), and no other file's by chance
+
+
 def airfoil_facts(path: Path, prepared: dict) -> list[dict]:
-    """What the book says of the airfoil file and of get_data_ch11, measured: the file's size
-    and shape; how far the prepared rows are from the table standardized over all its rows
-    and over only the rows kept (the book standardizes all, so the first is ~0 and the second
-    is not); and the prepared shapes."""
+    """What the book says of the airfoil file and of get_data_ch11, measured: the file's SHA-1
+    (its first :data:`SHA1_HEAD` hex digits, a number a float holds exactly), size and shape;
+    how far the prepared rows are from the table standardized over all its rows and over only
+    the rows kept (the book standardizes all, so the first is ~0 and the second is not); and
+    the prepared shapes."""
     from d2lrepro.core.results import metric  # pandas only for this
 
     table = np.genfromtxt(path, dtype=np.float64, delimiter="\t")
@@ -96,8 +101,10 @@ def airfoil_facts(path: Path, prepared: dict) -> list[dict]:
     def standardized(rows):
         return (table[: len(kept)] - rows.mean(axis=0)) / rows.std(axis=0)
 
+    raw = Path(path).read_bytes()
     return [
-        metric("airfoil.file_bytes", Path(path).stat().st_size, "B"),
+        metric("airfoil.sha1_head", int(hashlib.sha1(raw).hexdigest()[:SHA1_HEAD], 16), "hex"),
+        metric("airfoil.file_bytes", len(raw), "B"),
         metric("airfoil.rows", table.shape[0]),
         metric("airfoil.columns", table.shape[1]),
         metric("get_data.gap_to_all_rows", np.abs(kept - standardized(table)).max()),

@@ -21,7 +21,8 @@ STATUSES = ("", NOT_APPLICABLE, FAILED)
 # speed-up is positive: a zero or a negative one is a broken measurement, never a fast one. A
 # p-value lies in [0, 1]; a distance ("|Δ|": an absolute difference, a largest gap, how far a
 # curve strays outside a band) is at least 0. "" is a pure number (an accuracy, a loss, a
-# slope, a signed difference): any finite value.
+# slope, a signed difference): any finite value. "hex" is the leading digits of a digest (a
+# file's SHA-1), a whole number at least 0, shown in hexadecimal as digests are printed.
 UNITS = {
     "": "number",
     "s": "time",
@@ -37,11 +38,12 @@ UNITS = {
     "x": "speed-up",
     "p": "p-value",
     "|Δ|": "distance",
+    "hex": "digest",
 }
 POSITIVE = {"time", "size", "work", "intensity", "bandwidth", "throughput", "speed-up"}
 # Units a number is not followed by: its metric's name says them ("sign_p = 0.03", not
 # "0.03 p").
-UNSHOWN = {"", "p", "|Δ|"}
+UNSHOWN = {"", "p", "|Δ|", "hex"}
 # What a metric's name says it is, by how it ends (after a spread's "_iqr"), and so the unit it
 # is in, the first that matches: a row may leave that unit out, never give another
 # (pipeline.checks.units), so that a time of -1 named "_s" is never judged as a pure number.
@@ -161,6 +163,7 @@ def named_unit(name: str) -> str | None:
 DOMAINS = {
     "p-value": (lambda v: 0 <= v <= 1, "lies between 0 and 1"),
     "distance": (lambda v: v >= 0, "is at least 0"),
+    "digest": (lambda v: v >= 0 and v == int(v), "is a whole number at least 0"),
 } | {what: (lambda v: v > 0, "is positive") for what in POSITIVE}
 
 

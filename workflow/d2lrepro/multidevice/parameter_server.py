@@ -13,7 +13,8 @@ by each strategy the section compares, measured by the workers of a run on their
   0), against each worker sending a 1/n share to each of n servers, one on each worker's
   device (point-to-point sends and receives). A push is done when its slowest worker is: each
   repeat's time is the maximum over the workers. ``push.split_x_n`` is n times
-  ``push.split``: the book's O(m/n) makes it at most ``push.n1``.
+  ``push.split``: the book's O(m/n) makes it at most ``push.n1``. ``ring_x_n`` is n times
+  ``ring``: the book's arithmetic makes it about ``gather``.
 
 Each sample times a block of back-to-back calls, as many as take :data:`SAMPLE_S` (one where a
 call takes that long, as 160 MB does on CPU processes), and divides by their number: the fixed
@@ -21,7 +22,7 @@ cost of a sample (the barrier's release, a launch, the wait for the device) woul
 charged in full to each call, n times over in ``push.split_x_n``.
 
 Metrics, under a ``prefix`` per run (``ps`` for 2 workers, ``ps.all`` for all the devices):
-``{gather,host,ring,push.n1,push.split,push.split_x_n}.{median,iqr}_s``,
+``{gather,host,ring,ring_x_n,push.n1,push.split,push.split_x_n}.{median,iqr}_s``,
 ``ring.busbw_gbps`` and ``ring.busbw_iqr_gbps`` (the ring's bus bandwidth, 2(N-1)/N of the
 gradient's bytes per second, median and IQR over the repeats), the same two as
 ``ring_nvlink.*`` where NVML reports NVLink between every pair of the workers' GPUs (else
@@ -168,7 +169,7 @@ def push(
         request.wait()
 
 
-STRATEGIES = ("gather", "host", "ring", "push.n1", "push.split", "push.split_x_n")
+STRATEGIES = ("gather", "host", "ring", "ring_x_n", "push.n1", "push.split", "push.split_x_n")
 BANDWIDTH = ("busbw_gbps", "busbw_iqr_gbps")
 
 
@@ -211,8 +212,9 @@ def measure(mb: int, repeats: int, device: torch.device, prefix: str = "ps") -> 
     times = {name: timed(fn, device, repeats, calls[name]) for name, fn in runs.items()}
     for name in ("push.n1", "push.split"):
         times[name] = _slowest(times[name])
-    times["push.split_x_n"] = [workers * t for t in times["push.split"]]
-    calls["push.split_x_n"] = calls["push.split"]
+    for name in ("ring", "push.split"):  # what the book's arithmetic compares: n times these
+        times[f"{name}_x_n"] = [workers * t for t in times[name]]
+        calls[f"{name}_x_n"] = calls[name]
     rows = [metric(f"{prefix}.workers", workers, device=where)]
     for name, seconds in times.items():
         n = calls[name]

@@ -3,17 +3,25 @@ fresh Python process (``hyb.bench.naive``).
 
 TorchScript keeps what it compiled and profiled for a module's code for the rest of the
 process, so in one process only the first scripted loop is cold. Each pair therefore runs in
-a new interpreter, as each run of the book's notebook did, and the pairs alternate which loop
-runs first, since the first pays the process's own first-call costs.
+a process of its own, as each run of the book's notebook did, and the pairs alternate which
+loop runs first, since the first pays the process's own first-call costs.
+
+The processes are forked from one server (:func:`fork_server`) that started Python and
+imported torch once and has run nothing since: each child is the interpreter a fresh start
+would give after those imports (nothing compiled, profiled or run; no device touched), without
+paying them again, which took longer than the loops themselves.
 
 Metrics: ``{name}.script_faster_pairs``, ``{name}.pairs``, ``{name}.script_faster_sign_p``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import select
 import subprocess
 import sys
+import tempfile
 
 import torch
 
@@ -45,36 +53,92 @@ def cold_pair(order, seed: int, batch: int, n_calls: int, device: str, threads: 
     }
 
 
-def in_fresh_process(*args) -> dict:
-    """:func:`cold_pair` of ``args`` run by a new Python interpreter."""
-    code = (
-        "import json; from d2lrepro.performance.hybridize_cold import cold_pair; "
-        f"print(json.dumps(cold_pair(*{args!r})))"
-    )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT_S
+# The server: imports ``function`` once, then for each line of JSON arguments on stdin forks a
+# child that calls it and sends back one line of JSON, {"result": ...} or {"error": ...}.
+FORK_SERVER = """
+import gc, importlib, json, os, sys
+module, name = sys.argv[1:]
+function = getattr(importlib.import_module(module), name)
+gc.freeze()  # so that no child's collection writes to (and so copies) the pages it shares
+for line in sys.stdin:
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        try:
+            reply = {"result": function(*json.loads(line))}
+        except Exception as error:
+            reply = {"error": f"{type(error).__name__}: {error}"}
+        os.write(write, json.dumps(reply).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as replied:
+        reply = replied.read().decode()
+    status = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    print(reply or json.dumps({"error": f"the child ended with status {status}"}), flush=True)
+"""
+
+
+@contextlib.contextmanager
+def fork_server(module: str, name: str, timeout: float = TIMEOUT_S):
+    """A function that calls ``module.name`` with its arguments (JSON) in a child forked from
+    one server process, returning its result; a child that raises, ends without replying, or
+    takes over ``timeout`` seconds raises RuntimeError, as does a server that cannot start."""
+    with tempfile.TemporaryFile("w+") as stderr:
+        server = subprocess.Popen(
+            [sys.executable, "-c", FORK_SERVER, module, name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
         )
-        if done.returncode:
-            lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-            raise RuntimeError(lines[-1])
-        return json.loads(done.stdout.splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, RuntimeError, ValueError, IndexError) as error:
-        raise RuntimeError(f"the cold loop's process failed: {error}") from error
+
+        def failure(otherwise: str) -> RuntimeError:
+            """The server's last word on stderr (why it ended), else ``otherwise``."""
+            stderr.seek(0)
+            lines = stderr.read().strip().splitlines()
+            return RuntimeError(lines[-1] if lines else otherwise)
+
+        def call(*args):
+            try:
+                server.stdin.write(json.dumps(args) + "\n")
+                server.stdin.flush()
+            except OSError as error:
+                raise failure(f"the server is gone: {error}") from error
+            ready = select.select([server.stdout], [], [], timeout)[0]
+            line = server.stdout.readline() if ready else ""
+            if not line:
+                raise failure(f"no reply in {timeout:g} s")
+            reply = json.loads(line)
+            if "error" in reply:
+                raise RuntimeError(reply["error"])
+            return reply["result"]
+
+        try:
+            yield call
+        finally:
+            server.kill()
+            server.wait()
 
 
 def cold_pairs(
-    name: str, batch: int, n_calls: int, device, seed: int, pairs: int = 5, run=in_fresh_process
+    name: str, batch: int, n_calls: int, device, seed: int, pairs: int = 5, run=None
 ) -> list[dict]:
     """The sign test over ``pairs`` fresh processes, each timing the two cold loops of its own
-    network (``run``: :func:`in_fresh_process`), of the scripted loop being the faster."""
-    faster = 0
-    for i in range(pairs):
-        order = ("eager", "script") if i % 2 == 0 else ("script", "eager")
-        try:
-            seconds = run(order, seed + 1 + i, batch, n_calls, str(device), torch.get_num_threads())
-        except RuntimeError as error:
-            return [failed(f"{name}.{m}", str(error), u) for m, u in zip(NAMES, UNITS)]
-        faster += seconds["script"] < seconds["eager"]
+    network (``run``, :func:`cold_pair`'s arguments to its seconds; by default a child of a
+    :func:`fork_server`), of the scripted loop being the faster."""
+    with contextlib.ExitStack() as stack:
+        if run is None:
+            run = stack.enter_context(fork_server(__name__, cold_pair.__name__))
+        faster = 0
+        for i in range(pairs):
+            order = ("eager", "script") if i % 2 == 0 else ("script", "eager")
+            threads = torch.get_num_threads()
+            try:
+                seconds = run(order, seed + 1 + i, batch, n_calls, str(device), threads)
+            except RuntimeError as error:
+                why = f"the cold loop's process failed: {error}"
+                return [failed(f"{name}.{m}", why, u) for m, u in zip(NAMES, UNITS)]
+            faster += seconds["script"] < seconds["eager"]
     values = (faster, pairs, sign_test_p(faster, pairs))
     return [metric(f"{name}.{m}", v, u, str(device)) for m, v, u in zip(NAMES, values, UNITS)]

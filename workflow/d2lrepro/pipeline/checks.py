@@ -35,10 +35,12 @@ def fmt(value: float) -> str:
 def quantity(value: float, unit: str, text: str | None = None) -> str:
     """``value`` (shown as ``text``, else :func:`fmt`) with its ``unit``: "0.0413 s", "1.96x",
     a byte count in full with thousands marked ("41,943,040 B": two counts a few bytes apart
-    are told apart), a p-value bare (its metric's name says it). A ratio of two units is
-    written as one ("s/B")."""
+    are told apart), a digest's leading digits in hexadecimal ("76e5be1548fd"), a p-value
+    bare (its metric's name says it). A ratio of two units is written as one ("s/B")."""
     if unit == "B" and math.isfinite(value):
         return f"{value:,.12g} B"
+    if unit == "hex" and math.isfinite(value) and value >= 0:
+        return f"{int(value):x}"
     text = fmt(value) if text is None else text
     if unit == "x":
         return f"{text}x"
