@@ -46,6 +46,20 @@ def test_a_summary_carries_the_records_of_what_it_read(in_a_job, tmp_path):
     assert provenance.attribution() == "r1 r2"  # its rows come from both jobs
 
 
+@pytest.mark.filterwarnings("error")
+def test_rows_read_back_with_no_machine_at_all_are_attributed_to_this_job(
+    in_a_job, tmp_path, monkeypatch
+):
+    """pandas reads a machine column with no text in it as numbers (NaN)."""
+    written = tmp_path / "m.csv"
+    pd.DataFrame({"metric": ["a", "b"], "machine": ["", "r0"]}).to_csv(written, index=False)
+    monkeypatch.setenv(provenance.ATTRIBUTION, "r1")
+    read = pd.read_csv(written)
+    assert list(provenance.attribute(read)[provenance.COLUMN]) == ["r1", "r0"]
+    empty = read.assign(machine=float("nan"))
+    assert list(provenance.attribute(empty)[provenance.COLUMN]) == ["r1", "r1"]
+
+
 def test_a_job_without_a_machines_output_records_nothing(in_a_job):
     assert provenance.record_job(None, [], measures=True) == {}
     assert provenance.attribution() == ""

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import judged, machine_record, ok, run, verdict_of
-from d2lrepro.core import devices
+from d2lrepro.core import devices, results
 from d2lrepro.core.models import LENET_SHAPES
 from d2lrepro.multidevice import cost_model
 from d2lrepro.multidevice.parts import launcher, worker
@@ -72,7 +72,7 @@ def test_one_launch_of_2_workers_makes_the_cost_model_and_the_examples(
     outputs, examples = {"lenet": tmp_path / "lenet.csv"}, tmp_path / "examples.csv"
     cost_model.launch(costs, outputs, examples, 0, 60, tmp_path / "cost.log")
     assert set(pd.read_csv(outputs["lenet"])["world_size"]) == {2}
-    rows = cost_model.example_metrics(pd.read_csv(examples))
+    rows = cost_model.example_metrics(results.read_metrics(examples))
     assert sorted(r["metric"] for r in rows) == sorted(cost_model.EXAMPLE_METRICS)
     for claim in ("mgpu.params", "mgpu.allreduce", "mgpu.scatter", "mgpu.split_and_load"):
         assert verdict_of(claim, rows) == REPRODUCED, claim
@@ -146,7 +146,7 @@ def test_without_two_devices_get_params_is_made_on_the_one_there_is(
     costs = {"lenet": {"batches": [2], "repeats": 1}}
     outputs, examples = {"lenet": tmp_path / "lenet.csv"}, tmp_path / "examples.csv"
     cost_model.launch(costs, outputs, examples, 0, 60, tmp_path / "cost.log")
-    rows = cost_model.example_metrics(pd.read_csv(examples))
+    rows = cost_model.example_metrics(results.read_metrics(examples))
     assert [r["metric"] for r in rows] == cost_model.EXAMPLE_METRICS
     assert {r["device"] for r in rows if r["metric"] in cost_model.ONE_DEVICE} == {"cpu"}
     assert verdict_of("mgpu.params", rows) == REPRODUCED

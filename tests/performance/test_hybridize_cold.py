@@ -1,5 +1,9 @@
 """The book's cold loop timed in fresh processes (d2lrepro.performance.hybridize_cold)."""
 
+import subprocess
+import sys
+import time
+
 import pytest
 
 from conftest import verdict_of
@@ -51,12 +55,47 @@ def test_a_child_that_leaves_no_reply_or_a_server_that_cannot_start_says_why():
     with hybridize_cold.fork_server("os", "abort") as abort:
         with pytest.raises(RuntimeError, match="the child ended with status -6"):
             abort()
-    with hybridize_cold.fork_server("time", "sleep", timeout=0.5) as sleep:
-        with pytest.raises(RuntimeError, match="no reply in 0.5 s"):
-            sleep(5)
     with hybridize_cold.fork_server("no_such_module", "f") as missing:
         with pytest.raises(RuntimeError, match="No module named 'no_such_module'"):
             missing()
+    with hybridize_cold.fork_server("builtins", "print") as printing:
+        assert printing("to stderr, not into the replies") is None
+    with hybridize_cold.fork_server("operator", "mul") as repeat:
+        assert repeat("x", 1 << 20) == "x" * (1 << 20)  # longer than a pipe holds
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"  # dead, not yet reaped
+    except FileNotFoundError:
+        return True
+
+
+def test_a_call_past_its_time_stops_the_server_and_the_child_that_runs_it(tmp_path):
+    """A hung loop would hold a core through the timings that follow; and the server, had it
+    lived on, would answer the next call with this one's late reply."""
+    pid_file = tmp_path / "pid"
+    with hybridize_cold.fork_server("os", "system", timeout=1) as shell:
+        with pytest.raises(RuntimeError, match="no reply in 1 s"):
+            shell(f"echo $$ > {pid_file}; exec sleep 30")
+        with pytest.raises(RuntimeError, match="the server was stopped: no reply in 1 s"):
+            shell("true")
+        pid = int(pid_file.read_text())
+        deadline = time.monotonic() + 5
+        while not _gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(pid)
+
+
+def test_the_server_s_imports_leave_torchscript_nothing_compiled():
+    """What makes a forked child as cold as a fresh interpreter: importing what the server
+    imports scripts and compiles nothing."""
+    check = (
+        "import torch, d2lrepro.performance.hybridize_cold; "
+        "assert not torch.jit._recursive.concrete_type_store.type_store"
+    )
+    subprocess.run([sys.executable, "-c", check], check=True)
 
 
 def test_a_forked_child_collects_none_of_the_server_s_objects():

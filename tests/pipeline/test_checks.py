@@ -99,7 +99,7 @@ MEASURED |= {"speedup": 1.75, "speedup_iqr": 0.2, "file_sha1": 0x76E5BE1548FD}
         ),
         (
             {"kind": "exact", "metric": "file_sha1", "expected": 0x76E5BE1548FF, "decimals": 0},
-            "file_sha1 = 76e5be1548fd (needs 76e5be1548ff to 0 decimals)",
+            "file_sha1 = 76e5be1548fd (needs 76e5be1548ff)",
         ),
         (
             {"kind": "within", "metric": "lat_us", "target": 30, "tol": 2},

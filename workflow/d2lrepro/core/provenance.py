@@ -65,8 +65,9 @@ def attribute(frame):
         return frame
     if COLUMN not in frame:
         return frame.assign(**{COLUMN: default})
-    named = frame[COLUMN].fillna("").astype(str).str.strip() != ""
-    return frame.assign(**{COLUMN: frame[COLUMN].where(named, default)})
+    # A column read from a CSV with no machine at all is numbers (NaN): compared as text.
+    machines = frame[COLUMN].astype("string").fillna("")
+    return frame.assign(**{COLUMN: machines.where(machines.str.strip() != "", default)})
 
 
 def read(paths) -> dict[str, dict]:

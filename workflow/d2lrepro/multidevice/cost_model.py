@@ -29,6 +29,7 @@ from d2lrepro.core.results import (
     failed,
     metric,
     not_applicable,
+    read_metrics,
     write_csv,
     write_metrics,
     write_not_applicable,
@@ -289,10 +290,11 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
 
 
 def example_metrics(examples: pd.DataFrame) -> list[dict]:
-    """The printed examples as the 2 workers made them, or why they could not be made here."""
+    """The printed examples as the 2 workers made them (their metrics CSV as
+    :func:`~d2lrepro.core.results.read_metrics` reads it), or why they could not be made here."""
     if "metric" not in examples:
         return [not_applicable(name, examples["note"].iloc[0]) for name in EXAMPLE_METRICS]
-    return examples.fillna({"unit": "", "note": "", "status": ""}).to_dict("records")
+    return examples.to_dict("records")
 
 
 def summarize(costs: list, examples, records: dict[str, dict], metrics_out, figure_path) -> None:
@@ -302,7 +304,7 @@ def summarize(costs: list, examples, records: dict[str, dict], metrics_out, figu
     from d2lrepro.multidevice.parts import figures, run_results  # only in the job that draws
 
     tables = {Path(p).stem: pd.read_csv(p) for p in costs}
-    rows = example_metrics(pd.read_csv(examples))
+    rows = example_metrics(read_metrics(examples))
     for model, cost in tables.items():
         rows += run_results.measured_by(cost_metrics(cost, model), cost)
     write_metrics(rows, metrics_out)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -54,7 +56,8 @@ def cold_pair(order, seed: int, batch: int, n_calls: int, device: str, threads: 
 
 
 # The server: imports ``function`` once, then for each line of JSON arguments on stdin forks a
-# child that calls it and sends back one line of JSON, {"result": ...} or {"error": ...}.
+# child that calls it and sends back one line of JSON, {"result": ...} or {"error": ...}. What
+# a child prints goes to stderr: stdout carries the replies.
 FORK_SERVER = """
 import gc, importlib, json, os, sys
 module, name = sys.argv[1:]
@@ -65,6 +68,8 @@ for line in sys.stdin:
     child = os.fork()
     if child == 0:
         os.close(read)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
         try:
             reply = {"result": function(*json.loads(line))}
         except Exception as error:
@@ -82,34 +87,52 @@ for line in sys.stdin:
 @contextlib.contextmanager
 def fork_server(module: str, name: str, timeout: float = TIMEOUT_S):
     """A function that calls ``module.name`` with its arguments (JSON) in a child forked from
-    one server process, returning its result; a child that raises, ends without replying, or
-    takes over ``timeout`` seconds raises RuntimeError, as does a server that cannot start."""
-    with tempfile.TemporaryFile("w+") as stderr:
+    one server process, returning its result; a child that raises or ends without replying
+    raises RuntimeError. A call that takes over ``timeout`` seconds, a server that cannot
+    start and a reply that is not one raise RuntimeError too, and stop the server and its
+    child (they run in a process group of their own): every later call raises."""
+    with tempfile.TemporaryFile("w+", errors="replace") as stderr:
         server = subprocess.Popen(
             [sys.executable, "-c", FORK_SERVER, module, name],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
+            start_new_session=True,
         )
+        stopped = []  # why this side stopped the server, once it has
+
+        def stop() -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
 
         def failure(otherwise: str) -> RuntimeError:
-            """The server's last word on stderr (why it ended), else ``otherwise``."""
+            """Why the call failed: why the server ended by itself (its last line on
+            stderr), else ``otherwise``; the server is stopped."""
+            if stopped:
+                return RuntimeError(f"the server was stopped: {stopped[0]}")
+            ended = server.poll() is not None
+            stop()
             stderr.seek(0)
             lines = stderr.read().strip().splitlines()
-            return RuntimeError(lines[-1] if lines else otherwise)
+            stopped.append(lines[-1] if ended and lines else otherwise)
+            return RuntimeError(stopped[0])
 
         def call(*args):
             try:
                 server.stdin.write(json.dumps(args) + "\n")
                 server.stdin.flush()
-            except OSError as error:
+            except (OSError, ValueError) as error:
                 raise failure(f"the server is gone: {error}") from error
             ready = select.select([server.stdout], [], [], timeout)[0]
             line = server.stdout.readline() if ready else ""
             if not line:
                 raise failure(f"no reply in {timeout:g} s")
-            reply = json.loads(line)
+            try:
+                reply = json.loads(line)
+            except ValueError as error:
+                raise failure(f"not a reply: {line[:80]!r}") from error
             if "error" in reply:
                 raise RuntimeError(reply["error"])
             return reply["result"]
@@ -117,8 +140,7 @@ def fork_server(module: str, name: str, timeout: float = TIMEOUT_S):
         try:
             yield call
         finally:
-            server.kill()
-            server.wait()
+            stop()
 
 
 def cold_pairs(

@@ -202,7 +202,8 @@ def _exact(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
     v, decimals, u = read.value(m), check.get("decimals", 6), read.unit(m)
     shown_value, expected = f"{v:.{decimals}f}", f"{check['expected']:.{decimals}f}"
     rounded = "" if float(shown_value) == v else f" → {shown_value}"
-    needs = f"{quantity(check['expected'], u, expected)} to {decimals} decimals"
+    needs = quantity(check["expected"], u, expected)
+    needs += "" if u == "hex" else f" to {decimals} decimals"  # a digest has no decimals
     return Outcome(f"{read.shown(m)}{rounded} (needs {needs})", shown_value == expected), []
 
 
