@@ -154,7 +154,7 @@ rule airfoil_run:
 
 
 # Scratch against torch.optim from one start, for each optimizer that has a torch setting: one
-# job, since each comparison trains for about a second and its process takes longer to start.
+# job, since each comparison trains for under a second and a process takes longer to start.
 COMPARED = {
     n: s for n, s in S["airfoil"]["settings"].items() if s["implementation"] == "torch"
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import logging
 import math
 import os
@@ -94,14 +95,14 @@ def airfoil_facts(path: Path, prepared: dict) -> list[dict]:
     the prepared shapes."""
     from d2lrepro.core.results import metric  # pandas only for this
 
-    table = np.genfromtxt(path, dtype=np.float64, delimiter="\t")
+    raw = Path(path).read_bytes()
+    table = np.genfromtxt(io.BytesIO(raw), dtype=np.float64, delimiter="\t")
     x, y = prepared["features"].double().numpy(), prepared["labels"].double().numpy()
     kept = np.hstack([x, y[:, None]])
 
     def standardized(rows):
         return (table[: len(kept)] - rows.mean(axis=0)) / rows.std(axis=0)
 
-    raw = Path(path).read_bytes()
     return [
         metric("airfoil.sha1_head", int(hashlib.sha1(raw).hexdigest()[:SHA1_HEAD], 16), "hex"),
         metric("airfoil.file_bytes", len(raw), "B"),

@@ -152,10 +152,9 @@ def cold_pairs(
     with contextlib.ExitStack() as stack:
         if run is None:
             run = stack.enter_context(fork_server(__name__, cold_pair.__name__))
-        faster = 0
+        faster, threads = 0, torch.get_num_threads()
         for i in range(pairs):
             order = ("eager", "script") if i % 2 == 0 else ("script", "eager")
-            threads = torch.get_num_threads()
             try:
                 seconds = run(order, seed + 1 + i, batch, n_calls, str(device), threads)
             except RuntimeError as error:
