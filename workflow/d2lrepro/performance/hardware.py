@@ -24,6 +24,7 @@ from d2lrepro.performance.latency import (
     KIB,
     MIB,
     cache_sizes,
+    l3_size,
     latency_metrics,
     latency_ratios,
     latency_sweep,
@@ -222,6 +223,6 @@ def measure(cfg: dict):
     latency = latency_sweep(cfg["latency_max_mib"] * MIB)
     for row in [] if latency is None else latency.itertuples():
         log.info("dependent read, %d bytes: %.2f ns", row.bytes, row.ns)
-    rows = latency_metrics(latency, caches) + latency_ratios(latency, caches)
+    rows = latency_metrics(latency, caches) + latency_ratios(latency, caches) + l3_size(caches)
     rows += bandwidth(cfg["bandwidth_mib"]) + overheads(cfg)
     return sweep, latency, rows, caches

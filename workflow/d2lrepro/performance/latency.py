@@ -141,6 +141,13 @@ def latency_metrics(latency: pd.DataFrame | None, caches: dict[str, int]) -> lis
     ]
 
 
+def l3_size(caches: dict[str, int]) -> list[dict]:
+    """The L3 cache's size in MiB: a working set that fits in it is not a memory reference."""
+    if "L3" not in caches:
+        return [not_applicable("cache.l3_mib", "sysfs reports no L3 cache here", "MiB")]
+    return [metric("cache.l3_mib", caches["L3"] / MIB, "MiB")]
+
+
 def latency_ratios(
     latency: pd.DataFrame | None,
     caches: dict[str, int],
