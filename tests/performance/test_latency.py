@@ -83,10 +83,10 @@ def test_latency_claim_at_the_book_s_strength():
 
 
 def test_a_prefetchable_chain_fails_the_latency_claim(monkeypatch):
-    """A chain in address order lets the prefetcher hide every level's latency: both checks
-    fail. Whether the shuffled chain passes them is the claim, a finding about the machine
-    (a CPU whose L3 holds 256 MiB reads "memory" at a few L2 references); what the shuffle
-    must do anywhere is raise both ratios clearly above the ordered chain's."""
+    """A chain in address order lets the prefetcher hide every level's latency: the memory
+    check fails. Whether the shuffled chain passes the checks is the claim, a finding about
+    the machine (this test's short walks are too noisy to judge it); what the shuffle must do
+    anywhere is make the 256 MiB reads several times slower, and raise memory / L2."""
     caches = latency.cache_sizes()
     if not {"L1d", "L2"} <= set(caches):
         pytest.skip("sysfs does not report this CPU's L1d and L2 sizes")
@@ -96,25 +96,26 @@ def test_a_prefetchable_chain_fails_the_latency_claim(monkeypatch):
         large = latency.latency_sweep(256 * MIB, min_bytes=256 * MIB, hops=100_000, repeats=3)
         swept = pd.concat([small, large])
         rows = latency.latency_ratios(swept, caches, hops=100_000, layouts=4, rounds=4)
-        return {row["metric"]: row["value"] for row in rows}, rows
+        memory_ns = swept.set_index("bytes")["ns"][256 * MIB]
+        return {row["metric"]: row["value"] for row in rows} | {"memory_ns": memory_ns}, rows
 
     # Mutation: the chain visits the lines in order instead of shuffled.
     monkeypatch.setattr(torch, "randperm", lambda n, generator=None: torch.arange(n))
     broken, rows = measure()
     assert verdict_of("hw.lat", rows) == NOT_REPRODUCED
     assert broken["lat.mib256_over_l2"] + broken["lat.mib256_over_l2_iqr"] / 2 < 10, broken
-    assert broken["lat.l2_over_l1"] < 3, broken
 
     monkeypatch.undo()
     unbroken, _ = measure()
-    assert all(unbroken[r] > 1.5 * broken[r] for r in LATENCY_RATIOS), (unbroken, broken)
+    assert unbroken["memory_ns"] > 3 * broken["memory_ns"], (unbroken, broken)
+    assert unbroken["lat.mib256_over_l2"] > broken["lat.mib256_over_l2"], (unbroken, broken)
 
 
-def hierarchy(l3_mib: float, l2: float = 5.0, mib256: float = 30.0) -> list[dict]:
+def hierarchy(l3_mib: float, l2: float = 5.0, mib256: float = 30.0, iqr: float = 0.0):
     """hw.lat's rows on a CPU with an L3 of ``l3_mib`` (NaN: none reported), L1 at 1.5 ns."""
     ns = [metric(f"lat.{k}_ns", v, "ns") for k, v in (("l1", 1.5), ("l2", l2), ("mib256", mib256))]
     caches = {"L3": int(l3_mib * MIB)} if math.isfinite(l3_mib) else {}
-    return ns + latencies(1.5, l2, mib256) + latency.l3_size(caches)
+    return ns + latencies(1.5, l2, mib256, iqr) + latency.l3_size(caches)
 
 
 def test_an_l3_that_holds_the_working_set_explains_a_cheap_memory_reference():
@@ -123,10 +124,16 @@ def test_an_l3_that_holds_the_working_set_explains_a_cheap_memory_reference():
     why = explain.explanation(claim, pd.DataFrame(hierarchy(300)))
     assert "an L3 cache of 300 MiB" in why and "took 30.0 ns each" in why
     assert "and 6.0 times an L2 one" in why and "(3.3 times)" in why
-    # An L3 smaller than the working set or none reported, reads as slow as the book's memory
-    # (the L3 did not keep them), or an L2 no dearer than 3 L1s: the cache size says nothing.
-    slow = hierarchy(300, l2=7.5, mib256=75)  # 10 L2 references, as the bound, less its spread
-    for rows in (hierarchy(35), hierarchy(math.nan), slow, hierarchy(300, l2=4)):
+    # An L3 smaller than the working set or none reported; reads as slow as the book's
+    # fastest memory reference; an L2 no dearer than 3 L1s, or only within the rounds'
+    # spread: the cache size says nothing of why.
+    for rows in (
+        hierarchy(255),
+        hierarchy(math.nan),
+        hierarchy(300, mib256=46),
+        hierarchy(300, l2=4),
+        hierarchy(300, l2=4.65, iqr=0.4),
+    ):
         assert explain.explanation(claim, pd.DataFrame(rows)) == explain.NOT_EXPLAINED
     assert latency.l3_size({})[0]["status"] == "not applicable"
 
