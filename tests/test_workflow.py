@@ -16,7 +16,7 @@ import yaml
 
 from conftest import OUTPUTS, TIMING_RULES, shipped_claims
 from d2lrepro.core import paths, results
-from d2lrepro.pipeline import archive, checks, claims, code_inputs, compare, settings
+from d2lrepro.pipeline import archive, checks, claims, code_inputs, compare, job_server, settings
 
 # Rules that run only when asked for, outside `all`.
 ON_DEMAND = {"compare"}
@@ -264,6 +264,16 @@ def test_every_rule_logged_and_computing_rules_benchmarked(smoke_run):
     logs = list((smoke_run / "logs").rglob("*.log"))
     assert logs and all(p.stat().st_size > 0 for p in logs)
     assert (smoke_run / "benchmarks" / "intro.tsv").exists()
+
+
+@pytest.mark.e2e
+def test_jobs_ran_forked_from_the_job_server_which_stopped_with_the_run(smoke_run):
+    """Jobs that start before the server has done its imports run in place; the rest fork."""
+    assert "listening" in (smoke_run / paths.JOB_SERVER_LOG).read_text()
+    logs = list((smoke_run / "logs").rglob("*.log"))
+    forked = [p for p in logs if "forked from the job server" in p.read_text()]
+    assert len(forked) > len(logs) / 2, f"{len(forked)} of {len(logs)} jobs forked"
+    assert not (smoke_run / job_server.socket_path()).exists()
 
 
 @pytest.mark.e2e

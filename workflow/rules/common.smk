@@ -17,7 +17,7 @@ import pandas as pd
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import Paramspace
 
-from d2lrepro.pipeline import archive, claims, code_inputs, settings
+from d2lrepro.pipeline import archive, claims, code_inputs, job_server, settings
 from d2lrepro.core import fetch, gpu_locks, paths, provenance
 from d2lrepro.core.shortfall import usable_cores
 
@@ -28,8 +28,22 @@ ENV = "../../envs/d2lrepro.yaml"
 SETTINGS = settings.resolve(config, record=paths.PRESET)
 
 
+# Jobs run in children of one process that imported torch once (where they run here).
+JOB_SERVER = {}
+
+
 onstart:
     settings.record_preset(SETTINGS.preset, paths.PRESET)
+    if S["job_server"] and workflow.local_exec:
+        JOB_SERVER["process"] = job_server.start(paths.JOB_SERVER_LOG)
+
+
+onsuccess:
+    job_server.stop(JOB_SERVER.get("process"))
+
+
+onerror:
+    job_server.stop(JOB_SERVER.get("process"))
 
 
 S = SETTINGS.values

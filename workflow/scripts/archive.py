@@ -1,3 +1,7 @@
+from d2lrepro.pipeline import job_server
+
+job_server.hand_over(snakemake)
+
 import datetime as dt
 import json
 import platform

@@ -1,3 +1,7 @@
+from d2lrepro.pipeline import job_server
+
+job_server.hand_over(snakemake)
+
 from d2lrepro.multidevice import cost_model
 from d2lrepro.pipeline import job
 

@@ -1,3 +1,7 @@
+from d2lrepro.pipeline import job_server
+
+job_server.hand_over(snakemake)
+
 from d2lrepro.core import provenance, reference
 from d2lrepro.multidevice import data_parallel
 from d2lrepro.pipeline import job

@@ -1,3 +1,7 @@
+from d2lrepro.pipeline import job_server
+
+job_server.hand_over(snakemake)
+
 from d2lrepro.core import provenance, results
 from d2lrepro.performance import hardware
 from d2lrepro.pipeline import job

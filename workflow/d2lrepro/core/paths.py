@@ -25,6 +25,7 @@ CAPTIONS = REPO / "report" / "captions"
 SECTION_CAPTION = CAPTIONS / "section.rst"
 
 RESULTS = Path("results")
+JOB_SERVER_LOG = Path("logs") / "job_server.log"
 ENVIRONMENT = RESULTS / "environment.json"
 CLAIMS = RESULTS / "claims.csv"
 REPORT = RESULTS / "report.html"

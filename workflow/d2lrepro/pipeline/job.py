@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 from d2lrepro.core import environment, logs, provenance
+from d2lrepro.pipeline import job_server
 
 
 def start(
@@ -42,6 +44,8 @@ def start(
     GPUs the plan would have given it sees it (:func:`d2lrepro.core.environment.as_given`).
     """
     log = logs.setup(snakemake.log[0])
+    if os.environ.get(job_server.CHILD):
+        log.info("runs in process %d, forked from the job server %d", os.getpid(), os.getppid())
     ran_alone = snakemake.params.get("ran_alone")
     short = shortfall(snakemake)
     if short:

@@ -1,0 +1,144 @@
+"""The job server (d2lrepro.pipeline.job_server): a script hands itself over to a child forked
+from a server that imported torch once, with the job's streams, environment, threads and exit
+status; it runs in place where no server answers; a job killed takes its child with it."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from d2lrepro.pipeline import job_server
+
+# A workflow script as the server runs it: Snakemake's preamble gives it `snakemake`.
+SCRIPT = """
+import os, sys, types
+snakemake = types.SimpleNamespace(rule="a_rule")
+from d2lrepro.pipeline import job_server
+job_server.hand_over(snakemake)
+import torch
+print(os.environ.get("D2LREPRO_JOB_SERVER_CHILD"), os.getppid(), torch.get_num_threads())
+print("to stderr", file=sys.stderr)
+mode = sys.argv[1]
+if mode == "fail":
+    raise ValueError("a failing job")
+if mode == "exit":
+    sys.exit(3)
+if mode == "sleep":
+    open(sys.argv[2], "w").write(str(os.getpid()))
+    import time
+    time.sleep(120)
+"""
+
+
+def waited(condition, timeout: float = 60.0) -> bool:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A job server listening in a run directory of its own, and that directory."""
+    workdir = tmp_path_factory.mktemp("run")
+    (workdir / "script.py").write_text(SCRIPT)
+    with contextlib.chdir(workdir):
+        process = job_server.start(workdir / "logs" / "job_server.log")
+    assert waited(lambda: (workdir / job_server.socket_path()).exists()), process.poll()
+    yield process, workdir
+    job_server.stop(process)
+
+
+def run_script(workdir, *args, **env):
+    return subprocess.run(
+        [sys.executable, "script.py", *args],
+        cwd=workdir,
+        env=os.environ | {"OMP_NUM_THREADS": "2"} | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_script_runs_in_a_child_of_the_server_with_the_job_s_streams_and_threads(server):
+    process, workdir = server
+    done = run_script(workdir, "ok")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", str(process.pid), "2"]  # the server started one thread
+    assert done.stderr == "to stderr\n"
+    one = run_script(workdir, "ok", OMP_NUM_THREADS="1")
+    assert one.stdout.split()[2] == "1"
+
+
+def test_the_job_s_exit_status_and_traceback_come_back(server):
+    _, workdir = server
+    assert run_script(workdir, "exit").returncode == 3
+    failed = run_script(workdir, "fail")
+    assert failed.returncode == 1
+    assert failed.stderr.rstrip().endswith("ValueError: a failing job")
+
+
+def test_a_script_runs_in_place_where_no_server_answers(server, tmp_path):
+    _, workdir = server
+    (tmp_path / "script.py").write_text(SCRIPT)
+    alone = run_script(tmp_path, "ok")
+    assert alone.returncode == 0 and alone.stdout.split()[:2] == ["None", str(os.getpid())]
+    # A stale socket, left by a server that was killed, answers nothing either.
+    stale = tmp_path / job_server.socket_path()
+    stale.parent.mkdir(parents=True)
+    with contextlib.closing(job_server.socket.socket(job_server.socket.AF_UNIX)) as dead:
+        dead.bind(str(stale))
+    assert run_script(tmp_path, "ok").stdout.split()[0] == "None"
+    # A process the child started runs the script again in place, not through the server.
+    inside = run_script(workdir, "ok", D2LREPRO_JOB_SERVER_CHILD="1")
+    assert inside.stdout.split()[:2] == ["1", str(os.getpid())]
+
+
+def test_a_killed_job_takes_its_child_with_it(server, tmp_path):
+    _, workdir = server
+    pid_file = tmp_path / "child.pid"
+    client = subprocess.Popen(
+        [sys.executable, "script.py", "sleep", str(pid_file)],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert waited(pid_file.exists)
+    assert waited(lambda: pid_file.read_text() != "")
+    child = int(pid_file.read_text())
+    client.send_signal(signal.SIGKILL)
+    client.wait()
+    assert waited(lambda: not alive(child), timeout=15)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_stopping_the_server_removes_its_socket(tmp_path):
+    with contextlib.chdir(tmp_path):
+        process = job_server.start(tmp_path / "server.log")
+    socket = tmp_path / job_server.socket_path()
+    assert waited(socket.exists)
+    job_server.stop(process)
+    assert process.returncode == 0 and not socket.exists()
+    assert "listening" in (tmp_path / "server.log").read_text()
+
+
+def test_exit_statuses_read_as_a_shell_reads_them():
+    assert [job_server.exit_code(c) for c in (None, 0, 3, 256)] == [0, 0, 3, 0]
+    assert job_server.exit_code("a message") == 1
+    killed = subprocess.run(["sh", "-c", "kill -TERM $$"])
+    assert killed.returncode == -signal.SIGTERM
+    assert job_server.shell_status(signal.SIGTERM) == 128 + signal.SIGTERM
+    assert job_server.shell_status(3 << 8) == 3
