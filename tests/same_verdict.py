@@ -3,14 +3,16 @@ the verdicts of the timed claims they measure set side by side ("same machine, s
 verdict").
 
     .venv/bin/python tests/same_verdict.py [--preset cpu] [--rules autopar airfoil ...]
+        [--second job_server=false ...]
 
 By default the performance chapter's rules (about a minute a run on 2 cores); ``airfoil``
 (the optimizers' sec/epoch) and ``data_parallel`` (the 1- and 2-device speed-ups: minutes
 a run) may be named. Prints each timed claim's two verdicts and what each run measured, and
 the claims whose verdict flipped, and which of them flipped between reproduced and not
 reproduced (a flip to or from "inconclusive here" stays within the noise); it asserts
-nothing. Run it on a quiet machine: a job that
-shares the cores with something else measures that load too.
+nothing. ``--second`` gives the second run config values of its own (``job_server=false``:
+each job in a fresh Python, against jobs forked from the job server in the first). Run it on
+a quiet machine: a job that shares the cores with something else measures that load too.
 """
 
 import argparse
@@ -42,15 +44,18 @@ EXPERIMENTS = {
 TIMING_RULES = ("hybridize", "asynchrony", "autopar", "hardware")
 
 
-def run_once(workdir: Path, preset: str, rules: list[str], cores: int) -> dict[str, dict]:
-    """Run ``rules`` in a fresh copy of the repository; each timed claim's row of claims.csv,
-    judged on what they measured (deviations of the preset as in the pipeline)."""
+def run_once(
+    workdir: Path, preset: str, rules: list[str], cores: int, config: list[str]
+) -> dict[str, dict]:
+    """Run ``rules`` in a fresh copy of the repository, with ``config`` values besides the
+    preset's; each timed claim's row of claims.csv, judged on what they measured (deviations of
+    the preset as in the pipeline)."""
     shutil.copytree(REPO, workdir, ignore=lambda d, names: [n for n in names if n in SKIP])
     evidence = [f"results/{EXPERIMENTS[rule]}/metrics.csv" for rule in rules]
     command = [sys.executable, "-m", "snakemake", *evidence, "--cores", str(cores)]
     # the data mirror as the checkout names it (relative to the checkout, not to the copy)
     mirror = REPO / yaml.safe_load((REPO / "config.yaml").read_text())["data_mirror"]
-    command += ["--config", f"preset={preset}", f"data_mirror={mirror.resolve()}"]
+    command += ["--config", f"preset={preset}", f"data_mirror={mirror.resolve()}", *config]
     start = time.perf_counter()
     done = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
     if done.returncode:
@@ -71,12 +76,15 @@ def main() -> None:
     parser.add_argument("--preset", default="cpu")
     parser.add_argument("--rules", nargs="+", default=list(TIMING_RULES), choices=EXPERIMENTS)
     parser.add_argument("--cores", type=int, default=os.cpu_count())
+    parser.add_argument("--second", nargs="+", default=[], help="the second run's KEY=VALUE")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         runs = []
-        for n in (1, 2):
-            print(f"run {n}:")
-            runs.append(run_once(Path(tmp) / f"run{n}", args.preset, args.rules, args.cores))
+        for n, config in ((1, []), (2, args.second)):
+            print(f"run {n}: {' '.join(config)}")
+            runs.append(
+                run_once(Path(tmp) / f"run{n}", args.preset, args.rules, args.cores, config)
+            )
     first, second = runs
     flipped = [i for i in first if first[i]["verdict"] != second[i]["verdict"]]
     for claim_id in first:

@@ -1,13 +1,13 @@
 """The schedule estimate (tests/schedule_estimate.py): its simulation on tiny synthetic plans,
-the start-up paid once per family, the job times it reads, and the plan it takes from a dry
-run of the workflow."""
+jobs forked from the job server, the job times it reads, and the plan it takes from a dry run
+of the workflow."""
 
 import subprocess
 
 import pytest
 
 import schedule_estimate
-from schedule_estimate import Job, simulate, start_up_once
+from schedule_estimate import Job, forked, simulate
 
 CORES = {"_cores": 2, "gpu": None, "gpu_share": None}
 
@@ -51,20 +51,10 @@ def test_a_plan_that_cannot_finish_says_which_jobs_wait():
         simulate([one_core("a", 1), one_core("b", 0)], [1.0, 1.0], CORES)
 
 
-def test_start_up_paid_once_per_family_is_its_shortest_job():
-    jobs = [one_core("x1", rule="x"), one_core("y", rule="y"), one_core("x2", rule="x")]
-    assert start_up_once(jobs + [one_core("x3", rule="x")], [10.0, 7.0, 12.0, 11.0]) == [
-        10.0,
-        7.0,
-        2.0,
-        1.0,
-    ]
-
-
-def test_a_light_job_keeps_its_time_and_counts_in_no_family():
+def test_a_forked_job_saves_the_imports_but_not_its_hand_over_and_a_light_job_nothing():
     light = Job("x2", "x", {"_cores": 1}, light=True)
-    jobs = [light, one_core("x1", rule="x"), one_core("x3", rule="x")]
-    assert start_up_once(jobs, [0.5, 10.0, 12.0]) == [0.5, 10.0, 2.0]
+    jobs = [light, one_core("x1", rule="x"), one_core("y", rule="y")]
+    assert forked(jobs, [0.5, 10.0, 1.0], imports=1.5) == [0.5, 8.5, schedule_estimate.HAND_OVER]
 
 
 def test_job_times_come_from_a_benchmarks_folder_or_a_table(tmp_path):

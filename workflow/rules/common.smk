@@ -28,13 +28,17 @@ ENV = "../../envs/d2lrepro.yaml"
 SETTINGS = settings.resolve(config, record=paths.PRESET)
 
 
-# Jobs run in children of one process that imported torch once (where they run here).
+# Jobs run in children of one process that imported torch once, where they run here in this
+# Python (not in a conda environment or a container of their own).
 JOB_SERVER = {}
 
 
 onstart:
     settings.record_preset(SETTINGS.preset, paths.PRESET)
-    if S["job_server"] and workflow.local_exec:
+    here = (
+        workflow.local_exec and not workflow.deployment_settings.deployment_method
+    )
+    if S["job_server"] and here:
         JOB_SERVER["process"] = job_server.start(paths.JOB_SERVER_LOG)
 
 

@@ -10,9 +10,9 @@ child's process group), with the job's environment and the job's threads for tor
 the script from its first line as the interpreter would. No child is forked after anything
 started CUDA, a thread pool or a device in the server: it only imports.
 
-Where no server answers (none started: ``job_server: false``, a dry run, a cluster job on
-another node, or a Python other than the server's, as with ``--sdm conda``), :func:`hand_over`
-returns and the script runs in its own process, as it always could.
+Where no server answers (none started: ``job_server: false``, a dry run, ``--sdm conda``; a
+cluster job on another node; a Python other than the server's), :func:`hand_over` returns and
+the script runs in its own process, as it always could.
 
 Snakemake's benchmark of a job measures the job's own process: its wall time ``s`` is the
 job's, its memory and CPU columns count the small process that waited for the child.
@@ -225,6 +225,7 @@ def run_script(request: dict) -> int:
     torch = sys.modules["torch"]
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count()))
     sys.argv = request["argv"]
+    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))  # as `python script` has it
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     code = 0
     try:
