@@ -3,15 +3,15 @@ the verdicts of the timed claims they measure set side by side ("same machine, s
 verdict").
 
     .venv/bin/python tests/same_verdict.py [--preset cpu] [--rules autopar airfoil ...]
-        [--second job_server=false ...]
+        [--first KEY=VALUE ...] [--second job_server=False ...]
 
 By default the performance chapter's rules (about a minute a run on 2 cores); ``airfoil``
 (the optimizers' sec/epoch) and ``data_parallel`` (the 1- and 2-device speed-ups: minutes
 a run) may be named. Prints each timed claim's two verdicts and what each run measured, and
 the claims whose verdict flipped, and which of them flipped between reproduced and not
 reproduced (a flip to or from "inconclusive here" stays within the noise); it asserts
-nothing. ``--second`` gives the second run config values of its own (``job_server=false``:
-each job in a fresh Python, against jobs forked from the job server in the first). Run it on
+nothing. ``--first`` and ``--second`` give a run config values of its own (``--second
+job_server=False``: each job in a fresh Python, against jobs forked from the job server). Run it on
 a quiet machine: a job that shares the cores with something else measures that load too.
 """
 
@@ -76,11 +76,12 @@ def main() -> None:
     parser.add_argument("--preset", default="cpu")
     parser.add_argument("--rules", nargs="+", default=list(TIMING_RULES), choices=EXPERIMENTS)
     parser.add_argument("--cores", type=int, default=os.cpu_count())
+    parser.add_argument("--first", nargs="+", default=[], help="the first run's KEY=VALUE")
     parser.add_argument("--second", nargs="+", default=[], help="the second run's KEY=VALUE")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         runs = []
-        for n, config in ((1, []), (2, args.second)):
+        for n, config in ((1, args.first), (2, args.second)):
             print(f"run {n}: {' '.join(config)}")
             runs.append(
                 run_once(Path(tmp) / f"run{n}", args.preset, args.rules, args.cores, config)

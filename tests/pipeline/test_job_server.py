@@ -5,6 +5,7 @@ status; it runs in place where no server answers; a job killed takes its child w
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,12 +16,14 @@ from d2lrepro.pipeline import job_server
 
 # A workflow script as the server runs it: Snakemake's preamble gives it `snakemake`.
 SCRIPT = """
-import os, sys, types
+import os, sys, tempfile, types
 snakemake = types.SimpleNamespace(rule="a_rule")
 from d2lrepro.pipeline import job_server
 job_server.hand_over(snakemake)
-import torch
-print(os.environ.get("D2LREPRO_JOB_SERVER_CHILD"), os.getppid(), torch.get_num_threads())
+import threadpoolctl, torch
+blas = threadpoolctl.threadpool_info()[0]["num_threads"]
+print(os.environ.get("D2LREPRO_JOB_SERVER_CHILD"), os.getppid(), torch.get_num_threads(), blas)
+print(tempfile.gettempdir(), torch.initial_seed())
 print("to stderr", file=sys.stderr)
 mode = sys.argv[1]
 if mode == "fail":
@@ -50,7 +53,7 @@ def server(tmp_path_factory):
     (workdir / "script.py").write_text(SCRIPT)
     with contextlib.chdir(workdir):
         process = job_server.start(workdir / "logs" / "job_server.log")
-    assert waited(lambda: (workdir / job_server.socket_path()).exists()), process.poll()
+    assert process, (workdir / "logs" / "job_server.log").read_text()
     yield process, workdir
     job_server.stop(process)
 
@@ -66,14 +69,17 @@ def run_script(workdir, *args, **env):
     )
 
 
-def test_a_script_runs_in_a_child_of_the_server_with_the_job_s_streams_and_threads(server):
+def test_a_script_runs_in_a_child_of_the_server_with_the_job_s_streams_and_threads(
+    server, tmp_path
+):
     process, workdir = server
-    done = run_script(workdir, "ok")
+    done = run_script(workdir, "ok", TMPDIR=str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["1", str(process.pid), "2"]  # the server started one thread
-    assert done.stderr == "to stderr\n"
-    one = run_script(workdir, "ok", OMP_NUM_THREADS="1")
-    assert one.stdout.split()[2] == "1"
+    child, parent, torch_threads, blas_threads, tmp, seed = done.stdout.split()
+    assert [child, parent, torch_threads, blas_threads] == ["1", str(process.pid), "2", "2"]
+    assert tmp == str(tmp_path) and done.stderr == "to stderr\n"
+    one = run_script(workdir, "ok", OMP_NUM_THREADS="1").stdout.split()
+    assert one[2:4] == ["1", "1"] and one[5] != seed  # each child's generator seeded anew
 
 
 def test_the_job_s_exit_status_and_traceback_come_back(server):
@@ -90,10 +96,10 @@ def test_a_script_runs_in_place_where_no_server_answers(server, tmp_path):
     alone = run_script(tmp_path, "ok")
     assert alone.returncode == 0 and alone.stdout.split()[:2] == ["None", str(os.getpid())]
     # A stale socket, left by a server that was killed, answers nothing either.
-    stale = tmp_path / job_server.socket_path()
-    stale.parent.mkdir(parents=True)
-    with contextlib.closing(job_server.socket.socket(job_server.socket.AF_UNIX)) as dead:
-        dead.bind(str(stale))
+    stale = job_server.socket_path(os.environ[job_server.RUN])
+    (tmp_path / stale).parent.mkdir(parents=True)
+    with contextlib.chdir(tmp_path), contextlib.closing(socket.socket(socket.AF_UNIX)) as dead:
+        dead.bind(str(stale))  # relative: an absolute path here is longer than a socket's may be
     assert run_script(tmp_path, "ok").stdout.split()[0] == "None"
     # A process the child started runs the script again in place, not through the server.
     inside = run_script(workdir, "ok", D2LREPRO_JOB_SERVER_CHILD="1")
@@ -125,14 +131,46 @@ def alive(pid: int) -> bool:
     return True
 
 
-def test_stopping_the_server_removes_its_socket(tmp_path):
+def test_a_request_cut_short_fails_alone(server):
+    process, workdir = server
+    path = job_server.socket_path(os.environ[job_server.RUN])
+    with contextlib.chdir(workdir), socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as client:
+        client.connect(str(path))
+    assert run_script(workdir, "ok").stdout.split()[:2] == ["1", str(process.pid)]
+
+
+def test_a_server_whose_package_changed_refuses_a_job_which_runs_in_place(tmp_path):
+    path = str(tmp_path / "server.sock")
+    with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)) as listener:
+        listener.bind(path)
+        listener.listen(1)
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        client.connect(path)
+        socket.send_fds(client, [b"{}"], [0, 1, 2])
+        selector = job_server.selectors.DefaultSelector()
+        job_server.accept(listener, selector, imported={"module.py": 0})
+        assert client.recv(16) == job_server.REFUSED and not selector.get_map()
+        client.close()
+
+
+def test_stopping_the_server_removes_its_socket_and_lets_jobs_start_their_own(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv(job_server.RUN, raising=False)
     with contextlib.chdir(tmp_path):
         process = job_server.start(tmp_path / "server.log")
-    socket = tmp_path / job_server.socket_path()
-    assert waited(socket.exists)
+    path = tmp_path / job_server.socket_path(os.environ[job_server.RUN])
+    assert path.exists()
     job_server.stop(process)
-    assert process.returncode == 0 and not socket.exists()
+    assert process.returncode == 0 and not path.exists() and job_server.RUN not in os.environ
     assert "listening" in (tmp_path / "server.log").read_text()
+
+
+def test_a_server_that_cannot_start_leaves_the_jobs_their_own_python(tmp_path, monkeypatch):
+    monkeypatch.delenv(job_server.RUN, raising=False)
+    with contextlib.chdir(tmp_path):
+        assert job_server.start(tmp_path / "server.log", python="/bin/false") is None
+    assert job_server.RUN not in os.environ
 
 
 def test_exit_statuses_read_as_a_shell_reads_them():
