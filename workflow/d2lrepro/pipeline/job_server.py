@@ -48,8 +48,18 @@ RUN = "D2LREPRO_JOB_SERVER"
 # Set in a child and everything it starts (torchrun's workers, a spawned process), so that a
 # script run again there runs in place instead of handing itself over once more.
 CHILD = "D2LREPRO_JOB_SERVER_CHILD"
-# What the scripts and Snakemake's preamble import: the server imports them once.
-WARM = ("numpy", "pandas", "torch", "matplotlib", "seaborn", "threadpoolctl", "snakemake.script")
+# What the scripts and Snakemake's preamble import, and torch._dynamo, which the first optimizer
+# a process builds imports (a second): the server imports them once.
+WARM = (
+    "numpy",
+    "pandas",
+    "torch",
+    "torch._dynamo",
+    "matplotlib",
+    "seaborn",
+    "threadpoolctl",
+    "snakemake.script",
+)
 REFUSED = b"refused"  # the server's code is out of date: the job runs in place
 MAX_REQUEST = 1 << 20
 STREAMS = (0, 1, 2)
