@@ -138,7 +138,9 @@ def test_every_rule_that_asks_for_gpus_locks_them(repo):
             for line in source.splitlines()
             if line and not line.startswith(("import ", "from "))
         ]
-        assert statements[0].removeprefix("log = ").startswith("job.start(snakemake, " + lock), (
+        # The hand-over to the job server comes first: it runs the script again in its child.
+        assert statements[0] == "job_server.hand_over(snakemake)", script
+        assert statements[1].removeprefix("log = ").startswith("job.start(snakemake, " + lock), (
             script
         )
 

@@ -139,20 +139,6 @@ def test_a_request_cut_short_fails_alone(server):
     assert run_script(workdir, "ok").stdout.split()[:2] == ["1", str(process.pid)]
 
 
-def test_a_server_whose_package_changed_refuses_a_job_which_runs_in_place(tmp_path):
-    path = str(tmp_path / "server.sock")
-    with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)) as listener:
-        listener.bind(path)
-        listener.listen(1)
-        client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        client.connect(path)
-        socket.send_fds(client, [b"{}"], [0, 1, 2])
-        selector = job_server.selectors.DefaultSelector()
-        job_server.accept(listener, selector, imported={"module.py": 0})
-        assert client.recv(16) == job_server.REFUSED and not selector.get_map()
-        client.close()
-
-
 def test_stopping_the_server_removes_its_socket_and_lets_jobs_start_their_own(
     tmp_path, monkeypatch
 ):
@@ -171,12 +157,3 @@ def test_a_server_that_cannot_start_leaves_the_jobs_their_own_python(tmp_path, m
     with contextlib.chdir(tmp_path):
         assert job_server.start(tmp_path / "server.log", python="/bin/false") is None
     assert job_server.RUN not in os.environ
-
-
-def test_exit_statuses_read_as_a_shell_reads_them():
-    assert [job_server.exit_code(c) for c in (None, 0, 3, 256)] == [0, 0, 3, 0]
-    assert job_server.exit_code("a message") == 1
-    killed = subprocess.run(["sh", "-c", "kill -TERM $$"])
-    assert killed.returncode == -signal.SIGTERM
-    assert job_server.shell_status(signal.SIGTERM) == 128 + signal.SIGTERM
-    assert job_server.shell_status(3 << 8) == 3

@@ -1,0 +1,77 @@
+"""The job server's process (d2lrepro.pipeline.job_forks): it refuses a job once the package
+changed, forks only from one thread and no CUDA, and gives exit statuses as a shell does. Its
+jobs run end to end in tests/pipeline/test_job_server.py."""
+
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+
+from d2lrepro.pipeline import job_forks, job_server
+
+
+def test_a_server_whose_package_changed_refuses_a_job_which_runs_in_place(tmp_path):
+    path = str(tmp_path / "server.sock")
+    with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)) as listener:
+        listener.bind(path)
+        listener.listen(1)
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        client.connect(path)
+        socket.send_fds(client, [b"{}"], [0, 1, 2])
+        selector = selectors.DefaultSelector()
+        job_forks.accept(listener, selector, imported={"module.py": 0})
+        assert client.recv(16) == job_server.REFUSED and not selector.get_map()
+        client.close()
+
+
+def test_a_file_that_vanishes_as_it_is_read_counts_as_a_change(monkeypatch):
+    imported = job_forks.sources()
+    assert not job_forks.changed(imported)
+
+    def renamed():
+        raise FileNotFoundError("module.py")
+
+    monkeypatch.setattr(job_forks, "sources", renamed)
+    assert job_forks.changed(imported)
+
+
+def test_the_server_forks_only_from_one_thread():
+    check = (
+        "import threading, time, torch\n"
+        "from d2lrepro.pipeline import job_forks\n"
+        "job_forks.fork_safe()\n"
+        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "job_forks.fork_safe()\n"
+    )
+    one = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+    done = subprocess.run(
+        [sys.executable, "-c", check], env=os.environ | one, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.rstrip().endswith("the job server runs 2 threads; it may fork only one")
+
+
+def test_exit_statuses_read_as_a_shell_reads_them():
+    assert [job_forks.exit_code(c) for c in (None, 0, 3, 256)] == [0, 0, 3, 0]
+    assert job_forks.exit_code("a message") == 1
+    killed = subprocess.run(["sh", "-c", "kill -TERM $$"])
+    assert killed.returncode == -signal.SIGTERM
+    assert job_forks.shell_status(signal.SIGTERM) == 128 + signal.SIGTERM
+    assert job_forks.shell_status(3 << 8) == 3
+
+
+def test_a_server_whose_run_is_gone_stops_and_removes_its_socket(tmp_path):
+    """Process 1 is not its parent: the run that started it has ended (or never was)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "d2lrepro.pipeline.job_forks", "server.sock", "1"],
+        cwd=tmp_path,
+        env=os.environ | dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"), "1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "listening" in done.stdout and not list(tmp_path.iterdir())
