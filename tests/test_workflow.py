@@ -534,15 +534,17 @@ def test_every_module_has_its_test_file(repo):
 
 
 def test_script_style_every_script_opens_with_the_shared_preamble(repo):
-    """Scripts open with job.start(snakemake, ...) right after their imports, and leave the
-    log, the GPU lock and the threads to it."""
+    """Scripts hand themselves over to the job server first, before their other imports, then
+    open with job.start(snakemake, ...) right after them, and leave the log, the GPU lock and
+    the threads to it."""
     for path in sorted((repo / "workflow" / "scripts").glob("*.py")):
         source = path.read_text()
-        body = [
-            node
-            for node in ast.parse(source).body
-            if not isinstance(node, ast.Import | ast.ImportFrom)
-        ]
+        nodes = ast.parse(source).body
+        assert [ast.unparse(n) for n in nodes[:2]] == [
+            "from d2lrepro.pipeline import job_server",
+            "job_server.hand_over(snakemake)",
+        ], path
+        body = [n for n in nodes[2:] if not isinstance(n, ast.Import | ast.ImportFrom)]
         opening = body[0].value if isinstance(body[0], ast.Assign | ast.Expr) else None
         assert isinstance(opening, ast.Call), path
         assert ast.unparse(opening.func) == "job.start", path
