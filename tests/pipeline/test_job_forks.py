@@ -46,9 +46,11 @@ def test_the_server_forks_only_from_one_thread():
         "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
         "job_forks.fork_safe()\n"
     )
-    one = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
     done = subprocess.run(
-        [sys.executable, "-c", check], env=os.environ | one, capture_output=True, text=True
+        [sys.executable, "-c", check],
+        env=os.environ | job_server.ONE_THREAD,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 1, done.stderr
     assert done.stderr.rstrip().endswith("the job server runs 2 threads; it may fork only one")
@@ -68,7 +70,7 @@ def test_a_server_whose_run_is_gone_stops_and_removes_its_socket(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "d2lrepro.pipeline.job_forks", "server.sock", "1"],
         cwd=tmp_path,
-        env=os.environ | dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"), "1"),
+        env=os.environ | job_server.ONE_THREAD,
         capture_output=True,
         text=True,
         timeout=120,

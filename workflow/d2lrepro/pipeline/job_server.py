@@ -42,6 +42,9 @@ REFUSED = b"refused"  # the server's code is out of date: the job runs in place
 STREAMS = (0, 1, 2)
 READY_S = 120.0  # a server still importing after this long is left behind
 STOP_GRACE_S = 5.0
+# The server's threads: one each, so that importing numpy starts no BLAS thread a child would
+# lack; a child sets the job's own.
+ONE_THREAD = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
 
 
 def socket_path(run: str, prefix: str = sys.prefix) -> Path:
@@ -88,16 +91,13 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen | No
     for folder in (path.parent, Path(log_path).parent):
         folder.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)  # left by a run of a process with this pid, killed
-    # One thread each, so that importing numpy starts no BLAS thread a child would lack; a child
-    # sets the job's own.
-    one = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
     with open(log_path, "w") as output:
         server = subprocess.Popen(
             [python, "-m", "d2lrepro.pipeline.job_forks", str(path), run],
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
-            env=os.environ | one,
+            env=os.environ | ONE_THREAD,
             start_new_session=True,
         )
     deadline = time.monotonic() + READY_S
