@@ -1,4 +1,5 @@
 import math
+import statistics
 import subprocess
 import sys
 
@@ -230,9 +231,6 @@ def test_the_copy_claim_judges_the_books_copy_against_its_products_only():
 
 
 def test_a_serialized_start_fails_and_two_free_cores_overlap(monkeypatch):
-    def measure():
-        return autopar.autopar_cpu(size=384, n=16, max_run_time=1.0)
-
     # Mutation: a third of chain a runs alone before both chains start together.
     real = autopar.concurrently
 
@@ -241,20 +239,27 @@ def test_a_serialized_start_fails_and_two_free_cores_overlap(monkeypatch):
         run(x, n // 3)
         real(pool, jobs)
 
-    monkeypatch.setattr(autopar, "concurrently", serialized_start)
-    rows = measure()
-    broken = values(rows)["autopar.cpu.speedup"]
-    assert broken < 1.6
-    assert verdict_of("autopar.both.cpu", rows) == NOT_REPRODUCED
+    def speedup(concurrently):
+        monkeypatch.setattr(autopar, "concurrently", concurrently)
+        rows = autopar.autopar_cpu(size=384, n=16, max_run_time=1.0)
+        return values(rows)["autopar.cpu.speedup"], verdict_of("autopar.both.cpu", rows)
 
     # Whether two cores reach the 1.8 of two devices is the claim, a finding about the
     # machine; the unbroken code must at least save clearly more than the serialized one.
-    monkeypatch.undo()
-    rows, others = timed_alone(measure)
-    speedup = values(rows)["autopar.cpu.speedup"]
-    overlapped = "overlapped" if speedup > broken + 0.2 else "no better"
-    skip_if_shared(overlapped, "overlapped", others, f"unbroken {speedup:.3g}, broken {broken:.3g}")
-    assert speedup > broken + 0.2
+    # One pair of runs on a shared 2-core guest can swing by 0.4, so the two alternate five
+    # times and their medians are compared.
+    pairs, others = timed_alone(
+        lambda: [(speedup(serialized_start), speedup(real)) for _ in range(5)]
+    )
+    broken = statistics.median(b for (b, _), _ in pairs)
+    unbroken = statistics.median(u for _, (u, _) in pairs)
+    assert broken < 1.6
+    assert all(verdict == NOT_REPRODUCED for (_, verdict), _ in pairs)
+    overlapped = "overlapped" if unbroken > broken + 0.2 else "no better"
+    skip_if_shared(
+        overlapped, "overlapped", others, f"unbroken {unbroken:.3g}, broken {broken:.3g}"
+    )
+    assert unbroken > broken + 0.2
 
 
 BOOK = {"size": 4000, "matmuls": 50, "cpu": {"size": 1000, "matmuls": 10}}
