@@ -56,6 +56,55 @@ def test_a_sentence_naming_a_metric_the_file_lacks_is_an_error():
         explain.explanation(CLAIM | {"explained_by": spec}, rows(2))
 
 
+BATCHES = {
+    "depends_on": ["hybridize.batch_sizes"],
+    "checks": [
+        {
+            "kind": "ordering",
+            "metrics": ["hyb.batch1.ratio", "hyb.batch64.ratio"],
+            "order": "increasing",
+        }
+    ],
+    "because": "{hyb.batch1.ratio:.2f}x at batch 1, {hyb.batch64.ratio:.2f}x at batch 64",
+}
+BATCH_1 = pd.DataFrame([metric("hyb.batch1.ratio", 0.4)])
+
+
+def test_a_metric_left_out_by_a_changed_setting_leaves_the_claim_unexplained():
+    """A run that drops batch 64 measures nothing that explains the claim; a run that keeps
+    it, or changes a setting the explanation does not depend on, has a broken ledger."""
+    claim = CLAIM | {"explained_by": BATCHES}
+    dropped = [("hybridize.batch_sizes", [1, 64, 1024], [1, 1024])]
+    assert explain.explanation(claim, BATCH_1, dropped) == explain.NOT_EXPLAINED
+    both = pd.concat([BATCH_1, pd.DataFrame([metric("hyb.batch64.ratio", 0.7)])])
+    assert explain.explanation(claim, both, dropped) == "0.40x at batch 1, 0.70x at batch 64"
+    for deviations in ([], [("hybridize.batch_sizes", [1, 64, 1024], [1, 64])]):
+        with pytest.raises(KeyError, match="batch64"):
+            explain.explanation(claim, BATCH_1, deviations)
+    unrelated = [("hybridize.n_calls", 1000, 100)]
+    with pytest.raises(KeyError, match="batch64"):
+        explain.explanation(claim, BATCH_1, unrelated)
+    # A metric only the conditions name is held to the same rule as the sentence's.
+    quiet = BATCHES | {"because": "{hyb.batch1.ratio:.2f}x at batch 1"}
+    with pytest.raises(KeyError, match="batch64"):
+        explain.explanation(CLAIM | {"explained_by": quiet}, BATCH_1)
+    assert explain.explanation(CLAIM | {"explained_by": quiet}, BATCH_1, dropped) == (
+        explain.NOT_EXPLAINED
+    )
+
+
+def test_the_deviations_reach_each_explanation():
+    ledger = {"sections": [{"claims": [CLAIM | {"explained_by": BATCHES}]}]}
+    table = pd.DataFrame(
+        [{"id": "s.speed", "verdict": claims.NOT_REPRODUCED, "reason": "failed: x"}]
+    )
+    dropped = [("hybridize.batch_sizes", [1, 64], [1])]
+    out = explain.explain(ledger, table, lambda path: BATCH_1, dropped)
+    assert list(out["explanation"]) == [explain.NOT_EXPLAINED]
+    with pytest.raises(KeyError):
+        explain.explain(ledger, table, lambda path: BATCH_1)
+
+
 def test_only_claims_not_reproduced_are_explained_each_from_its_evidence():
     ledger = {
         "sections": [

@@ -154,6 +154,10 @@ def test_a_run_the_preset_left_out_is_named_as_left_out_and_not_estimated():
         ("multistep.intended.test_acc", True),
         ("multistep.as_written.test_acc", False),
         ("multistep.intendd.test_acc", False),  # a typo is no left-out value
+        ("hyb.batch64.eager_over_compile", True),  # a batch size dropped from a list
+        ("hyb.batch6.eager_over_compile", False),
+        ("hyb.batch1.eager_over_compile", False),  # kept
+        ("hyb.batch.64.x", False),  # a number alone names no dropped value
     ],
 )
 def test_a_missing_metric_is_explained_only_by_what_the_preset_left_out(metric, named):
@@ -161,8 +165,10 @@ def test_a_missing_metric_is_explained_only_by_what_the_preset_left_out(metric, 
         ("data_parallel.runs.resnet18_b256.2", {"model": "resnet18"}, scaling.LEFT_OUT),
         ("lr_schedules.semantics", ["as_written", "intended"], ["as_written"]),
         ("lr_schedules.epochs", 30, 6),
+        ("hybridize.batch_sizes", [1, 64, 1024], [1, 1024]),
     ]
     depends_on = ["data_parallel.runs", "lr_schedules.semantics", "lr_schedules.epochs"]
+    depends_on += ["hybridize.batch_sizes"]
     assert scaling.names_left_out(metric, depends_on, deviations) is named
     # a claim that does not depend on what was left out is not excused
     assert not scaling.names_left_out(metric, ["lr_schedules.epochs"], deviations)

@@ -52,6 +52,8 @@ def test_defaults_are_filled(config):
         (lambda c: c["presets"].update(turbo={}), "config key 'presets'"),
         # the book's code is what the claims judge first: a preset may leave out only intended
         (lambda c: c["lr_schedules"].update(semantics=["intended"]), "lr_schedules.semantics"),
+        # and the book's batch of 1 is what the hybridize claims time
+        (lambda c: c["hybridize"].update(batch_sizes=[64, 1024]), "hybridize.batch_sizes"),
     ],
 )
 def test_bad_config_names_the_key(config, edit, key):

@@ -9,15 +9,16 @@ from d2lrepro.pipeline import claims, explain, job, scaling
 
 log = job.start(snakemake)
 ledger = claims.load(snakemake.input.ledger)
+deviations = [tuple(d) for d in snakemake.params.deviations]
 table = claims.evaluate(
     ledger,
     pd.read_csv,
     lambda evidence: provenance.read(provenance.sidecar(evidence)),
-    [tuple(d) for d in snakemake.params.deviations],
+    deviations,
     snakemake.params.preset,
     scaling.rates(snakemake.params.timed),
 )
-table = explain.explain(ledger, table, pd.read_csv)
+table = explain.explain(ledger, table, pd.read_csv, deviations)
 for row in table.itertuples():
     log.info("%s: %s %s", row.id, row.verdict, row.reason if isinstance(row.reason, str) else "")
 table.to_csv(snakemake.output[0], index=False)

@@ -15,7 +15,8 @@ import re
 import pandas as pd
 
 from d2lrepro.core.results import text
-from d2lrepro.pipeline import claims
+from d2lrepro.pipeline import checks, claims
+from d2lrepro.pipeline.scaling import names_left_out
 
 NOT_EXPLAINED = "not explained by this run"
 # {metric}, {metric:format} as in str.format, or {metric!note}; a metric's name may hold dots.
@@ -39,16 +40,26 @@ def fill(template: str, values: dict[str, float], notes: dict[str, str] | None =
     return PLACEHOLDER.sub(one, template)
 
 
-def explanation(claim: dict, rows: pd.DataFrame) -> str:
+def explanation(claim: dict, rows: pd.DataFrame, deviations: list = ()) -> str:
     """The sentence of ``claim``'s ``explained_by`` filled from ``rows`` (the metrics of its
-    evidence), where its conditions hold on them; :data:`NOT_EXPLAINED` elsewhere."""
+    evidence), where its conditions hold on them; :data:`NOT_EXPLAINED` elsewhere, also where
+    the run left out a metric it names by changing a setting the explanation ``depends_on``
+    (``deviations``: (key, book value, value) triples). Any other missing metric is an error
+    of the ledger or of a summary."""
     spec = claim.get("explained_by")
     if not spec:
         return NOT_EXPLAINED
     evidence = spec.get("evidence", claim["evidence"])
-    missing = sorted(set(placeholders(spec["because"])) - set(rows["metric"]))
+    named = set(placeholders(spec["because"])) | {
+        m for check in spec["checks"] for m in checks.metrics_of(check)
+    }
+    missing = sorted(named - set(rows["metric"]))
+    depends_on = spec.get("depends_on", [])
+    unexplained = [m for m in missing if not names_left_out(m, depends_on, list(deviations))]
+    if unexplained:
+        raise KeyError(f"claim {claim['id']}: {evidence} has no metric {unexplained} to explain it")
     if missing:
-        raise KeyError(f"claim {claim['id']}: {evidence} has no metric {missing} to explain it")
+        return NOT_EXPLAINED  # the run did not measure what would explain it
     values = dict(zip(rows["metric"], rows["value"].astype(float)))
     noted = text(rows["note"]) if "note" in rows else [""] * len(rows)
     notes = dict(zip(rows["metric"], noted))
@@ -61,10 +72,11 @@ def explanation(claim: dict, rows: pd.DataFrame) -> str:
     return fill(spec["because"], values, notes)
 
 
-def explain(ledger: dict, table: pd.DataFrame, read_metrics) -> pd.DataFrame:
+def explain(ledger: dict, table: pd.DataFrame, read_metrics, deviations: list = ()) -> pd.DataFrame:
     """``table`` (claims.csv) with an ``explanation`` of each claim it does not reproduce (an
     inconclusive one differs by no more than its noise: nothing to explain);
-    ``read_metrics(path)`` returns an evidence file's rows."""
+    ``read_metrics(path)`` returns an evidence file's rows, ``deviations`` are the settings
+    the run changed from the book's."""
     by_id = {c["id"]: c for s in ledger["sections"] for c in s["claims"]}
     cache: dict[str, pd.DataFrame] = {}
 
@@ -79,6 +91,6 @@ def explain(ledger: dict, table: pd.DataFrame, read_metrics) -> pd.DataFrame:
         path = claim.get("explained_by", {}).get("evidence", claim["evidence"])
         if path not in cache:
             cache[path] = read_metrics(path)
-        return explanation(claim, cache[path])
+        return explanation(claim, cache[path], deviations)
 
     return table.assign(explanation=[why(row) for _, row in table.iterrows()])

@@ -5,6 +5,7 @@ runs measured after start-up."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import pandas as pd
@@ -97,15 +98,22 @@ def names_left_out(metric: str, depends_on: list[str], deviations: list) -> bool
     """Whether ``metric`` names something a preset left out of a setting the claim depends
     on: a run it mapped to null (``data_parallel.runs.resnet18_b256.2`` in
     ``resnet18_b256.2.test_acc``) or a value it dropped from a list (``intended`` of
-    ``lr_schedules.semantics`` in ``multistep.intended.test_acc``), as whole dotted parts."""
-    names = set()
+    ``lr_schedules.semantics`` in ``multistep.intended.test_acc``), as whole dotted parts; a
+    whole number dropped from a list as a part that is a word and the number (64 of
+    ``hybridize.batch_sizes`` in ``hyb.batch64.eager_over_compile``)."""
+    names, numbers = set(), set()
     for key, book, value in _hits(depends_on, deviations):
         if value == LEFT_OUT:
             parts = key.split(".")
             names |= {".".join(parts[i:]) for i in range(1, len(parts)) if not parts[i].isdigit()}
         elif isinstance(book, list) and isinstance(value, list):
-            names |= {v for v in book if isinstance(v, str) and v not in value}
-    return any(f".{name}." in f".{metric}." for name in names)
+            dropped = [v for v in book if v not in value]
+            names |= {v for v in dropped if isinstance(v, str)}
+            numbers |= {v for v in dropped if isinstance(v, int) and not isinstance(v, bool)}
+    parts = metric.split(".")
+    return any(f".{name}." in f".{metric}." for name in names) or any(
+        re.fullmatch(rf"[a-z_]+{n}", part) for n in numbers for part in parts
+    )
 
 
 def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: dict) -> str:
