@@ -1,8 +1,9 @@
+import re
 import tomllib
 
 import pandas as pd
 
-from d2lrepro.core import paths, plotting
+from d2lrepro.core import paths, plotting, results
 from d2lrepro.pipeline import checks, claims, report, settings
 
 ENV = {
@@ -170,6 +171,16 @@ def test_an_inconclusive_claim_has_its_own_colour_count_and_words(tmp_path, monk
     assert "IQR" not in found and "pessimistic" not in found
     page = report.section_pages(LEDGER, table)["s"]
     assert '<span class="unsure">inconclusive here</span>' in page and ".unsure {" in page
+
+
+def test_the_glossary_names_every_unit_a_number_is_shown_in(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fig, ax = plotting.figure()
+    plotting.save(fig, paths.figure("s", "c"), footer="Test CPU")
+    html = report.render(LEDGER, TABLE, ENV, settings.Settings("auto", "smoke", {}, []), "abc")
+    units = html.split("<dt>units</dt>")[1].split("</dd>")[0]
+    for unit in set(results.UNITS) - results.UNSHOWN:
+        assert re.search(rf"(^|[ ,>]){re.escape(unit)}[:,]", units), unit
 
 
 def test_a_section_without_figures_has_a_page_of_its_claims():
