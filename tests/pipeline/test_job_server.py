@@ -157,3 +157,28 @@ def test_a_server_that_cannot_start_leaves_the_jobs_their_own_python(tmp_path, m
     with contextlib.chdir(tmp_path):
         assert job_server.start(tmp_path / "server.log", python="/bin/false") is None
     assert job_server.RUN not in os.environ
+
+
+@pytest.mark.parametrize(
+    "local, deployment, touch, wanted",
+    [
+        (True, None, False, True),
+        (False, None, False, False),  # a cluster runs the jobs
+        (True, "conda", False, False),  # each job in its own environment's Python
+        (True, None, True, False),  # --touch runs no job
+    ],
+)
+def test_a_server_starts_only_where_this_python_runs_the_jobs(local, deployment, touch, wanted):
+    from types import SimpleNamespace
+
+    import snakemake.api  # noqa: F401  (snakemake.workflow imports in this order only)
+    from snakemake.workflow import Workflow
+
+    workflow = SimpleNamespace(
+        local_exec=local,
+        deployment_settings=SimpleNamespace(deployment_method={deployment} - {None}),
+        touch=touch,
+    )
+    assert job_server.wanted(workflow) is wanted
+    # the attributes it reads are Snakemake's own
+    assert all(isinstance(getattr(Workflow, a), property) for a in ("local_exec", "touch"))

@@ -35,10 +35,7 @@ JOB_SERVER = {}
 
 onstart:
     settings.record_preset(SETTINGS.preset, paths.PRESET)
-    here = (
-        workflow.local_exec and not workflow.deployment_settings.deployment_method
-    )
-    if S["job_server"] and here:
+    if S["job_server"] and job_server.wanted(workflow):
         JOB_SERVER["process"] = job_server.start(paths.JOB_SERVER_LOG)
 
 

@@ -82,6 +82,17 @@ def hand_over(snakemake) -> None:
     os._exit(int(status) if status else 1)
 
 
+def wanted(workflow) -> bool:
+    """Whether a run of Snakemake's ``workflow`` starts a job server: where it runs its jobs
+    itself, in this Python (no cluster, no conda), and runs them, not only touches their
+    outputs."""
+    return (
+        workflow.local_exec
+        and not workflow.deployment_settings.deployment_method
+        and not workflow.touch
+    )
+
+
 def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen | None:
     """Start this run's job server and wait until it listens; from then on, the jobs this
     process starts hand themselves over to it. None, with its log saying why, where it stopped
