@@ -170,3 +170,19 @@ def test_compile_is_explained_where_its_gap_narrows_with_the_work(claim_id, pref
     assert why(claim_id, compiled(prefix, 0.590, 0.461)) == explain.NOT_EXPLAINED
     assert why(claim_id, compiled(prefix, 1.5, 2.0)) == explain.NOT_EXPLAINED
     assert why(claim_id, compiled(prefix, 0.461, 0.590, diff=0.1)) == explain.NOT_EXPLAINED
+
+
+@pytest.mark.parametrize(
+    "claim_id, prefix", [("hyb.bench.compile", "hyb"), ("hyb.bench.compile.gpu", "hyb.cuda")]
+)
+def test_a_run_without_batch_64_leaves_compile_unexplained(claim_id, prefix):
+    """A config that drops batch 64 measures nothing that explains the claim; a run that
+    lost batch 64 without dropping it has a broken summary."""
+    rows = pd.DataFrame(
+        [r for r in compiled(prefix, 0.461, 0.590) if ".batch64." not in r["metric"]]
+    )
+    claim = shipped_claims()[claim_id]
+    dropped = [("hybridize.batch_sizes", [1, 64, 1024], [1, 1024])]
+    assert explain.explanation(claim, rows, dropped) == explain.NOT_EXPLAINED
+    with pytest.raises(KeyError, match="batch64"):
+        explain.explanation(claim, rows, [("hybridize.batch_sizes", [1, 64, 1024], [1, 64])])

@@ -130,7 +130,8 @@ def test_every_setting_a_claim_depends_on_exists():
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     known = leaves({k: v for k, v in config.items() if k != "presets"})
     for claim in CLAIMS:
-        for key in claim.get("depends_on", []):
+        explanation = claim.get("explained_by", {})
+        for key in claim.get("depends_on", []) + explanation.get("depends_on", []):
             assert any(k == key or k.startswith(key + ".") for k in known), (claim["id"], key)
 
 

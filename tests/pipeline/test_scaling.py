@@ -158,6 +158,11 @@ def test_a_run_the_preset_left_out_is_named_as_left_out_and_not_estimated():
         ("hyb.batch6.eager_over_compile", False),
         ("hyb.batch1.eager_over_compile", False),  # kept
         ("hyb.batch.64.x", False),  # a number alone names no dropped value
+        ("hyb.batch640.x", False),
+        ("hyb.batch064.x", False),
+        ("warmup.lr1.test_acc", False),  # seed 1 was dropped: lr1 names no seed
+        ("warmup.seed1.test_acc", True),
+        ("flags.on1.x", False),  # True dropped from a list is no number
     ],
 )
 def test_a_missing_metric_is_explained_only_by_what_the_preset_left_out(metric, named):
@@ -166,9 +171,11 @@ def test_a_missing_metric_is_explained_only_by_what_the_preset_left_out(metric, 
         ("lr_schedules.semantics", ["as_written", "intended"], ["as_written"]),
         ("lr_schedules.epochs", 30, 6),
         ("hybridize.batch_sizes", [1, 64, 1024], [1, 1024]),
+        ("warmup_sweep.seeds", [0, 1, 2], [0]),
+        ("flags.on", [True, False], [False]),
     ]
     depends_on = ["data_parallel.runs", "lr_schedules.semantics", "lr_schedules.epochs"]
-    depends_on += ["hybridize.batch_sizes"]
+    depends_on += ["hybridize.batch_sizes", "warmup_sweep.seeds", "flags.on"]
     assert scaling.names_left_out(metric, depends_on, deviations) is named
     # a claim that does not depend on what was left out is not excused
     assert not scaling.names_left_out(metric, ["lr_schedules.epochs"], deviations)

@@ -99,9 +99,10 @@ def names_left_out(metric: str, depends_on: list[str], deviations: list) -> bool
     on: a run it mapped to null (``data_parallel.runs.resnet18_b256.2`` in
     ``resnet18_b256.2.test_acc``) or a value it dropped from a list (``intended`` of
     ``lr_schedules.semantics`` in ``multistep.intended.test_acc``), as whole dotted parts; a
-    whole number dropped from a list as a part that is a word and the number (64 of
-    ``hybridize.batch_sizes`` in ``hyb.batch64.eager_over_compile``)."""
-    names, numbers = set(), set()
+    whole number dropped from a list as a part that is a word the setting's name begins with
+    and the number (64 of ``hybridize.batch_sizes`` in ``hyb.batch64.eager_over_compile``;
+    not ``lr1`` for a seed 1 dropped from ``seeds``)."""
+    names, numbered = set(), set()
     for key, book, value in _hits(depends_on, deviations):
         if value == LEFT_OUT:
             parts = key.split(".")
@@ -109,10 +110,11 @@ def names_left_out(metric: str, depends_on: list[str], deviations: list) -> bool
         elif isinstance(book, list) and isinstance(value, list):
             dropped = [v for v in book if v not in value]
             names |= {v for v in dropped if isinstance(v, str)}
-            numbers |= {v for v in dropped if isinstance(v, int) and not isinstance(v, bool)}
-    parts = metric.split(".")
+            word = key.split(".")[-1]
+            numbered |= {(word, v) for v in dropped if type(v) is int}
+    words = [re.fullmatch(r"([a-z_]+)(\d+)", part) for part in metric.split(".")]
     return any(f".{name}." in f".{metric}." for name in names) or any(
-        re.fullmatch(rf"[a-z_]+{n}", part) for n in numbers for part in parts
+        m and word.startswith(m[1]) and m[2] == str(n) for m in words for word, n in numbered
     )
 
 
