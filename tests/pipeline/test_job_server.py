@@ -30,6 +30,14 @@ if mode == "fail":
     raise ValueError("a failing job")
 if mode == "exit":
     sys.exit(3)
+if mode == "threads":  # work left to threads the script does not wait for
+    import threading, time
+    from concurrent.futures import ThreadPoolExecutor
+    def late(text):
+        time.sleep(0.5)
+        open(sys.argv[2], "a").write(text)
+    threading.Thread(target=late, args=("thread ",)).start()
+    ThreadPoolExecutor(1).submit(late, "pool")
 if mode == "sleep":
     open(sys.argv[2], "w").write(str(os.getpid()))
     import time
@@ -88,6 +96,15 @@ def test_the_job_s_exit_status_and_traceback_come_back(server):
     failed = run_script(workdir, "fail")
     assert failed.returncode == 1
     assert failed.stderr.rstrip().endswith("ValueError: a failing job")
+
+
+def test_the_child_waits_for_the_script_s_threads_as_an_interpreter_exits(server, tmp_path):
+    """Python joins a script's non-daemon threads and its executors' workers before it exits;
+    so does the child, else their work is lost."""
+    _, workdir = server
+    done = run_script(workdir, "threads", str(tmp_path / "late"))
+    assert done.returncode == 0, done.stderr
+    assert sorted((tmp_path / "late").read_text().split()) == ["pool", "thread"]
 
 
 def test_a_script_runs_in_place_where_no_server_answers(server, tmp_path):

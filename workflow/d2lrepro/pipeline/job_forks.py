@@ -19,6 +19,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -249,7 +250,10 @@ def run_script(request: dict) -> int:
     except BaseException as error:
         sys.excepthook(type(error), error, error.__traceback__)
         code = 128 + signal.SIGINT if isinstance(error, KeyboardInterrupt) else 1
-    atexit._run_exitfuncs()  # what the interpreter runs as it exits: log handlers, temp files
+    # What the interpreter does as it exits: wait for the script's non-daemon threads and its
+    # executors' workers, then run its exit functions (log handlers, temporary files).
+    threading._shutdown()
+    atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     return code
