@@ -10,13 +10,13 @@ from pathlib import Path
 
 import jsonschema
 import pandas as pd
-import yaml
 
 from d2lrepro.core import paths, provenance, shortfall
 from d2lrepro.core.results import FAILED, outside_domain, text
 from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
 from d2lrepro.pipeline import checks
 from d2lrepro.pipeline.scaling import names_left_out, scaled_reason
+from d2lrepro.pipeline.settings import read_yaml
 
 SCHEMA = paths.CLAIMS_SCHEMA
 LEDGER = paths.LEDGER
@@ -50,8 +50,8 @@ COLUMNS = [
 
 
 def load(path: Path = LEDGER) -> dict:
-    ledger = yaml.safe_load(Path(path).read_text())
-    jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA.read_text())).validate(ledger)
+    ledger = read_yaml(path)
+    jsonschema.Draft202012Validator(read_yaml(SCHEMA)).validate(ledger)
     ids = [c["id"] for s in ledger["sections"] for c in s["claims"]]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:

@@ -14,6 +14,8 @@ module on), and that counts instead."""
 from __future__ import annotations
 
 import ast
+import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -66,38 +68,80 @@ def _main_block(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'"
 
 
-def _running(tree: ast.Module, functions) -> list[ast.AST]:
+@dataclass(frozen=True)
+class _Part:
+    """What one statement of a module holds, in the order ``ast.walk`` meets it: its import
+    statements, and each name it reads with the attribute read of it (None: the bare name)."""
+
+    imports: tuple[ast.Import | ast.ImportFrom, ...]
+    names: tuple[tuple[str, str | None], ...]
+
+    @classmethod
+    def of(cls, statement: ast.AST) -> _Part:
+        nodes = list(ast.walk(statement))
+        attribute = {
+            id(n.value): n.attr
+            for n in nodes
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+        }
+        return cls(
+            tuple(n for n in nodes if isinstance(n, ast.Import | ast.ImportFrom)),
+            tuple((n.id, attribute.get(id(n))) for n in nodes if isinstance(n, ast.Name)),
+        )
+
+
+@dataclass(frozen=True)
+class _Module:
+    """A module's top-level statements, its ``__main__`` blocks and its functions, as parts."""
+
+    top: tuple[_Part, ...]
+    main: tuple[_Part, ...]
+    functions: dict[str, _Part]
+
+
+@functools.cache
+def _module(path: Path, stamp: tuple[int, int]) -> _Module:
+    """The parts of the module at ``path`` as it was at ``stamp`` (its mtime and size): a file
+    is parsed once however many scripts import it."""
+    tree = ast.parse(path.read_text(), str(path))
+    functions = ast.FunctionDef | ast.AsyncFunctionDef
+    statements = [n for n in tree.body if not isinstance(n, functions)]
+    return _Module(
+        tuple(_Part.of(n) for n in statements if not _main_block(n)),
+        tuple(_Part.of(n) for n in statements if _main_block(n)),
+        {n.name: _Part.of(n) for n in tree.body if isinstance(n, functions)},
+    )
+
+
+def _running(module: _Module, functions) -> list[_Part]:
     """The parts of a module that run: its top-level statements but its functions and, unless
-    ``functions`` is :data:`EVERY`, its ``__main__`` block; and the functions of ``functions``
+    ``functions`` is :data:`EVERY`, its ``__main__`` blocks; and the functions of ``functions``
     (:data:`EVERY`: all) with those they name, in turn."""
-    defined = {
-        node.name: node
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-    }
-    parts = [
-        n
-        for n in tree.body
-        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-        and (functions is EVERY or not _main_block(n))
-    ]
-    todo = list(defined) if functions is EVERY else list(functions)
-    todo += [n.id for part in parts for n in ast.walk(part) if isinstance(n, ast.Name)]
+    parts = list(module.top) + (list(module.main) if functions is EVERY else [])
+    todo = list(module.functions) if functions is EVERY else list(functions)
+    todo += [name for part in parts for name, _ in part.names]
     running: set[str] = set()
     while todo:
         name = todo.pop()
-        if name in defined and name not in running:
+        if name in module.functions and name not in running:
             running.add(name)
-            todo += [n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name)]
-    return parts + [defined[name] for name in sorted(running)]
+            todo += [n for n, _ in module.functions[name].names]
+    return parts + [module.functions[name] for name in sorted(running)]
 
 
 def _uses(path: Path, functions, package_dir: Path) -> dict[Path, set[str] | None]:
     """The package modules the running parts of ``path`` import, each with the names it uses
     of them (:data:`EVERY` where it may use any); packages' ``__init__.py`` on the way count
-    with every name."""
-    tree = ast.parse(Path(path).read_text(), str(path))
-    parts = _running(tree, functions)
+    with every name. Kept for the next caller, who must not change it: a file is read once."""
+    path = Path(path)
+    stat = path.stat()
+    names = EVERY if functions is EVERY else frozenset(functions)
+    return _uses_of(path, (stat.st_mtime_ns, stat.st_size), names, package_dir)
+
+
+@functools.cache
+def _uses_of(path: Path, stamp, functions, package_dir: Path) -> dict[Path, set[str] | None]:
+    parts = _running(_module(path, stamp), functions)
     uses: dict[Path, set[str] | None] = {}
     aliases: dict[str, Path] = {}
 
@@ -107,9 +151,7 @@ def _uses(path: Path, functions, package_dir: Path) -> dict[Path, set[str] | Non
         else:
             uses[module] = uses.get(module, set()) | set(names)
 
-    for node in (n for part in parts for n in ast.walk(part)):
-        if not isinstance(node, ast.Import | ast.ImportFrom):
-            continue
+    for node in (n for part in parts for n in part.imports):
         for source in _sources(_names(node, path, package_dir), package_dir):
             use(source, EVERY if source.name == "__init__.py" else set())
         if isinstance(node, ast.Import):
@@ -125,17 +167,11 @@ def _uses(path: Path, functions, package_dir: Path) -> dict[Path, set[str] | Non
                 aliases[alias.asname or alias.name] = module
             elif (parent := module_file(base, package_dir)) is not None:
                 use(parent, {alias.name})
-    nodes = [n for part in parts for n in ast.walk(part)]
-    named = {
-        id(n.value): n.attr
-        for n in nodes
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-    }
-    for node in nodes:
-        if isinstance(node, ast.Name) and node.id in aliases:
+    for name, attribute in (n for part in parts for n in part.names):
+        if name in aliases:
             # module.f runs f; a module passed on as a value may run any of it
-            use(aliases[node.id], {named[id(node)]} if id(node) in named else EVERY)
-    uses.pop(Path(path), None)
+            use(aliases[name], EVERY if attribute is None else {attribute})
+    uses.pop(path, None)
     return uses
 
 
