@@ -147,6 +147,14 @@ def test_metrics_are_written_in_their_columns_and_logged(tmp_path, monkeypatch, 
     assert "a.median_s = 0.25 s 5 runs" in caplog.text
 
 
+def test_the_log_shows_digests_in_hexadecimal_and_byte_counts_in_full(tmp_path, caplog):
+    rows = [metric("data.sha1_head", 0x76E5BE1548FD, "hex"), metric("x.bytes", 41943041, "B")]
+    with caplog.at_level(logging.INFO, logger="d2lrepro"):
+        results.write_metrics(rows, tmp_path / "metrics.csv")
+    assert "data.sha1_head = 76e5be1548fd" in caplog.text
+    assert "x.bytes = 41,943,041 B" in caplog.text
+
+
 def test_a_run_that_cannot_happen_here_writes_its_reason(tmp_path, monkeypatch):
     monkeypatch.delenv(provenance.ATTRIBUTION, raising=False)
     path = tmp_path / "lenet.2.csv"

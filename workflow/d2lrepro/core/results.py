@@ -188,6 +188,17 @@ def with_unit(text: str, unit: str) -> str:
     return text if unit in UNSHOWN else f"{text} {unit}"
 
 
+def exact(value: float, unit: str) -> str | None:
+    """``value`` in full where rounding would hide what it is: a byte count with thousands
+    marked ("41,943,040 B": two counts a few bytes apart are told apart), a digest's leading
+    digits in hexadecimal ("76e5be1548fd"); None for any other unit or a value not finite."""
+    if unit == "B" and math.isfinite(value):
+        return f"{value:,.12g} B"
+    if unit == "hex" and math.isfinite(value) and value >= 0:
+        return f"{int(value):x}"
+    return None
+
+
 def not_applicable(
     name: str, reason: str, unit: str = "", device: str = "", machine: str = ""
 ) -> dict:
@@ -247,7 +258,7 @@ def write_not_applicable(path: Path, reason: str) -> pd.DataFrame:
 def write_metrics(rows: list[dict], path: Path) -> pd.DataFrame:
     """Write the rows, and log each one: the job's log shows every number it measured."""
     for row in rows:
-        log.info(
-            "%s = %s %s", row["metric"], with_unit(f"{row['value']:.6g}", row["unit"]), row["note"]
-        )
+        value, unit = row["value"], row["unit"]
+        shown = exact(value, unit) or with_unit(f"{value:.6g}", unit)
+        log.info("%s = %s %s", row["metric"], shown, row["note"])
     return write_csv(rows, path, METRIC_COLUMNS)

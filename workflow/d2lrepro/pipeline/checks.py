@@ -10,7 +10,7 @@ from functools import partial
 
 import pandas as pd
 
-from d2lrepro.core.results import STATUSES, UNITS, domain, named_unit, text, with_unit
+from d2lrepro.core.results import STATUSES, UNITS, domain, exact, named_unit, text, with_unit
 
 
 @dataclass
@@ -37,10 +37,8 @@ def quantity(value: float, unit: str, text: str | None = None) -> str:
     a byte count in full with thousands marked ("41,943,040 B": two counts a few bytes apart
     are told apart), a digest's leading digits in hexadecimal ("76e5be1548fd"), a p-value
     bare (its metric's name says it). A ratio of two units is written as one ("s/B")."""
-    if unit == "B" and math.isfinite(value):
-        return f"{value:,.12g} B"
-    if unit == "hex" and math.isfinite(value) and value >= 0:
-        return f"{int(value):x}"
+    if (full := exact(value, unit)) is not None:
+        return full
     text = fmt(value) if text is None else text
     if unit == "x":
         return f"{text}x"
