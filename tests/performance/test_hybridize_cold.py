@@ -14,8 +14,8 @@ from d2lrepro.pipeline.claims import NOT_REPRODUCED, REPRODUCED
 @pytest.mark.parametrize(
     "machine, verdict",
     [
-        ("rewards the second loop", NOT_REPRODUCED),  # order alone: script faster in 3 of 5
-        ("scripting is faster", REPRODUCED),  # all 5
+        ("rewards the second loop", NOT_REPRODUCED),  # order alone: script faster in 10 of 20
+        ("scripting is faster", REPRODUCED),  # all 20
     ],
 )
 def test_the_book_s_cold_loop_is_judged_apart_from_its_order(machine, verdict):

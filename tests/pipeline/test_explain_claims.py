@@ -119,11 +119,11 @@ def test_warmup_that_broke_runs_or_had_enough_failures_is_not_explained(none, li
     assert why("lrs.warmup_high_lr", rows) == explain.NOT_EXPLAINED
 
 
-def cold_pairs(faster: int, p: float) -> list[dict]:
+def cold_pairs(faster: int, p: float, pairs: int = 5) -> list[dict]:
     return [
         metric("hyb.n_calls", 1000),
         metric("hyb.batch1.naive.script_faster_pairs", faster),
-        metric("hyb.batch1.naive.pairs", 5),
+        metric("hyb.batch1.naive.pairs", pairs),
         metric("hyb.batch1.naive.script_faster_sign_p", p, "p"),
     ]
 
@@ -132,6 +132,8 @@ def test_the_cold_loops_are_explained_where_script_led_without_beating_chance():
     sentence = why("hyb.bench.naive", cold_pairs(4, 6 / 32))
     assert "faster in 4 of the 5 fresh processes" in sentence and "p = 0.19" in sentence
     assert "loops of 1000 calls" in sentence
+    sentence = why("hyb.bench.naive", cold_pairs(14, 0.0577, pairs=20))
+    assert "faster in 14 of the 20 fresh processes" in sentence and "p = 0.058" in sentence
     # TorchScript the slower in most pairs: the numbers go against the claim, not short of it.
     assert why("hyb.bench.naive", cold_pairs(2, 26 / 32)) == explain.NOT_EXPLAINED
 

@@ -102,7 +102,7 @@ def hybridize(
     max_run_time: float = 10.0,
     prefix: str = "hyb",
     cold_batch: int | None = 1,
-    cold_pairs: int = 5,
+    cold_pairs: int = 20,
 ) -> list[dict]:
     """Forward passes of the book's MLP run eagerly, by TorchScript and by torch.compile;
     metric names start with ``prefix``.

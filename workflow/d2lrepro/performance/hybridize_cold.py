@@ -144,7 +144,7 @@ def fork_server(module: str, name: str, timeout: float = TIMEOUT_S):
 
 
 def cold_pairs(
-    name: str, batch: int, n_calls: int, device, seed: int, pairs: int = 5, run=None
+    name: str, batch: int, n_calls: int, device, seed: int, pairs: int = 20, run=None
 ) -> list[dict]:
     """The sign test over ``pairs`` fresh processes, each timing the two cold loops of its own
     network (``run``, :func:`cold_pair`'s arguments to its seconds; by default a child of a
