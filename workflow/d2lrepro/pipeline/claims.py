@@ -15,7 +15,7 @@ from d2lrepro.core import paths, provenance, shortfall
 from d2lrepro.core.results import FAILED, outside_domain, text
 from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
 from d2lrepro.pipeline import checks
-from d2lrepro.pipeline.scaling import names_left_out, scaled_reason
+from d2lrepro.pipeline.scaling import missing_metrics, scaled_reason
 from d2lrepro.pipeline.settings import read_yaml
 
 SCHEMA = paths.CLAIMS_SCHEMA
@@ -161,10 +161,8 @@ def _used(claim: dict, metrics: pd.DataFrame, depends_on: list, deviations: list
     A metric may be missing only where it names what the preset left out of a setting the
     claim depends on (a run, a semantics); otherwise the ledger or a summary is broken."""
     names = [n for check in claim["checks"] for n in checks.metrics_of(check)]
-    missing = sorted(set(names) - set(metrics["metric"]))
-    unexplained = [m for m in missing if not names_left_out(m, depends_on, deviations)]
-    if unexplained:
-        raise KeyError(f"claim {claim['id']}: {claim['evidence']} has no metric {unexplained}")
+    where = f"claim {claim['id']}: {claim['evidence']}"
+    missing = missing_metrics(names, metrics["metric"], depends_on, deviations, where)
     used = metrics[metrics["metric"].isin(names)]
     if used["metric"].duplicated().any():
         raise ValueError(f"claim {claim['id']}: {claim['evidence']} holds a metric more than once")

@@ -16,7 +16,7 @@ import pandas as pd
 
 from d2lrepro.core.results import text
 from d2lrepro.pipeline import checks, claims
-from d2lrepro.pipeline.scaling import names_left_out
+from d2lrepro.pipeline.scaling import missing_metrics
 
 NOT_EXPLAINED = "not explained by this run"
 # {metric}, {metric:format} as in str.format, or {metric!note}; a metric's name may hold dots.
@@ -50,15 +50,11 @@ def explanation(claim: dict, rows: pd.DataFrame, deviations: list = ()) -> str:
     if not spec:
         return NOT_EXPLAINED
     evidence = spec.get("evidence", claim["evidence"])
-    named = set(placeholders(spec["because"])) | {
-        m for check in spec["checks"] for m in checks.metrics_of(check)
-    }
-    missing = sorted(named - set(rows["metric"]))
-    depends_on = spec.get("depends_on", [])
-    unexplained = [m for m in missing if not names_left_out(m, depends_on, list(deviations))]
-    if unexplained:
-        raise KeyError(f"claim {claim['id']}: {evidence} has no metric {unexplained} to explain it")
-    if missing:
+    named = placeholders(spec["because"]) + [
+        m for c in spec["checks"] for m in checks.metrics_of(c)
+    ]
+    where = f"claim {claim['id']}: {evidence}, to explain it,"
+    if missing_metrics(named, rows["metric"], spec.get("depends_on", []), deviations, where):
         return NOT_EXPLAINED  # the run did not measure what would explain it
     values = dict(zip(rows["metric"], rows["value"].astype(float)))
     noted = text(rows["note"]) if "note" in rows else [""] * len(rows)

@@ -118,6 +118,17 @@ def names_left_out(metric: str, depends_on: list[str], deviations: list) -> bool
     )
 
 
+def missing_metrics(names, present, depends_on: list[str], deviations: list, where: str):
+    """The metrics of ``names`` not among ``present``, sorted. Each must name what a preset
+    left out of a setting of ``depends_on`` (:func:`names_left_out`); any other is missing
+    because the ledger or a summary is broken: a KeyError saying so of ``where``."""
+    missing = sorted(set(names) - set(present))
+    unexplained = [m for m in missing if not names_left_out(m, depends_on, deviations)]
+    if unexplained:
+        raise KeyError(f"{where} has no metric {unexplained}")
+    return missing
+
+
 def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: dict) -> str:
     """Why a claim is judged only at the book's scale, when the preset changed a setting it
     depends on ("" when it changed none): what was scaled or left out, and how long training
