@@ -38,22 +38,30 @@ def test_a_file_that_vanishes_as_it_is_read_counts_as_a_change(monkeypatch):
     assert job_forks.changed(imported)
 
 
-def test_the_server_forks_only_from_one_thread():
+def test_the_server_forks_only_from_one_thread_and_names_the_others():
     check = (
-        "import threading, time, torch\n"
+        "import ctypes, threading, time, torch\n"
         "from d2lrepro.pipeline import job_forks\n"
         "job_forks.fork_safe()\n"
-        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "named = threading.Event()\n"
+        "def sleeper():\n"
+        "    ctypes.CDLL(None).prctl(15, b'sleeper', 0, 0, 0)  # PR_SET_NAME, as libraries do\n"
+        "    named.set()\n"
+        "    time.sleep(30)\n"
+        "threading.Thread(target=sleeper, daemon=True).start()\n"
+        "named.wait()\n"
         "job_forks.fork_safe()\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", check],
-        env=os.environ | job_server.ONE_THREAD,
+        env=os.environ | job_server.SERVER_ENV,
         capture_output=True,
         text=True,
     )
     assert done.returncode == 1, done.stderr
-    assert done.stderr.rstrip().endswith("the job server runs 2 threads; it may fork only one")
+    error = done.stderr.rstrip().splitlines()[-1]
+    assert error.startswith("RuntimeError: the job server runs 2 threads (")
+    assert error.endswith(", sleeper); it may fork only one")
 
 
 def test_exit_statuses_read_as_a_shell_reads_them():
@@ -70,7 +78,7 @@ def test_a_server_whose_run_is_gone_stops_and_removes_its_socket(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "d2lrepro.pipeline.job_forks", "server.sock", "1"],
         cwd=tmp_path,
-        env=os.environ | job_server.ONE_THREAD,
+        env=os.environ | job_server.SERVER_ENV,
         capture_output=True,
         text=True,
         timeout=120,

@@ -169,10 +169,18 @@ def test_stopping_the_server_removes_its_socket_and_lets_jobs_start_their_own(
     assert "listening" in (tmp_path / "server.log").read_text()
 
 
-def test_a_server_that_cannot_start_leaves_the_jobs_their_own_python(tmp_path, monkeypatch):
+def test_a_server_that_cannot_start_says_why_and_leaves_the_jobs_their_own_python(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.delenv(job_server.RUN, raising=False)
     with contextlib.chdir(tmp_path):
         assert job_server.start(tmp_path / "server.log", python="/bin/false") is None
+        assert "(it exited with status 1): each job starts its own" in capsys.readouterr().err
+        failing = tmp_path / "python"
+        failing.write_text("#!/bin/sh\necho 'RuntimeError: the job server runs 3 threads'\n")
+        failing.chmod(0o755)
+        assert job_server.start(tmp_path / "server.log", python=str(failing)) is None
+        assert "(RuntimeError: the job server runs 3 threads)" in capsys.readouterr().err
     assert job_server.RUN not in os.environ
 
 

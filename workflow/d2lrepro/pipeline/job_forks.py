@@ -65,11 +65,26 @@ def sources() -> dict[str, int]:
 def fork_safe() -> None:
     """Fail where the imports started what a forked child could not use: a second thread (a
     pool the child would lack; the CUDA driver starts threads as it initializes), or CUDA."""
-    threads = os.listdir("/proc/self/task")
+    threads = thread_names()
     if len(threads) != 1:
-        raise RuntimeError(f"the job server runs {len(threads)} threads; it may fork only one")
+        raise RuntimeError(
+            f"the job server runs {len(threads)} threads ({', '.join(threads)}); it may fork only"
+            " one"
+        )
     if sys.modules["torch"].cuda.is_initialized():
         raise RuntimeError("an import started CUDA in the job server; children could not use it")
+
+
+def thread_names() -> list[str]:
+    """The kernel's name of each thread of this process (a library's own threads name
+    themselves: jemalloc_bg_thd, cuda-EvtHandlr); "?" for one that ended as it was read."""
+    names = []
+    for task in sorted(os.listdir("/proc/self/task"), key=int):
+        try:
+            names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
+        except FileNotFoundError:
+            names.append("?")
+    return names
 
 
 def serve(path: Path, run: int) -> None:

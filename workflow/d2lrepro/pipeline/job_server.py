@@ -42,9 +42,14 @@ REFUSED = b"refused"  # the server's code is out of date: the job runs in place
 STREAMS = (0, 1, 2)
 READY_S = 120.0  # a server still importing after this long is left behind
 STOP_GRACE_S = 5.0
-# The server's threads: one each, so that importing numpy starts no BLAS thread a child would
-# lack; a child sets the job's own.
-ONE_THREAD = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+# The server's environment: no thread started by an import, which a child would lack. One
+# thread each for the thread pools (numpy's BLAS starts its pool as it loads; a child sets the
+# job's own), and no background thread for the jemalloc of pyarrow, which pandas imports where
+# it is installed.
+SERVER_ENV = {
+    **dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1"),
+    "JE_ARROW_MALLOC_CONF": "background_thread:false",
+}
 
 
 def socket_path(run: str, prefix: str = sys.prefix) -> Path:
@@ -95,8 +100,8 @@ def wanted(workflow) -> bool:
 
 def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen | None:
     """Start this run's job server and wait until it listens; from then on, the jobs this
-    process starts hand themselves over to it. None, with its log saying why, where it stopped
-    or did not listen in time: the jobs then start their own Python."""
+    process starts hand themselves over to it. None, saying why on standard error, where it
+    stopped or did not listen in time: the jobs then start their own Python."""
     run = str(os.getpid())
     path = socket_path(run)
     for folder in (path.parent, Path(log_path).parent):
@@ -108,14 +113,17 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen | No
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
-            env=os.environ | ONE_THREAD,
+            env=os.environ | SERVER_ENV,
             start_new_session=True,
         )
     deadline = time.monotonic() + READY_S
     try:
         while not path.exists():
             if server.poll() is not None or time.monotonic() > deadline:
+                why = why_not(server, log_path)
                 stop(server)
+                sys.stderr.write(f"job server not started ({why}): each job starts its own")
+                sys.stderr.write(f" Python (log: {log_path})\n")
                 return None
             time.sleep(0.05)
     except BaseException:  # interrupted while it imports: it must not outlive the run
@@ -123,6 +131,15 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen | No
         raise
     os.environ[RUN] = run
     return server
+
+
+def why_not(server: subprocess.Popen, log_path: Path) -> str:
+    """Why ``server`` is not listening: still importing, or ended (its log's last line is
+    its error)."""
+    if server.returncode is None:
+        return f"no answer within {READY_S:.0f} s"
+    lines = Path(log_path).read_text().strip().splitlines()
+    return lines[-1] if lines else f"it exited with status {server.returncode}"
 
 
 def stop(server: subprocess.Popen | None) -> None:
