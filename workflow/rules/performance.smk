@@ -1,6 +1,6 @@
 # The computational-performance chapter: compilers and interpreters, asynchronous computation,
-# automatic parallelism and the hardware. Every rule takes all cores so that nothing else runs
-# beside a timing, and records the thread count it ran with.
+# automatic parallelism and the hardware. Every timing rule takes all cores so that nothing else
+# runs beside a timing, and records the thread count it ran with.
 
 # Each experiment's results directory, named once, as the Python side names it (core.paths).
 HYBRIDIZE = paths.experiment("performance", "hybridize")
@@ -9,9 +9,32 @@ AUTOPAR = paths.experiment("performance", "autopar")
 HARDWARE = paths.experiment("performance", "hardware")
 
 
+# The machine's first torch.compile, on one core beside other jobs, before hybridize times the
+# compile mode alone (d2lrepro.performance.hybridize_compiler).
+rule hybridize_compiler:
+    input:
+        code=code("hybridize_compiler"),
+    output:
+        HYBRIDIZE / "compiler.json",
+    log:
+        "logs/hybridize_compiler.log",
+    benchmark:
+        "benchmarks/hybridize_compiler.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **needs(2000, 10),
+    params:
+        modes=S["hybridize"]["modes"],
+    script:
+        "../scripts/hybridize_compiler.py"
+
+
 rule hybridize:
     input:
         code=code("hybridize"),
+        compiler=rules.hybridize_compiler.output[0],
     output:
         metrics=HYBRIDIZE / "metrics.csv",
         machines=machines_of(HYBRIDIZE / "metrics.csv"),
