@@ -107,10 +107,13 @@ def pytest_tally(out: Path) -> str:
 
 
 def snakemake_steps(out: Path) -> str:
-    """How far Snakemake got, by its log: e.g. "12 of 12 steps done"."""
+    """How far Snakemake got, by its log: e.g. "12 of 12 steps done", and why the job server
+    did not start where it did not (its jobs then started their own Python)."""
     log = (out / "snakemake.log").read_text()
     found = re.findall(r"^(\d+ of \d+ steps) \(\d+%\) done", log, re.M)
-    return f"{found[-1]} done" if found else "no step done"
+    steps = f"{found[-1]} done" if found else "no step done"
+    refused = re.findall(r"^job server not started \((.*)\): each job", log, re.M)
+    return f"{steps}; job server not started: {refused[-1]}" if refused else steps
 
 
 def resnet_epochs(out: Path) -> str:

@@ -38,6 +38,8 @@ if mode == "threads":  # work left to threads the script does not wait for
         open(sys.argv[2], "a").write(text)
     threading.Thread(target=late, args=("thread ",)).start()
     ThreadPoolExecutor(1).submit(late, "pool")
+if mode == "cuda":
+    print("cuda", float(torch.ones(2, device="cuda").sum()))
 if mode == "sleep":
     open(sys.argv[2], "w").write(str(os.getpid()))
     import time
@@ -88,6 +90,20 @@ def test_a_script_runs_in_a_child_of_the_server_with_the_job_s_streams_and_threa
     assert tmp == str(tmp_path) and done.stderr == "to stderr\n"
     one = run_script(workdir, "ok", OMP_NUM_THREADS="1").stdout.split()
     assert one[2:4] == ["1", "1"] and one[5] != seed  # each child's generator seeded anew
+
+
+@pytest.mark.cuda
+def test_where_there_is_cuda_the_server_forks_and_its_child_uses_the_gpu(server):
+    """The server listens only where its imports started no thread and no CUDA (the fixture
+    shows its log where it does not: the threads it found, by name)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA, this machine has none")
+    _, workdir = server
+    done = run_script(workdir, "cuda")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == "1" and "cuda 2.0" in done.stdout
 
 
 def test_the_job_s_exit_status_and_traceback_come_back(server):
