@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from d2lrepro.pipeline import job_forks, job_server
 
 
@@ -48,7 +50,7 @@ def test_the_server_forks_only_from_one_thread_and_names_the_others():
         "    ctypes.CDLL(None).prctl(15, b'sleeper', 0, 0, 0)  # PR_SET_NAME, as libraries do\n"
         "    named.set()\n"
         "    time.sleep(30)\n"
-        "threading.Thread(target=sleeper, daemon=True).start()\n"
+        "threading.Thread(target=sleeper, name='napper', daemon=True).start()\n"
         "named.wait()\n"
         "job_forks.fork_safe()\n"
     )
@@ -61,7 +63,27 @@ def test_the_server_forks_only_from_one_thread_and_names_the_others():
     assert done.returncode == 1, done.stderr
     error = done.stderr.rstrip().splitlines()[-1]
     assert error.startswith("RuntimeError: the job server runs 2 threads (")
-    assert error.endswith(", sleeper); it may fork only one")
+    assert error.endswith(", sleeper; of them started by Python: napper); it may fork only one")
+
+
+def test_where_pyarrow_is_installed_the_server_s_imports_start_no_thread():
+    """pandas imports pyarrow where it is installed, whose allocator (jemalloc) starts a
+    background thread unless the server's environment says otherwise."""
+    pytest.importorskip("pyarrow")
+    check = (
+        "import pandas, pyarrow\n"
+        "from d2lrepro.pipeline import job_forks\n"
+        "pyarrow.array(range(10**6))\n"
+        "print(job_forks.thread_names())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check],
+        env=os.environ | job_server.SERVER_ENV,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(eval(done.stdout)) == 1, done.stdout
 
 
 def test_exit_statuses_read_as_a_shell_reads_them():

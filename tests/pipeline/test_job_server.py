@@ -35,8 +35,8 @@ if mode == "threads":  # work left to threads the script does not wait for
     from concurrent.futures import ThreadPoolExecutor
     def late(text):
         time.sleep(0.5)
-        open(sys.argv[2], "a").write(text)
-    threading.Thread(target=late, args=("thread ",)).start()
+        open(sys.argv[2], "a").write(text + "\\n")  # the two write in either order
+    threading.Thread(target=late, args=("thread",)).start()
     ThreadPoolExecutor(1).submit(late, "pool")
 if mode == "cuda":
     print("cuda", float(torch.ones(2, device="cuda").sum()))
@@ -191,12 +191,16 @@ def test_a_server_that_cannot_start_says_why_and_leaves_the_jobs_their_own_pytho
     monkeypatch.delenv(job_server.RUN, raising=False)
     with contextlib.chdir(tmp_path):
         assert job_server.start(tmp_path / "server.log", python="/bin/false") is None
-        assert "(it exited with status 1): each job starts its own" in capsys.readouterr().err
+        assert "(exit status 1): each job starts its own" in capsys.readouterr().err
         failing = tmp_path / "python"
-        failing.write_text("#!/bin/sh\necho 'RuntimeError: the job server runs 3 threads'\n")
-        failing.chmod(0o755)
-        assert job_server.start(tmp_path / "server.log", python=str(failing)) is None
-        assert "(RuntimeError: the job server runs 3 threads)" in capsys.readouterr().err
+        for body, why in [
+            ("echo 'RuntimeError: it may fork only one'; exit 1", "exit status 1: RuntimeError"),
+            ("echo 'importing'; kill -KILL $$", "killed by SIGKILL"),
+        ]:
+            failing.write_text(f"#!/bin/sh\n{body}\n")
+            failing.chmod(0o755)
+            assert job_server.start(tmp_path / "server.log", python=str(failing)) is None
+            assert f"({why}" in capsys.readouterr().err
     assert job_server.RUN not in os.environ
 
 

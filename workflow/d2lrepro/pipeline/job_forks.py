@@ -67,23 +67,26 @@ def fork_safe() -> None:
     pool the child would lack; the CUDA driver starts threads as it initializes), or CUDA."""
     threads = thread_names()
     if len(threads) != 1:
+        started = ", ".join(
+            t.name for t in threading.enumerate() if t is not threading.main_thread()
+        )
+        by_python = f"; of them started by Python: {started}" if started else ""
         raise RuntimeError(
-            f"the job server runs {len(threads)} threads ({', '.join(threads)}); it may fork only"
-            " one"
+            f"the job server runs {len(threads)} threads ({', '.join(threads)}{by_python}); it"
+            " may fork only one"
         )
     if sys.modules["torch"].cuda.is_initialized():
         raise RuntimeError("an import started CUDA in the job server; children could not use it")
 
 
 def thread_names() -> list[str]:
-    """The kernel's name of each thread of this process (a library's own threads name
-    themselves: jemalloc_bg_thd, cuda-EvtHandlr); "?" for one that ended as it was read."""
+    """The kernel's name of each thread of this process that is still running (a library's own
+    threads name themselves: jemalloc_bg_thd, cuda-EvtHandlr; a thread Python started bears the
+    process's name)."""
     names = []
     for task in sorted(os.listdir("/proc/self/task"), key=int):
-        try:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # it ended meanwhile
             names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
-        except FileNotFoundError:
-            names.append("?")
     return names
 
 

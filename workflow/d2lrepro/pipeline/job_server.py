@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -122,8 +123,10 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen | No
             if server.poll() is not None or time.monotonic() > deadline:
                 why = why_not(server, log_path)
                 stop(server)
-                sys.stderr.write(f"job server not started ({why}): each job starts its own")
-                sys.stderr.write(f" Python (log: {log_path})\n")
+                sys.stderr.write(
+                    f"job server not started ({why}): each job starts its own Python"
+                    f" (log: {log_path})\n"
+                )
                 return None
             time.sleep(0.05)
     except BaseException:  # interrupted while it imports: it must not outlive the run
@@ -134,12 +137,18 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen | No
 
 
 def why_not(server: subprocess.Popen, log_path: Path) -> str:
-    """Why ``server`` is not listening: still importing, or ended (its log's last line is
-    its error)."""
-    if server.returncode is None:
+    """Why ``server`` is not listening: still importing, killed, or ended with an error (its
+    log's last line)."""
+    code = server.returncode
+    if code is None:
         return f"no answer within {READY_S:.0f} s"
-    lines = Path(log_path).read_text().strip().splitlines()
-    return lines[-1] if lines else f"it exited with status {server.returncode}"
+    if code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    try:
+        lines = Path(log_path).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        lines = []
+    return f"exit status {code}" + (f": {lines[-1]}" if lines else "")
 
 
 def stop(server: subprocess.Popen | None) -> None:
