@@ -515,10 +515,11 @@ def test_each_experiment_has_its_test_file_and_results_directory(repo):
     assert len(run) > 10
     for (chapter, module), script in sorted(run.items()):
         assert (repo / "tests" / chapter / f"test_{module}.py").is_file(), (script, module)
-        experiment = module.removesuffix("_summary")
-        whole = experiment.rpartition("_")[0]
-        if (repo / "workflow" / "d2lrepro" / chapter / f"{whole}.py").is_file():
-            experiment = whole  # a part of that experiment
+        words = module.removesuffix("_summary").split("_")
+        # a part of an experiment: the longest of its leading words that names a module
+        leading = ["_".join(words[:n]) for n in range(len(words) - 1, 0, -1)]
+        package = repo / "workflow" / "d2lrepro" / chapter
+        experiment = next((w for w in leading if (package / f"{w}.py").is_file()), "_".join(words))
         directory = f"{paths.experiment(chapter, experiment)}/"
         assert any(path.startswith(directory) for path in written), (script, module)
 

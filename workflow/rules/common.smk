@@ -148,6 +148,18 @@ def needs(mem_mb, runtime, gpus=0, shared=False):
     return {"mem_mb": mem_mb, "runtime": runtime, "gpu": gpu, "gpu_share": gpu_share}
 
 
+def jobs_run_here():
+    """Whether the run's jobs run on this machine: not submitted to a cluster by this run, nor
+    run by a cluster's node."""
+    return workflow.local_exec and not workflow.remote_exec
+
+
+def only_here(path):
+    """An input function: ``path`` where the run's jobs run on this machine, else nothing
+    (evaluated as the jobs are planned, when the executor is known)."""
+    return lambda wildcards: path if jobs_run_here() else []
+
+
 def shortfall_of(workers):
     """A function of a job's wildcards: why the job cannot run its ``workers`` devices (a
     number, or a function of the wildcards) on one node here, as the run is planned
@@ -161,7 +173,7 @@ def shortfall_of(workers):
             machine_gpus=MACHINE_GPUS,
             limit=GPU_LIMIT,
             cores=usable_cores(),
-            here=workflow.local_exec and not workflow.remote_exec,
+            here=jobs_run_here(),
         )
 
     return shortfall

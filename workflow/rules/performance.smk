@@ -32,17 +32,11 @@ rule hybridize_first_compile:
         "../scripts/hybridize_first_compile.py"
 
 
-def first_compile_here(wildcards):
-    """The first torch.compile's record where the jobs run on this machine; none on a cluster,
-    whose nodes do not share torch's cache folder (in /tmp)."""
-    here = workflow.local_exec and not workflow.remote_exec
-    return rules.hybridize_first_compile.output[0] if here else []
-
-
 rule hybridize:
     input:
         code=code("hybridize"),
-        first_compile=first_compile_here,
+        # none on a cluster, whose nodes do not share torch's cache folder (in /tmp)
+        first_compile=only_here(rules.hybridize_first_compile.output[0]),
     output:
         metrics=HYBRIDIZE / "metrics.csv",
         machines=machines_of(HYBRIDIZE / "metrics.csv"),
