@@ -15,6 +15,18 @@ import pytest
 from d2lrepro.pipeline import job_forks, job_server
 
 
+def in_server_env(*args, cwd=None):
+    """Python run with ``args`` in the job server's environment, to its end."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=os.environ | job_server.SERVER_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def test_a_server_whose_package_changed_refuses_a_job_which_runs_in_place(tmp_path):
     path = str(tmp_path / "server.sock")
     with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)) as listener:
@@ -54,12 +66,7 @@ def test_the_server_forks_only_from_one_thread_and_names_the_others():
         "named.wait()\n"
         "job_forks.fork_safe()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", check],
-        env=os.environ | job_server.SERVER_ENV,
-        capture_output=True,
-        text=True,
-    )
+    done = in_server_env("-c", check)
     assert done.returncode == 1, done.stderr
     error = done.stderr.rstrip().splitlines()[-1]
     assert error.startswith("RuntimeError: the job server runs 2 threads (")
@@ -76,12 +83,7 @@ def test_where_pyarrow_is_installed_the_server_s_imports_start_no_thread():
         "pyarrow.array(range(10**6))\n"
         "print(job_forks.thread_names())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", check],
-        env=os.environ | job_server.SERVER_ENV,
-        capture_output=True,
-        text=True,
-    )
+    done = in_server_env("-c", check)
     assert done.returncode == 0, done.stderr
     assert len(eval(done.stdout)) == 1, done.stdout
 
@@ -97,13 +99,6 @@ def test_exit_statuses_read_as_a_shell_reads_them():
 
 def test_a_server_whose_run_is_gone_stops_and_removes_its_socket(tmp_path):
     """Process 1 is not its parent: the run that started it has ended (or never was)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "d2lrepro.pipeline.job_forks", "server.sock", "1"],
-        cwd=tmp_path,
-        env=os.environ | job_server.SERVER_ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = in_server_env("-m", "d2lrepro.pipeline.job_forks", "server.sock", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "listening" in done.stdout and not list(tmp_path.iterdir())
