@@ -46,9 +46,10 @@ SKIP = {".git", ".venv", ".snakemake", "results", "resources", "logs", "benchmar
 # planned by the commit that ran it.
 H200_RUN = ("H200, cpu preset", EVIDENCE / "job-seconds.tsv", "cpu", 16, 1, 388.0 + 111.0)
 H200_COMMIT = "658a16c"
-# A light job of this rule still measures (the cost model's one-device example): it keeps its
-# measured time, an upper bound, where the others take --light-seconds.
-MEASURES_WHEN_LIGHT = {"cost_model"}
+# A light job of these rules still measures what one device can (the cost model's one-device
+# example, the book's one-process code on one GPU): it keeps its measured time, an upper bound,
+# where the others take --light-seconds.
+MEASURES_WHEN_LIGHT = {"cost_model", "single_process"}
 # What a job handed over to the job server takes at least: a script that does nothing took
 # 0.15 to 0.28 s as a Snakemake job on the 2-core test machine.
 HAND_OVER = 0.2

@@ -591,7 +591,8 @@ def validated(scheduler):
             asked[job.rule.name] = max(asked.get(job.rule.name, 0), value)
         name = ".".join([job.rule.name, *map(str, job.wildcards_dict.values())])
         resources = [job.scheduler_resources.get(k, 0) for k in ("gpu", "gpu_share")]
-        each[name] = [job.threads, *resources, job.resources.get("shortfall", "")]
+        why = [job.resources.get(key, "") for key in ("shortfall", "untimed")]
+        each[name] = [job.threads, *resources, *why]
     return schedule(scheduler)
 
 
@@ -640,37 +641,56 @@ def plan_on_gpus(repo, gpus, preset, given, remote=False):
 @pytest.mark.parametrize(
     "gpus, given, limit, asked",
     [
-        (1, [], 1, [1, 0]),  # the parameter servers need 2 GPUs: not applicable, planned
-        (2, [], 2, [2, 2]),
-        (2, ["gpu=1"], 1, [1, 0]),
-        (8, ["gpu=4"], 4, [2, 4]),
-        (2, ["gpu=0"], 0, [0, 0]),
-        (0, ["gpu=1"], 1, [1, 1]),  # a login node: the book preset asks for what it wants
-        (0, [], None, [2, 8]),
+        # the parameter servers and 2-device runs need 2 GPUs: not applicable, planned; the
+        # 1-device runs then share the GPU, asking for none of their own
+        (1, [], 1, [1, 0, 0]),
+        (2, [], 2, [2, 2, 2]),
+        (2, ["gpu=1"], 1, [1, 0, 0]),
+        (8, ["gpu=4"], 4, [2, 4, 2]),
+        (2, ["gpu=0"], 0, [0, 0, 0]),
+        (0, ["gpu=1"], 1, [1, 1, 1]),  # a login node: the book preset asks for what it wants
+        (0, [], None, [2, 8, 2]),
     ],
 )
 def test_a_job_asks_for_no_more_gpus_than_the_run_has(repo, gpus, given, limit, asked):
     """The machine's GPUs are Snakemake's `gpu` resource unless the user gave one
     (--resources gpu=N); a job asks for at most as many, so that the run plans and finishes
-    (a job given fewer GPUs than it wants finds the rest not applicable)."""
+    (a job given fewer GPUs than it wants finds the rest not applicable). ``asked``: the most
+    GPUs a job of autopar, parameter_server and data_parallel_run asks for."""
     planned = plan_on_gpus(repo, gpus, "book", given)
     assert planned["limit"] == limit
-    assert [planned["rules"][0], planned["jobs"]["parameter_server"]] == asked
-    assert planned["jobs"]["data_parallel_run"] == min(2, 2 if limit is None else limit)
+    rules = ("parameter_server", "data_parallel_run")
+    assert [planned["rules"][0], *(planned["jobs"][rule] for rule in rules)] == asked
     assert max(planned["jobs"].values()) <= (8 if limit is None else limit)
 
 
 @pytest.mark.parametrize("gpus, given", [(1, []), (2, ["gpu=1"])])
 def test_a_job_short_of_devices_is_planned_light(repo, gpus, given):
     """On a machine (or a run) of one GPU, the jobs that need 2 devices take one core and no
-    GPU, and carry the reason; the cost model makes its one-device example on a share of the
-    GPU; the 1-device runs still take every core and their GPU."""
+    GPU, and carry the reason; the cost model and the book's one-process code run what one
+    device can on one core and a share of the GPU; so do the 1-device runs, whose times no
+    claim judges without a 2-device run, and their `untimed` resource says why."""
     each = plan_on_gpus(repo, gpus, "book", given)["each"]
     why = "needs 2 devices, the job that measured it could use 1 (1 GPU)"
     for name in ("data_parallel_run.lenet.2.0", "parameter_server"):
-        assert each[name] == [1, 0, 0, why], name
-    assert each["cost_model"] == [1, 0, 1, why]
-    assert each["data_parallel_run.lenet.1.0"] == [2, 1, 0, ""]
+        assert each[name] == [1, 0, 0, why, ""], name
+    for name in ("cost_model", "single_process"):
+        assert each[name] == [1, 0, 1, why, ""], name
+    for run in ("lenet.1", "resnet18.1", "resnet18_momentum.1"):
+        assert each[f"data_parallel_run.{run}.0"] == [1, 0, 1, "", why], run
+
+
+def test_without_a_gpu_the_book_s_one_process_code_is_planned_light(repo):
+    """It needs GPUs, which cores do not stand in for: one core, no GPU, and the reason."""
+    each = plan_on_gpus(repo, 0, "cpu", [])["each"]
+    assert each["single_process"] == [
+        1,
+        0,
+        0,
+        "needs 2 GPUs, the job that measured it could use none",
+        "",
+    ]
+    assert each["data_parallel_run.lenet.1.0"] == [2, 0, 0, "", ""]
 
 
 @pytest.mark.e2e
@@ -698,10 +718,13 @@ def test_a_host_short_of_devices_reruns_nothing_another_measured(repo, tmp_path)
 
 @pytest.mark.parametrize("gpus", [2, 0])
 def test_a_job_with_its_devices_is_not_light(repo, gpus):
-    """Two GPUs, or two cores of a machine without GPUs, run the 2-device jobs."""
+    """Two GPUs, or two cores of a machine without GPUs, run the 2-device jobs, and the 1-device
+    runs time alone beside them (the book's one-process code needs GPUs)."""
     each = plan_on_gpus(repo, gpus, "cpu", [])["each"]
-    assert each and not any(reason for *_, reason in each.values())
+    light = {name for name, (*_, short, untimed) in each.items() if short or untimed}
+    assert each and light == (set() if gpus else {"single_process"})
     assert each["parameter_server"][:2] == [2, gpus]
+    assert each["data_parallel_run.lenet.1.0"][:2] == [2, min(gpus, 1)]
 
 
 SHARING_RULES = ("lr_schedules_run", "warmup_sweep")
@@ -728,8 +751,9 @@ def test_jobs_that_only_train_share_a_gpu_that_jobs_that_time_keep(
     assert planned["share_limit"] == share_limit
     for rule in SHARING_RULES:
         assert (planned["jobs"][rule], planned["shares"][rule]) == (0, shared), rule
-    # and the cost model's one-device example, where the run has one GPU only
-    assert {r for r, n in planned["shares"].items() if n} <= {*SHARING_RULES, "cost_model"}
+    # and, where the run has one GPU only, the jobs that run what one device can
+    one_device = {"cost_model", "single_process", "data_parallel_run"}
+    assert {r for r, n in planned["shares"].items() if n} <= {*SHARING_RULES, *one_device}
     assert {r for r, n in planned["jobs"].items() if n} <= set(TIMING_RULES)
 
 

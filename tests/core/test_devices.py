@@ -100,6 +100,27 @@ def test_the_plan_finds_a_job_short_of_devices_as_the_job_would(
         assert planned.get("gpus", gpus) == gpus
 
 
+@pytest.mark.parametrize(
+    "machine_gpus, cores, reason",
+    [
+        (0, 16, "needs 2 GPUs, the job that measured it could use none"),  # cores do not do
+        (1, 16, "needs 2 devices, the job that measured it could use 1 (1 GPU)"),
+        (2, 1, ""),
+    ],
+)
+def test_the_plan_finds_a_job_short_of_gpus_as_the_job_would(
+    machine_gpus, cores, reason, cuda_count, monkeypatch
+):
+    """A job that needs GPUs (the book's one-process code): cores do not stand in for them."""
+    planned = settings.planned_shortfall(
+        2, machine_gpus=machine_gpus, limit=None, cores=cores, here=True, cuda=2
+    )
+    assert planned.get("reason", "") == reason
+    cuda_count(machine_gpus)
+    monkeypatch.setattr(devices, "usable_cores", lambda: cores)
+    assert devices.unavailable(2, cuda=2) == reason
+
+
 def test_a_job_given_fewer_gpus_than_the_machine_has_says_what_it_could_use(
     cuda_count, monkeypatch
 ):

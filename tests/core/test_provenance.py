@@ -168,6 +168,19 @@ def test_a_footer_of_cpu_runs_on_a_gpu_host_names_the_cpu_not_the_gpu():
     )
 
 
+def test_a_footer_says_where_a_job_that_times_shared_the_machine():
+    records = {
+        "alone": node_record("node1") | {"ran_alone": True},
+        "shared": node_record("node1") | {"ran_alone": False},
+    }
+    runs = pd.DataFrame({"device": "cpu", "machine": ["alone", "shared"]})
+    assert provenance.footer(records, runs, where="runs") == (
+        "measured on cpu (2 threads) of node1: Test CPU (2 cores), torch 2.13.0; "
+        "measured on cpu (2 threads) of node1: Test CPU (2 cores), torch 2.13.0,"
+        " beside other jobs"
+    )
+
+
 def test_a_footer_names_the_gpus_a_job_s_cuda_devices_are_and_each_machine_once():
     records = {
         "a": node_record("node1", gpus=2) | {"gpus": ["GPU zero", "GPU one"]},

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pandas as pd
 import torch
 
@@ -33,4 +36,31 @@ def test_the_books_code_runs_on_as_many_gpus_as_its_run_has(cuda_count, tmp_path
     assert notes == {
         "lenet.1": f"the book's one-process path needs CUDA, {who}",
         "lenet.2": f"the book's one-process path needs 2 GPUs, {who}",
+    }
+
+
+RUN_PLANNED_WITHOUT_GPUS = """
+import sys
+from d2lrepro.multidevice import single_process
+
+runs = {f"lenet.{d}": {"model": "lenet", "devices": d} for d in (1, 2)}
+outputs = {name: f"{sys.argv[1]}/book_{name}.csv" for name in runs}
+single_process.run_book(runs, 0, "unused.pt", outputs, planned_gpus=0)
+print("torch" in sys.modules)
+"""
+
+
+def test_planned_without_a_gpu_it_says_so_of_each_run_without_starting_torch(tmp_path):
+    """The same notes as a job that counts its GPUs itself gives, with none (above)."""
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_PLANNED_WITHOUT_GPUS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout.strip() == "False", done.stderr
+    notes = {d: pd.read_csv(tmp_path / f"book_lenet.{d}.csv")["note"].iloc[0] for d in (1, 2)}
+    who = "the job that measured it could use none"
+    assert notes == {
+        1: f"the book's one-process path needs CUDA, {who}",
+        2: f"the book's one-process path needs 2 GPUs, {who}",
     }

@@ -24,6 +24,14 @@ def snakemake_object(log, gpu=0, threads=1, params=None):
     )
 
 
+@pytest.fixture(autouse=True)
+def attribution_restored(monkeypatch):
+    """A job's record names it in the environment (provenance.ATTRIBUTION) for the rows its
+    process writes later: gone after each test, or later tests' rows would name it."""
+    monkeypatch.setenv(provenance.ATTRIBUTION, "")
+    monkeypatch.delenv(provenance.ATTRIBUTION)
+
+
 @pytest.fixture
 def recorded(monkeypatch):
     """What start() did, in order; nothing is claimed, configured or set for real."""
@@ -85,7 +93,8 @@ import json, sys
 from types import SimpleNamespace
 from d2lrepro.pipeline import job
 
-short = {"reason": "needs 2 devices, the job that measured it could use 1 (1 GPU)", "gpus": 1}
+gpus, when_short = int(sys.argv[4]), sys.argv[5] or None
+short = {"reason": "needs 2 devices, the job that measured it could use 1 (1 GPU)", "gpus": gpus}
 opened = SimpleNamespace(
     log=[sys.argv[1]],
     threads=1,
@@ -94,14 +103,16 @@ opened = SimpleNamespace(
     params={"ran_alone": True},
     resources=SimpleNamespace(gpu=0, shortfall=short["reason"], shortfall_gpus=short["gpus"]),
 )
-job.start(opened, gpus=True, workers=True)
+job.start(opened, gpus=True, workers=True, when_short=when_short)
 print("torch" in sys.modules)
 """
 
 
-def test_a_job_the_plan_found_short_records_the_machine_without_torch(tmp_path):
+@pytest.mark.parametrize("gpus, when_short", [(1, ""), (0, "gpu share")])
+def test_a_job_the_plan_found_short_records_the_machine_without_torch(tmp_path, gpus, when_short):
     """It locks nothing and starts no torch; its record is the machine's, with the GPUs the
-    plan would have given it, and its log says why it measures nothing."""
+    plan would have given it, and its log says why it measures nothing. So does a job that
+    measures what one GPU can (``"gpu share"``) where the plan gave it none."""
     machine = {
         "host": platform.node(),
         "threads": None,
@@ -114,9 +125,41 @@ def test_a_job_the_plan_found_short_records_the_machine_without_torch(tmp_path):
     (tmp_path / "env.json").write_text(json.dumps(machine))
     paths = [tmp_path / name for name in ("job.log", "env.json", "m.json")]
     result = subprocess.run(
-        [sys.executable, "-c", START_SHORT, *map(str, paths)], capture_output=True, text=True
+        [sys.executable, "-c", START_SHORT, *map(str, paths), str(gpus), when_short],
+        capture_output=True,
+        text=True,
     )
     assert result.stdout.strip() == "False", result.stderr
     (record,) = provenance.read(tmp_path / "m.json").values()
-    assert (record["cuda_devices"], record["gpus"], record["threads"]) == (1, ["H200"], 1)
+    assert (record["cuda_devices"], record["gpus"], record["threads"]) == (gpus, ["H200"] * gpus, 1)
     assert "as the run was planned: needs 2 devices" in (tmp_path / "job.log").read_text()
+
+
+@pytest.mark.parametrize(
+    "short, when_short", [(False, None), (True, "shared"), (True, "gpu share")]
+)
+def test_a_job_planned_to_share_locks_a_share_sets_its_threads_and_says_it_shared(
+    monkeypatch, tmp_path, short, when_short
+):
+    """A job whose time no claim judges here (its `untimed` resource), and one short of
+    devices that still runs what one device can (``when_short``), take a share of a GPU
+    instead of GPUs of their own, run torch on their one thread, and record that they did not
+    run alone."""
+    calls = []
+    monkeypatch.setattr(gpu_locks, "lock_gpus", lambda *a, **k: calls.append("own GPUs"))
+    monkeypatch.setattr(gpu_locks, "lock_shared_gpu", lambda *a: calls.append("a share"))
+    monkeypatch.setattr("torch.set_num_threads", lambda n: calls.append(("threads", n)))
+    why = "needs 2 devices, the job that measured it could use 1 (1 GPU)"
+    snakemake = snakemake_object(tmp_path / "a.log", params={"ran_alone": True})
+    snakemake.resources = SimpleNamespace(
+        gpu=0, gpu_share=1, untimed="" if short else why, shortfall=why if short else ""
+    )
+    snakemake.resources.shortfall_gpus = 1
+    snakemake.output = {"machines": str(tmp_path / "m.json")}
+    snakemake.config = {"jobs_per_gpu": 4}
+    job.start(snakemake, gpus=True, workers=True, when_short=when_short)
+    assert calls == ["a share", ("threads", 1)]
+    (record,) = provenance.read(tmp_path / "m.json").values()
+    assert record["ran_alone"] is False
+    said = "not applicable here" if short else "no claim judges its time here"
+    assert f"{said}, as the run was planned" in (tmp_path / "a.log").read_text()

@@ -160,12 +160,12 @@ def only_here(path):
     return lambda wildcards: path if jobs_run_here() else []
 
 
-def shortfall_of(workers):
+def shortfall_of(workers, cuda=0):
     """A function of a job's wildcards: why the job cannot run its ``workers`` devices (a
-    number, or a function of the wildcards) on one node here, as the run is planned
-    (settings.planned_shortfall: {"reason", "gpus"}, else {}). Such a job starts no torch,
-    takes one core and no GPU (see when_short) and writes "not applicable here"; a job
-    submitted to a cluster decides on its node."""
+    number, or a function of the wildcards), at least ``cuda`` of them GPUs, on one node here,
+    as the run is planned (settings.planned_shortfall: {"reason", "gpus"}, else {}). Such a
+    job starts no torch, takes one core and no GPU (see when_short) and writes "not
+    applicable here"; a job submitted to a cluster decides on its node."""
 
     def shortfall(wildcards):
         return settings.planned_shortfall(
@@ -174,9 +174,22 @@ def shortfall_of(workers):
             limit=GPU_LIMIT,
             cores=usable_cores(),
             here=jobs_run_here(),
+            cuda=cuda,
         )
 
     return shortfall
+
+
+def untimed_where(compared, own):
+    """A function of a job's wildcards: why no claim judges the job's time here, "" where one
+    may. The job measures here (``own``, a shortfall_of, finds nothing), but every timing its
+    time would be compared with cannot run here (``compared``, a shortfall_of, finds a
+    shortfall, which this returns). Such a job trains as jobs that time nothing do: on one
+    core and a share of a GPU (needs(..., shared=...)), beside other jobs, and its record
+    says it did not run alone (job.start reads this as its `untimed` resource)."""
+    return lambda wildcards: (
+        "" if own(wildcards) else compared(wildcards).get("reason", "")
+    )
 
 
 def shortfall_resources(shortfall):

@@ -1,7 +1,9 @@
 # Training on 1 and 2 devices: each run is launched with torchrun by its script, takes all
 # cores (so that its timing is its own) and is not applicable, not failed, where the machine
 # lacks the devices. Where the run's plan already knows that (shortfall_of), the job is a
-# light one: one core, no GPU and no torch, and writes what is not applicable.
+# light one: one core, no GPU and no torch, and writes what is not applicable. Where it knows
+# that no claim can judge a job's time (untimed_where), the job trains on one core and a share
+# of a GPU, as jobs that time nothing do.
 
 from d2lrepro.multidevice import data_parallel
 
@@ -48,6 +50,10 @@ DATA_PARALLEL_SHORT = shortfall_of(
         else 1
     )
 )
+# A 1-device run's time is judged only against a run of more devices (the speed-ups): where no
+# 2 devices can run here, the runs that can train as jobs that time nothing do.
+DATA_PARALLEL_UNTIMED = untimed_where(shortfall_of(2), DATA_PARALLEL_SHORT)
+DATA_PARALLEL_NOT_TIMING = lambda w: DATA_PARALLEL_SHORT(w) or DATA_PARALLEL_UNTIMED(w)
 
 
 rule data_parallel_run:
@@ -71,7 +77,7 @@ rule data_parallel_run:
         seed=r"\d+",
     conda:
         ENV
-    threads: when_short(DATA_PARALLEL_SHORT, 1, timing_threads)
+    threads: when_short(DATA_PARALLEL_NOT_TIMING, 1, timing_threads)
     resources:
         **needs(
             8000,
@@ -81,8 +87,10 @@ rule data_parallel_run:
                 0,
                 lambda w: S["data_parallel"]["runs"][w.run]["devices"],
             ),
+            shared=DATA_PARALLEL_UNTIMED,
         ),
         **shortfall_resources(DATA_PARALLEL_SHORT),
+        untimed=DATA_PARALLEL_UNTIMED,
         nodes=lambda w: SPANNING_NODES[w.run],
         tasks=lambda w: SPANNING_NODES[w.run],
         mpi=lambda w: "srun" if SPANNING_NODES[w.run] else None,
@@ -189,11 +197,17 @@ rule architectures:
 # The book's own code path: one process driving 1 and 2 GPUs (nn.parallel.scatter,
 # nn.DataParallel), with the settings of the 1- and 2-device run of each model.
 SINGLE_PROCESS_RUNS = [f"{m}.{d}" for m in MULTIGPU_MODELS for d in (1, 2)]
+# No claim judges the 1-GPU runs' times without the 2-GPU runs: short of 2 GPUs, the job runs
+# what one allows on one core and a share of a GPU, as jobs that time nothing do, and with no
+# GPU it runs nothing, on one core.
+SINGLE_PROCESS_SHORT = shortfall_of(2, cuda=2)
 
 
 rule single_process:
     input:
         data=FASHION_MNIST_DATA,
+        # the machine a job planned without a GPU records, without starting torch
+        environment=ENVIRONMENT,
         code=code("single_process"),
     output:
         **{run: SINGLE_PROCESS / f"{run}.csv" for run in SINGLE_PROCESS_RUNS},
@@ -204,9 +218,10 @@ rule single_process:
         "benchmarks/single_process.tsv"
     conda:
         ENV
-    threads: timing_threads
+    threads: when_short(SINGLE_PROCESS_SHORT, 1, timing_threads)
     resources:
-        **needs(8000, 240, gpus=2),
+        **needs(8000, 240, gpus=2, shared=SINGLE_PROCESS_SHORT),
+        **shortfall_resources(SINGLE_PROCESS_SHORT),
     params:
         ran_alone=TIMINGS_ALONE,
         runs={run: S["data_parallel"]["runs"][run] for run in SINGLE_PROCESS_RUNS},

@@ -204,9 +204,10 @@ def footer(records: dict[str, dict], *frames, where: str, threads: int | None = 
     """A figure's footer: for each machine that measured the rows of ``frames`` (their
     ``machine`` cells, ``records`` by id), the devices they ran on (:func:`device_label`,
     ``threads``: those the CPU's numbers ran with, where fewer than its job's) and the machine,
-    "measured on cpu (1 thread) of node1: <CPU model> (16 cores), torch <version>"; a machine
-    whose rows name no device (they measured nothing) as the machine alone. ``where`` names
-    the data in the error when a row names no machine, or one without a record."""
+    "measured on cpu (1 thread) of node1: <CPU model> (16 cores), torch <version>", with
+    "beside other jobs" where a job that times did not run alone (its record's ``ran_alone``);
+    a machine whose rows name no device (they measured nothing) as the machine alone. ``where``
+    names the data in the error when a row names no machine, or one without a record."""
     devices: dict[str, set[str]] = {}
     for frame in frames:
         records_of(frame, records, where)
@@ -218,6 +219,7 @@ def footer(records: dict[str, dict], *frames, where: str, threads: int | None = 
         r = records[i]
         host = f"{r['host']}: " if r.get("host") else ""
         machine = f"{host}{r['cpu_model']} ({r['usable_cores']} cores), torch {r['torch_version']}"
+        machine += ", beside other jobs" if r.get("ran_alone") is False else ""
         labels = ", ".join(device_label(d, r, threads) for d in sorted(used))
         lines.append(f"measured on {labels} of {machine}" if labels else machine)
     return "; ".join(dict.fromkeys(lines))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from d2lrepro.core import shortfall
 from d2lrepro.core.results import (
     HISTORY_COLUMNS,
     diverged,
@@ -199,11 +200,17 @@ def train_concise(
     return _epochs(data, devices, epochs, batch_size, seed, step, evaluate, "resnet18", lr)
 
 
-def run_book(runs: dict, seed: int, data_path, outputs: dict) -> None:
+def run_book(runs: dict, seed: int, data_path, outputs: dict, planned_gpus: int | None = None):
     """The book's one-process code for each run of ``runs`` (by name, e.g. ``lenet.2``: the
     settings of that multi-device run, on as many GPUs), written to ``outputs[name]``, or why
     it cannot run here. 1 and 2 GPUs both run the book's code, so their times compare like
-    with like."""
+    with like. ``planned_gpus``: the GPUs the run's plan gave the job where it found it short
+    of some (None: it found none); with 0 none of the runs can run, and nothing starts torch."""
+    if planned_gpus == 0:
+        for name, run in runs.items():
+            why = shortfall.reason(cuda=run["devices"])
+            write_not_applicable(outputs[name], f"the book's one-process path {why}")
+        return
     import torch
 
     from d2lrepro.core.data import load_data

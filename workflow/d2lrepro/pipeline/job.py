@@ -39,18 +39,26 @@ def start(
 
     A job whose shortfall of devices the run's plan found (:func:`shortfall`) is a light
     one: with ``when_short="shared"`` it still measures what one device can, on a share of a
-    GPU, in its own process, and records that it did not run alone; without, it measures
-    nothing, so it starts no torch, locks no GPU and records the machine as a job given the
-    GPUs the plan would have given it sees it (:func:`d2lrepro.core.environment.as_given`).
+    GPU, in its own process, with its threads, and records that it did not run alone;
+    ``"gpu share"`` does so where the plan gave it a GPU (the rest of what it measures needs
+    one); otherwise it measures nothing, so it starts no torch, locks no GPU and records the
+    machine as a job given the GPUs the plan would have given it sees it
+    (:func:`d2lrepro.core.environment.as_given`). A job whose time the plan found no claim can
+    judge here (its ``untimed`` resource says why: common.smk's untimed_where) measures on a
+    share of a GPU too, with its threads and its workers, and records that it did not run
+    alone.
     """
     log = logs.setup(snakemake.log[0])
     if os.environ.get(job_server.CHILD):
         log.info("runs in process %d, forked from the job server %d", os.getpid(), os.getppid())
     ran_alone = snakemake.params.get("ran_alone")
+    # what a job planned to share the machine records, where its rule times (passes ran_alone)
+    beside_others = None if ran_alone is None else False
     short = shortfall(snakemake)
+    untimed = getattr(snakemake.resources, "untimed", "")
     if short:
         log.info("not applicable here, as the run was planned: %s", short["reason"])
-        if when_short is None:
+        if when_short is None or (when_short == "gpu share" and not short["gpus"]):
             machine = json.loads(Path(snakemake.input.environment).read_text())
             provenance.record_job(
                 snakemake.output.machines,
@@ -59,7 +67,14 @@ def start(
                 described=environment.as_given(machine, short["gpus"], snakemake.threads),
             )
             return log
-        gpus, workers, ran_alone = when_short, False, None
+        gpus, threads, workers, ran_alone = "shared", True, False, beside_others
+    elif untimed:
+        log.info(
+            "no claim judges its time here, as the run was planned (what it would be compared"
+            " with %s): it trains beside other jobs",
+            untimed,
+        )
+        gpus, threads, ran_alone = "shared" if gpus else gpus, True, beside_others
     if gpus:
         from d2lrepro.core import gpu_locks
 

@@ -145,19 +145,26 @@ def gpu_request(wanted: int, *, machine_gpus: int, book: bool, limit: int | None
 
 
 def planned_shortfall(
-    workers: int, *, machine_gpus: int, limit: int | None, cores: int, here: bool
+    workers: int,
+    *,
+    machine_gpus: int,
+    limit: int | None,
+    cores: int,
+    here: bool,
+    cuda: int = 0,
 ) -> dict:
-    """Why a job that runs ``workers`` devices cannot run them on this machine, decided as the
-    run is planned, so that such a job neither starts torch nor takes cores or a GPU to say
-    so: ``{"reason": ..., "gpus": the GPUs it would have been given}``, else ``{}``. The job
-    would lock ``workers`` of the machine's GPUs, at most the run's ``limit`` (its `gpu`
-    resource), or, with none, run on its ``cores``, as :func:`d2lrepro.core.devices.unavailable`
-    judges it in the job. A job planned for another machine (``here`` false: a cluster's
-    node) decides there."""
+    """Why a job that runs ``workers`` devices, at least ``cuda`` of them GPUs, cannot run them
+    on this machine, decided as the run is planned, so that such a job neither starts torch
+    nor takes cores or a GPU to say so: ``{"reason": ..., "gpus": the GPUs it would have been
+    given}``, else ``{}``. The job would lock ``workers`` of the machine's GPUs, at most the
+    run's ``limit`` (its `gpu` resource), or, with none, run on its ``cores``, as
+    :func:`d2lrepro.core.devices.unavailable` judges it in the job. A job planned for another
+    machine (``here`` false: a cluster's node) decides there."""
     if not here:
         return {}
-    gpus = gpu_request(workers, machine_gpus=machine_gpus, book=False, limit=limit)
-    reason = shortfall.reason(workers, have_cuda=gpus, cores=cores)
+    wanted = max(workers, cuda)
+    gpus = gpu_request(wanted, machine_gpus=machine_gpus, book=False, limit=limit)
+    reason = shortfall.reason(workers, cuda=cuda, have_cuda=gpus, cores=cores)
     return {"reason": reason, "gpus": gpus} if reason else {}
 
 
