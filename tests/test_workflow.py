@@ -348,12 +348,15 @@ def test_one_job_trains_every_airfoil_setting_and_each_lr_run_is_its_own(repo):
 @pytest.mark.parametrize("preset, threads", [("cpu", 3), ("smoke", 1)])
 def test_timing_rules_run_alone_unless_the_preset_lets_them_share(repo, preset, threads):
     """They take every core, so the scheduler runs nothing beside them; under the smoke preset
-    (timings_alone: false) one core, beside other jobs (a dry run shows threads above 1)."""
+    (timings_alone: false) one core, beside other jobs (a dry run shows threads above 1). A
+    job that the plan found short of devices, or whose time no claim can judge here, times
+    nothing: one core (tested above)."""
     result = snakemake(repo, "-n", "--forceall", "--cores", "3", "--config", f"preset={preset}")
     jobs = (result.stdout + result.stderr).split("\n[")
     for rule in TIMING_RULES:
         blocks = [j for j in jobs if f"rule {rule}:" in j]
-        shown = [re.search(r"\n    threads: (\d+)", j) for j in blocks]
+        timing = [j for j in blocks if not re.search(r"\b(shortfall|unjudged)=[^,\s]", j)]
+        shown = [re.search(r"\n    threads: (\d+)", j) for j in timing]
         assert blocks and all((int(m[1]) if m else 1) == threads for m in shown), rule
 
 
@@ -388,6 +391,37 @@ def test_a_run_across_nodes_asks_slurm_for_them(repo, tmp_path):
     }
     assert all(r in asked["lenet.4"] for r in ("nodes=2", "tasks=2", "mpi=srun"))
     assert "mpi=" not in asked["lenet.2"] and "nodes=" not in asked["lenet.2"]
+
+
+@pytest.mark.skipif(not shutil.which("taskset"), reason="needs taskset")
+def test_on_one_core_the_1_device_runs_train_as_jobs_that_time_nothing(repo, tmp_path):
+    """Two devices cannot run on one core, so no claim judges a 1-device run's time: it says
+    so in its `unjudged` resource. A run across nodes decides what it lacks in its job."""
+    extra = tmp_path / "nodes.yaml"
+    extra.write_text(
+        "data_parallel:\n  runs:\n    lenet.4: {model: lenet, devices: 4, nodes: 2, epochs: 1,"
+        " batch_size: 256, lr: 0.2}\n"
+    )
+    targets = [f"results/multidevice/data_parallel/lenet.{d}.seed0.csv" for d in (1, 2, 4)]
+    plan = ["-m", "snakemake", "-n", "--forceall", "--cores", "1", "--configfile", str(extra)]
+    result = subprocess.run(
+        ["taskset", "-c", "0", sys.executable, *plan, "--", *targets],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    asked = {  # run -> the resources line of its job
+        line.split("run=")[1].split(",")[0]: next(r for r in lines[i:] if "resources:" in r)
+        for i, line in enumerate(lines)
+        if "wildcards: run=" in line
+    }
+    why = "needs 2 devices, the job that measured it could use 1 (1 CPU core)"
+    assert f"unjudged={why}" in asked["lenet.1"]
+    said = re.compile(r"\b(shortfall|unjudged)=[^,]")  # a reason: not empty
+    assert f"shortfall={why}" in asked["lenet.2"] and "unjudged=," in asked["lenet.2"]
+    assert not said.search(asked["lenet.4"])
 
 
 def test_bad_config_stops_before_any_job(repo):
@@ -591,7 +625,7 @@ def validated(scheduler):
             asked[job.rule.name] = max(asked.get(job.rule.name, 0), value)
         name = ".".join([job.rule.name, *map(str, job.wildcards_dict.values())])
         resources = [job.scheduler_resources.get(k, 0) for k in ("gpu", "gpu_share")]
-        why = [job.resources.get(key, "") for key in ("shortfall", "untimed")]
+        why = [job.resources.get(key, "") for key in ("shortfall", "unjudged")]
         each[name] = [job.threads, *resources, *why]
     return schedule(scheduler)
 
@@ -669,7 +703,7 @@ def test_a_job_short_of_devices_is_planned_light(repo, gpus, given):
     """On a machine (or a run) of one GPU, the jobs that need 2 devices take one core and no
     GPU, and carry the reason; the cost model and the book's one-process code run what one
     device can on one core and a share of the GPU; so do the 1-device runs, whose times no
-    claim judges without a 2-device run, and their `untimed` resource says why."""
+    claim judges without a 2-device run, and their `unjudged` resource says why."""
     each = plan_on_gpus(repo, gpus, "book", given)["each"]
     why = "needs 2 devices, the job that measured it could use 1 (1 GPU)"
     for name in ("data_parallel_run.lenet.2.0", "parameter_server"):
@@ -680,17 +714,16 @@ def test_a_job_short_of_devices_is_planned_light(repo, gpus, given):
         assert each[f"data_parallel_run.{run}.0"] == [1, 0, 1, "", why], run
 
 
-def test_without_a_gpu_the_book_s_one_process_code_is_planned_light(repo):
-    """It needs GPUs, which cores do not stand in for: one core, no GPU, and the reason."""
-    each = plan_on_gpus(repo, 0, "cpu", [])["each"]
-    assert each["single_process"] == [
-        1,
-        0,
-        0,
-        "needs 2 GPUs, the job that measured it could use none",
-        "",
-    ]
-    assert each["data_parallel_run.lenet.1.0"] == [2, 0, 0, "", ""]
+@pytest.mark.parametrize("preset", ["cpu", "book"])
+def test_without_a_gpu_the_book_s_one_process_code_is_planned_light(repo, preset):
+    """It needs GPUs, which cores do not stand in for: one core, no GPU (under the book preset
+    too, which asks for GPUs where the machine has none, as a cluster's login node), and the
+    reason."""
+    each = plan_on_gpus(repo, 0, preset, [])["each"]
+    why = "needs 2 GPUs, the job that measured it could use none"
+    assert each["single_process"] == [1, 0, 0, why, ""]
+    # the 1-device runs time on the cores (the book preset asks a cluster for a GPU)
+    assert each["data_parallel_run.lenet.1.0"] == [2, int(preset == "book"), 0, "", ""]
 
 
 @pytest.mark.e2e
@@ -721,7 +754,7 @@ def test_a_job_with_its_devices_is_not_light(repo, gpus):
     """Two GPUs, or two cores of a machine without GPUs, run the 2-device jobs, and the 1-device
     runs time alone beside them (the book's one-process code needs GPUs)."""
     each = plan_on_gpus(repo, gpus, "cpu", [])["each"]
-    light = {name for name, (*_, short, untimed) in each.items() if short or untimed}
+    light = {name for name, (*_, short, unjudged) in each.items() if short or unjudged}
     assert each and light == (set() if gpus else {"single_process"})
     assert each["parameter_server"][:2] == [2, gpus]
     assert each["data_parallel_run.lenet.1.0"][:2] == [2, min(gpus, 1)]

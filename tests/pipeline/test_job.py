@@ -108,11 +108,11 @@ print("torch" in sys.modules)
 """
 
 
-@pytest.mark.parametrize("gpus, when_short", [(1, ""), (0, "gpu share")])
+@pytest.mark.parametrize("gpus, when_short", [(1, ""), (0, "shared if a GPU")])
 def test_a_job_the_plan_found_short_records_the_machine_without_torch(tmp_path, gpus, when_short):
     """It locks nothing and starts no torch; its record is the machine's, with the GPUs the
     plan would have given it, and its log says why it measures nothing. So does a job that
-    measures what one GPU can (``"gpu share"``) where the plan gave it none."""
+    measures what one GPU can (``"shared if a GPU"``) where the plan gave it none."""
     machine = {
         "host": platform.node(),
         "threads": None,
@@ -136,12 +136,12 @@ def test_a_job_the_plan_found_short_records_the_machine_without_torch(tmp_path, 
 
 
 @pytest.mark.parametrize(
-    "short, when_short", [(False, None), (True, "shared"), (True, "gpu share")]
+    "short, when_short", [(False, None), (True, "shared"), (True, "shared if a GPU")]
 )
 def test_a_job_planned_to_share_locks_a_share_sets_its_threads_and_says_it_shared(
     monkeypatch, tmp_path, short, when_short
 ):
-    """A job whose time no claim judges here (its `untimed` resource), and one short of
+    """A job whose time no claim judges here (its `unjudged` resource), and one short of
     devices that still runs what one device can (``when_short``), take a share of a GPU
     instead of GPUs of their own, run torch on their one thread, and record that they did not
     run alone."""
@@ -152,7 +152,7 @@ def test_a_job_planned_to_share_locks_a_share_sets_its_threads_and_says_it_share
     why = "needs 2 devices, the job that measured it could use 1 (1 GPU)"
     snakemake = snakemake_object(tmp_path / "a.log", params={"ran_alone": True})
     snakemake.resources = SimpleNamespace(
-        gpu=0, gpu_share=1, untimed="" if short else why, shortfall=why if short else ""
+        gpu=0, gpu_share=1, unjudged="" if short else why, shortfall=why if short else ""
     )
     snakemake.resources.shortfall_gpus = 1
     snakemake.output = {"machines": str(tmp_path / "m.json")}

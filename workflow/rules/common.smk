@@ -164,8 +164,10 @@ def shortfall_of(workers, cuda=0):
     """A function of a job's wildcards: why the job cannot run its ``workers`` devices (a
     number, or a function of the wildcards), at least ``cuda`` of them GPUs, on one node here,
     as the run is planned (settings.planned_shortfall: {"reason", "gpus"}, else {}). Such a
-    job starts no torch, takes one core and no GPU (see when_short) and writes "not
-    applicable here"; a job submitted to a cluster decides on its node."""
+    job takes one core (see when_short) and writes "not applicable here" for what it lacks:
+    without torch or a GPU, or, where it still measures what one device can (job.start's
+    when_short), on a share of a GPU. A job submitted to a cluster decides on its node.
+    """
 
     def shortfall(wildcards):
         return settings.planned_shortfall(
@@ -180,15 +182,17 @@ def shortfall_of(workers, cuda=0):
     return shortfall
 
 
-def untimed_where(compared, own):
-    """A function of a job's wildcards: why no claim judges the job's time here, "" where one
-    may. The job measures here (``own``, a shortfall_of, finds nothing), but every timing its
-    time would be compared with cannot run here (``compared``, a shortfall_of, finds a
-    shortfall, which this returns). Such a job trains as jobs that time nothing do: on one
-    core and a share of a GPU (needs(..., shared=...)), beside other jobs, and its record
-    says it did not run alone (job.start reads this as its `untimed` resource)."""
+def unjudged_time(compared, jobs):
+    """A function of a job's wildcards: why no claim can judge here the time of a job that
+    ``jobs`` (a function of the wildcards) picks, "" where one may: every timing its time is
+    compared with needs what this machine lacks as the run is planned (``compared``, a
+    shortfall_of, finds it; this returns its reason). Such a job measures, but as jobs that
+    time nothing do: on one core and a share of a GPU where there is one (needs(...,
+    shared=...)), beside other jobs, and its record says it did not run alone (job.start
+    reads the reason as its `unjudged` resource). A job submitted to a cluster times alone.
+    """
     return lambda wildcards: (
-        "" if own(wildcards) else compared(wildcards).get("reason", "")
+        compared(wildcards).get("reason", "") if jobs(wildcards) else ""
     )
 
 

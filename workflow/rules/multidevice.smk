@@ -2,7 +2,7 @@
 # cores (so that its timing is its own) and is not applicable, not failed, where the machine
 # lacks the devices. Where the run's plan already knows that (shortfall_of), the job is a
 # light one: one core, no GPU and no torch, and writes what is not applicable. Where it knows
-# that no claim can judge a job's time (untimed_where), the job trains on one core and a share
+# that no claim can judge a job's time (unjudged_time), the job trains on one core and a share
 # of a GPU, as jobs that time nothing do.
 
 from d2lrepro.multidevice import data_parallel
@@ -50,10 +50,14 @@ DATA_PARALLEL_SHORT = shortfall_of(
         else 1
     )
 )
-# A 1-device run's time is judged only against a run of more devices (the speed-ups): where no
-# 2 devices can run here, the runs that can train as jobs that time nothing do.
-DATA_PARALLEL_UNTIMED = untimed_where(shortfall_of(2), DATA_PARALLEL_SHORT)
-DATA_PARALLEL_NOT_TIMING = lambda w: DATA_PARALLEL_SHORT(w) or DATA_PARALLEL_UNTIMED(w)
+# A 1-device run's time is judged only against runs of more devices (the speed-ups): where 2
+# devices cannot run here, it trains as jobs that time nothing do.
+DATA_PARALLEL_UNJUDGED = unjudged_time(
+    shortfall_of(2),
+    lambda w: S["data_parallel"]["runs"][w.run]["devices"] == 1
+    and S["data_parallel"]["runs"][w.run]["nodes"] == 1,
+)
+DATA_PARALLEL_ONE_CORE = lambda w: DATA_PARALLEL_SHORT(w) or DATA_PARALLEL_UNJUDGED(w)
 
 
 rule data_parallel_run:
@@ -77,7 +81,7 @@ rule data_parallel_run:
         seed=r"\d+",
     conda:
         ENV
-    threads: when_short(DATA_PARALLEL_NOT_TIMING, 1, timing_threads)
+    threads: when_short(DATA_PARALLEL_ONE_CORE, 1, timing_threads)
     resources:
         **needs(
             8000,
@@ -87,10 +91,10 @@ rule data_parallel_run:
                 0,
                 lambda w: S["data_parallel"]["runs"][w.run]["devices"],
             ),
-            shared=DATA_PARALLEL_UNTIMED,
+            shared=DATA_PARALLEL_UNJUDGED,
         ),
         **shortfall_resources(DATA_PARALLEL_SHORT),
-        untimed=DATA_PARALLEL_UNTIMED,
+        unjudged=DATA_PARALLEL_UNJUDGED,
         nodes=lambda w: SPANNING_NODES[w.run],
         tasks=lambda w: SPANNING_NODES[w.run],
         mpi=lambda w: "srun" if SPANNING_NODES[w.run] else None,
@@ -201,6 +205,7 @@ SINGLE_PROCESS_RUNS = [f"{m}.{d}" for m in MULTIGPU_MODELS for d in (1, 2)]
 # what one allows on one core and a share of a GPU, as jobs that time nothing do, and with no
 # GPU it runs nothing, on one core.
 SINGLE_PROCESS_SHORT = shortfall_of(2, cuda=2)
+SINGLE_PROCESS_SHARES = lambda w: SINGLE_PROCESS_SHORT(w).get("gpus", 0) > 0
 
 
 rule single_process:
@@ -220,7 +225,12 @@ rule single_process:
         ENV
     threads: when_short(SINGLE_PROCESS_SHORT, 1, timing_threads)
     resources:
-        **needs(8000, 240, gpus=2, shared=SINGLE_PROCESS_SHORT),
+        **needs(
+            8000,
+            240,
+            gpus=when_short(SINGLE_PROCESS_SHORT, 0, 2),
+            shared=SINGLE_PROCESS_SHARES,
+        ),
         **shortfall_resources(SINGLE_PROCESS_SHORT),
     params:
         ran_alone=TIMINGS_ALONE,

@@ -205,7 +205,8 @@ def run_book(runs: dict, seed: int, data_path, outputs: dict, planned_gpus: int 
     settings of that multi-device run, on as many GPUs), written to ``outputs[name]``, or why
     it cannot run here. 1 and 2 GPUs both run the book's code, so their times compare like
     with like. ``planned_gpus``: the GPUs the run's plan gave the job where it found it short
-    of some (None: it found none); with 0 none of the runs can run, and nothing starts torch."""
+    of some (None: the plan found no shortfall); with 0 none of the runs can run, and nothing
+    starts torch."""
     if planned_gpus == 0:
         for name, run in runs.items():
             why = shortfall.reason(cuda=run["devices"])

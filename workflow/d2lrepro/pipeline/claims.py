@@ -137,10 +137,12 @@ def _lacking(rows: pd.DataFrame, status: pd.Series) -> pd.DataFrame:
 
 # How the reason of a claim that did not reproduce begins where a check failed.
 FAILED_CHECK = "failed: "
-# A job that times shares the machine only where the preset allows it (timings_alone: false).
+# A job that times shares the machine only where the preset allows it (timings_alone: false),
+# or where its plan found that no claim could judge its time (common.smk's unjudged_time).
 RAN_BESIDE_OTHERS = (
-    "timed by a job that ran beside other jobs (timings_alone: false); a run whose timings"
-    " run alone (timings_alone: true, as in the book and cpu presets) judges it"
+    "timed by a job that ran beside other jobs (timings_alone: false, or planned so where no"
+    " claim could judge its time); a run whose timings run alone (timings_alone: true, as in"
+    " the book and cpu presets, on the devices the claim needs) judges it"
 )
 
 

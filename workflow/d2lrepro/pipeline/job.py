@@ -40,11 +40,11 @@ def start(
     A job whose shortfall of devices the run's plan found (:func:`shortfall`) is a light
     one: with ``when_short="shared"`` it still measures what one device can, on a share of a
     GPU, in its own process, with its threads, and records that it did not run alone;
-    ``"gpu share"`` does so where the plan gave it a GPU (the rest of what it measures needs
-    one); otherwise it measures nothing, so it starts no torch, locks no GPU and records the
+    ``"shared if a GPU"`` does so where the plan gave it a GPU (what it measures needs one);
+    otherwise it measures nothing, so it starts no torch, locks no GPU and records the
     machine as a job given the GPUs the plan would have given it sees it
     (:func:`d2lrepro.core.environment.as_given`). A job whose time the plan found no claim can
-    judge here (its ``untimed`` resource says why: common.smk's untimed_where) measures on a
+    judge here (its ``unjudged`` resource says why: common.smk's unjudged_time) measures on a
     share of a GPU too, with its threads and its workers, and records that it did not run
     alone.
     """
@@ -55,10 +55,10 @@ def start(
     # what a job planned to share the machine records, where its rule times (passes ran_alone)
     beside_others = None if ran_alone is None else False
     short = shortfall(snakemake)
-    untimed = getattr(snakemake.resources, "untimed", "")
+    unjudged = getattr(snakemake.resources, "unjudged", "")
     if short:
         log.info("not applicable here, as the run was planned: %s", short["reason"])
-        if when_short is None or (when_short == "gpu share" and not short["gpus"]):
+        if when_short is None or (when_short == "shared if a GPU" and not short["gpus"]):
             machine = json.loads(Path(snakemake.input.environment).read_text())
             provenance.record_job(
                 snakemake.output.machines,
@@ -68,11 +68,11 @@ def start(
             )
             return log
         gpus, threads, workers, ran_alone = "shared", True, False, beside_others
-    elif untimed:
+    elif unjudged:
         log.info(
             "no claim judges its time here, as the run was planned (what it would be compared"
             " with %s): it trains beside other jobs",
-            untimed,
+            unjudged,
         )
         gpus, threads, ran_alone = "shared" if gpus else gpus, True, beside_others
     if gpus:
