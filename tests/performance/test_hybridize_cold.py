@@ -1,5 +1,6 @@
 """The book's cold loop timed in fresh processes (d2lrepro.performance.hybridize_cold)."""
 
+import os
 import subprocess
 import sys
 import time
@@ -62,6 +63,17 @@ def test_a_child_that_leaves_no_reply_or_a_server_that_cannot_start_says_why():
         assert printing("to stderr, not into the replies") is None
     with hybridize_cold.fork_server("operator", "mul") as repeat:
         assert repeat("x", 1 << 20) == "x" * (1 << 20)  # longer than a pipe holds
+
+
+def test_a_server_that_closes_its_output_before_it_ends_says_why(tmp_path, monkeypatch):
+    """The end of its output comes before its exit: the reason is still its own."""
+    (tmp_path / "closes_early.py").write_text(
+        "import os, time\nos.close(1)\ntime.sleep(1)\nraise SystemExit('closed, then ended')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    with hybridize_cold.fork_server("closes_early", "f") as call:
+        with pytest.raises(RuntimeError, match="closed, then ended"):
+            call()
 
 
 def _gone(pid: int) -> bool:

@@ -125,10 +125,13 @@ def fork_server(module: str, name: str, timeout: float = TIMEOUT_S):
                 server.stdin.flush()
             except (OSError, ValueError) as error:
                 raise failure(f"the server is gone: {error}") from error
-            ready = select.select([server.stdout], [], [], timeout)[0]
-            line = server.stdout.readline() if ready else ""
-            if not line:
+            if not select.select([server.stdout], [], [], timeout)[0]:
                 raise failure(f"no reply in {timeout:g} s")
+            line = server.stdout.readline()
+            if not line:  # the end of its output: it is ending, and its stderr will say why
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    server.wait(timeout=10)
+                raise failure("the server ended without a reply")
             try:
                 reply = json.loads(line)
             except ValueError as error:
