@@ -64,13 +64,37 @@ def test_the_server_forks_only_from_one_thread_and_names_the_others():
         "    time.sleep(30)\n"
         "threading.Thread(target=sleeper, name='napper', daemon=True).start()\n"
         "named.wait()\n"
-        "job_forks.fork_safe()\n"
+        "job_forks.fork_safe('sleepy')\n"
     )
     done = in_server_env("-c", check)
     assert done.returncode == 1, done.stderr
     error = done.stderr.rstrip().splitlines()[-1]
-    assert error.startswith("RuntimeError: the job server runs 2 threads (")
+    assert error.startswith("RuntimeError: the job server runs 2 threads after importing sleepy (")
     assert error.endswith(", sleeper; of them started by Python: napper); it may fork only one")
+
+
+def test_the_server_s_imports_ask_cuda_nothing(tmp_path):
+    """Asked for its devices, the CUDA driver starts a thread of its own, after which the server
+    may not fork: none of the modules it imports asks. torch.utils.cpp_extension asks as it is
+    imported by a CUDA build of torch that finds CUDA's files (as torch.utils.benchmark imports
+    it), so the package imports that where it times. This torch answers as such a build once
+    the libraries are imported (as a CUDA build, torch._dynamo would not import here)."""
+    check = (
+        "import importlib, os, torch\n"
+        "from d2lrepro.pipeline import job_forks\n"
+        "for name in job_forks.WARM:\n"
+        "    importlib.import_module(name)\n"
+        "def asked(*args, **kwargs):\n"
+        "    raise AssertionError('an import asked CUDA for its devices')\n"
+        "torch.cuda.is_available = torch.cuda.device_count = asked\n"
+        "torch.accelerator.is_available = torch.accelerator.device_count = asked\n"
+        "torch.cuda._is_compiled = lambda: True\n"
+        "torch.version.cuda = '13.0'\n"
+        f"os.environ['CUDA_HOME'] = {str(tmp_path)!r}\n"
+        "job_forks.warm_up()\n"
+    )
+    done = in_server_env("-c", check)
+    assert done.returncode == 0, done.stderr
 
 
 def test_where_pyarrow_is_installed_the_server_s_imports_start_no_thread():

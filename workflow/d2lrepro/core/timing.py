@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 
 import torch
-from torch.utils import benchmark
 
 from d2lrepro.core.devices import synchronize
 from d2lrepro.core.results import metric
@@ -41,6 +40,10 @@ def time_fn(fn: Callable, device, min_run_time: float = 0.2, max_run_time: float
     (Timer's default clock waits for the current accelerator, which need not be ``device``),
     and the thread count is torch's current one (Timer's own default is 1).
     """
+
+    # imported here, not with this module: importing it asks the CUDA driver for its devices,
+    # which starts a driver thread, and the job server imports every module before it forks
+    from torch.utils import benchmark
 
     def clock():
         synchronize(device)

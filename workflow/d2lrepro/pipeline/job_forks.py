@@ -50,9 +50,11 @@ def warm_up() -> dict[str, int]:
     matplotlib.use("Agg")
     for name in WARM:
         importlib.import_module(name)
+        fork_safe(name)
     package = importlib.import_module("d2lrepro")
     for module in pkgutil.walk_packages(package.__path__, "d2lrepro."):
         importlib.import_module(module.name)
+        fork_safe(module.name)
     return before
 
 
@@ -62,9 +64,11 @@ def sources() -> dict[str, int]:
     return {str(p): p.stat().st_mtime_ns for p in sorted(root.rglob("*.py"))}
 
 
-def fork_safe() -> None:
-    """Fail where the imports started what a forked child could not use: a second thread (a
-    pool the child would lack; the CUDA driver starts threads as it initializes), or CUDA."""
+def fork_safe(imported: str | None = None) -> None:
+    """Fail where the imports, up to ``imported`` where it is named, started what a forked child
+    could not use: a second thread (a pool the child would lack; the CUDA driver starts one as
+    soon as it is asked for its devices), or CUDA."""
+    after = f" after importing {imported}" if imported else ""
     threads = thread_names()
     if len(threads) != 1:
         started = ", ".join(
@@ -72,11 +76,14 @@ def fork_safe() -> None:
         )
         by_python = f"; of them started by Python: {started}" if started else ""
         raise RuntimeError(
-            f"the job server runs {len(threads)} threads ({', '.join(threads)}{by_python}); it"
-            " may fork only one"
+            f"the job server runs {len(threads)} threads{after} ({', '.join(threads)}"
+            f"{by_python}); it may fork only one"
         )
-    if sys.modules["torch"].cuda.is_initialized():
-        raise RuntimeError("an import started CUDA in the job server; children could not use it")
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise RuntimeError(
+            f"an import started CUDA in the job server{after}; children could not use it"
+        )
 
 
 def thread_names() -> list[str]:
@@ -97,7 +104,6 @@ def serve(path: Path, run: int) -> None:
     stopped = []
     signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
     imported = warm_up()
-    fork_safe()
     gc.freeze()  # no child's collection then writes to (and so copies) the pages they share
     os.close(
         os.pidfd_open(os.getpid())
