@@ -2,7 +2,7 @@
 measured wall time and the workflow's own plan, beside the runs that measured the times.
 
     .venv/bin/python tests/schedule_estimate.py [--run LABEL JOBS PRESET CORES GPUS SECONDS]...
-        [--light-seconds S]
+        [--estimate-jobs JOBS] [--light-seconds S] [--imports-seconds I]
 
 JOBS is a run's benchmarks/ folder or a TSV of job and seconds (the GPU run's job-seconds.tsv);
 SECONDS the run's measured wall time. Without --run it checks the first GPU run
@@ -13,7 +13,9 @@ S seconds (0.5 by default, what one took on a 2-core machine); a job that does t
 several measured ones (all the airfoil settings in one) their time with its start-up paid
 once; and, besides, with each job forked from the job server, I seconds sooner than a job that
 starts its own Python and imports torch (--imports-seconds: 1.63 by default, the GPU run's
-shortest job that imports torch, an upper bound).
+shortest job that imports torch, an upper bound). With --estimate-jobs, the estimates take
+the job times of a run of this tree instead, its light jobs as measured (a TSV can add a time
+for a job the run did not reach).
 
 The plan is the workflow's own: a dry run of this tree as a machine of CORES cores and GPUS
 GPUs would plan it (the Snakefile's GPU count faked), which gives each job's threads (a job
@@ -191,6 +193,18 @@ def job_time(job: Job, times: dict[str, float]) -> float:
     return sum(parts) - (len(parts) - 1) * min(parts) if parts else 0.0
 
 
+def estimated(jobs: list[Job], times: dict[str, float], light_seconds: float | None) -> list[float]:
+    """Each job's time as this tree plans it, from ``times``: a light job that measures nothing
+    takes ``light_seconds`` (where the times come from an older plan, whose jobs short of
+    devices held the machine), else its measured time."""
+    return [
+        light_seconds
+        if light_seconds is not None and j.light and j.rule not in MEASURES_WHEN_LIGHT
+        else job_time(j, times)
+        for j in jobs
+    ]
+
+
 def simulate(jobs: list[Job], seconds: list[float], limits: dict) -> float:
     """The wall time of ``jobs``, each taking ``seconds``, on a machine of ``limits`` (at most
     this much of each resource at once; None: no limit): list scheduling. Whenever a job ends,
@@ -250,6 +264,14 @@ def main() -> None:
         help="what the job server saves each job there (at most its shortest torch job)",
     )
     parser.add_argument(
+        "--estimate-jobs",
+        type=Path,
+        metavar="JOBS",
+        help="job times of a run of this tree for the estimates (a benchmarks/ folder or a TSV"
+        " of job and seconds), its light jobs at their measured times; default: the first GPU"
+        " run's, planned by its commit",
+    )
+    parser.add_argument(
         "--light-seconds",
         type=float,
         default=0.5,
@@ -273,13 +295,16 @@ def main() -> None:
         at = f" at {commit}" if commit else ""
         print(f"  on {cores} cores and {gpus} GPUs{at}; no time measured (0 s): {unmeasured}")
     label, source, preset, cores, gpus, _ = H200_RUN
+    if args.estimate_jobs:
+        label, source = str(args.estimate_jobs), args.estimate_jobs
     limits, jobs = plan(preset, cores, gpus)
     times = measured(source)
-    idle = [j.light and j.rule not in MEASURES_WHEN_LIGHT for j in jobs]
-    light = [args.light_seconds if i else job_time(j, times) for i, j in zip(idle, jobs)]
+    light_seconds = None if args.estimate_jobs else args.light_seconds
+    light = estimated(jobs, times, light_seconds)
+    idle = sum(j.light and j.rule not in MEASURES_WHEN_LIGHT for j in jobs) if light_seconds else 0
     print(
         f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU (job times: {label}),"
-        f" as this tree plans it, {sum(j.light for j in jobs)} light jobs ({sum(idle)} taking"
+        f" as this tree plans it, {sum(j.light for j in jobs)} light jobs ({idle} taking"
         f" {args.light_seconds} s each): {_time(simulate(jobs, light, limits))};"
         f" with the job server, each job {args.imports_seconds} s sooner:"
         f" {_time(simulate(jobs, forked(jobs, light, args.imports_seconds), limits))}"

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 import schedule_estimate
-from schedule_estimate import Job, forked, simulate
+from schedule_estimate import Job, estimated, forked, simulate
 
 CORES = {"_cores": 2, "gpu": None, "gpu_share": None}
 
@@ -55,6 +55,17 @@ def test_a_forked_job_saves_the_imports_but_not_its_hand_over_and_a_light_job_no
     light = Job("x2", "x", {"_cores": 1}, light=True)
     jobs = [light, one_core("x1", rule="x"), one_core("y", rule="y")]
     assert forked(jobs, [0.5, 10.0, 1.0], imports=1.5) == [0.5, 8.5, schedule_estimate.HAND_OVER]
+
+
+def test_a_light_job_takes_the_light_time_only_where_its_times_come_from_an_older_plan():
+    jobs = [
+        Job("x2", "x", {"_cores": 1}, light=True),
+        Job("single_process", "single_process", {"_cores": 1}, light=True),
+        one_core("y"),
+    ]
+    times = {"x2": 8.0, "single_process": 3.0, "y": 2.0}
+    assert estimated(jobs, times, light_seconds=0.5) == [0.5, 3.0, 2.0]
+    assert estimated(jobs, times, light_seconds=None) == [8.0, 3.0, 2.0]
 
 
 def test_job_times_come_from_a_benchmarks_folder_or_a_table(tmp_path):
