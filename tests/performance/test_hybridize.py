@@ -43,6 +43,13 @@ def test_script_matches_eager(hybrid_rows):
     assert verdict_of("hyb.mlp_out", hybrid_rows) == REPRODUCED
 
 
+def test_the_log_says_what_each_step_took(caplog):
+    caplog.set_level("INFO", logger="d2lrepro.performance.hybridize")
+    hybridize.hybridize(batch_sizes=(2,), modes=("eager",), n_calls=2, cold_batch=None, **FAST)
+    steps = [m.split(" in ")[0] for m in caplog.messages if m.startswith("hyb.batch2")]
+    assert steps == ["hyb.batch2 on cpu: the modes timed", "hyb.batch2 on cpu: the ratios timed"]
+
+
 def test_a_missing_compiler_is_named_and_not_applicable(monkeypatch):
     monkeypatch.setattr(hybridize.shutil, "which", lambda name: None)
     rows = hybridize.hybridize(batch_sizes=(1,), modes=("eager", "compile"), n_calls=2, **FAST)

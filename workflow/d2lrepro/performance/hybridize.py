@@ -20,6 +20,7 @@ import math
 import os
 import re
 import shutil
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -127,12 +128,23 @@ def hybridize(
         x = torch.randn(batch, 512, device=device)
         name = f"{prefix}.batch{batch}"
         timings = (n_calls, device, min_run_time, max_run_time)
+        started = time.perf_counter()
         medians, timed = _timed_modes(nets, unusable, x, eager(x).detach(), name, *timings)
+        started = _progress(f"{name} on {device}: the modes timed", started)
         rows += timed + _ratios(nets, unusable, medians, x, name, device, paired)
+        started = _progress(f"{name} on {device}: the ratios timed", started)
         if batch == cold_batch:
             cold = (batch, n_calls, device, seed, cold_pairs)
             rows += _cold_loops(f"{name}.naive", medians, unusable, *cold)
+            _progress(f"{name} on {device}: the cold loops run", started)
     return rows
+
+
+def _progress(done: str, since: float) -> float:
+    """Log the seconds ``done`` took since ``since``; now, for the next step."""
+    now = time.perf_counter()
+    log.info("%s in %.1f s", done, now - since)
+    return now
 
 
 def _converted(eager: nn.Module, modes, device: torch.device) -> tuple[dict, dict]:
