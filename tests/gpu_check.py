@@ -3,7 +3,8 @@ tests (``pytest -m cuda``), ResNet-18 on all of Fashion-MNIST at the book's batc
 the GPU experiments of the ``cpu`` preset through Snakemake in a scratch copy of the
 repository (never the user's results tree).
 
-    .venv/bin/python tests/gpu_check.py [--dry-run] [--mirror ../shared/data] [--out-dir .]
+    .venv/bin/python tests/gpu_check.py [--dry-run] [--whole-preset] [--mirror ../shared/data]
+        [--out-dir .]
 
 Each part runs in processes of its own under a time limit; one that fails or runs out of time
 is recorded, and the next still runs. The experiments go last and take what is left of the 8
@@ -11,6 +12,10 @@ minutes. Everything lands in one folder, ``gpu-check-<host>-<date>-<id>/``: each
 the experiments' metrics CSVs and machine records, each job's wall time, ResNet-18's epochs,
 and ``summary.md``, whose rows go into docs/timings.md as they are. Without CUDA it stops at
 once (exit 2); ``--dry-run`` prints the plan anywhere. Exit 1 when a part did not end well.
+
+With ``--whole-preset`` it times the whole ``cpu`` preset instead (every rule, the claims and
+the report, fetching its own data), first, within 6 minutes, then runs the CUDA tests, and
+leaves ResNet-18 out: the check of the preset's wall time on the machine.
 """
 
 from __future__ import annotations
@@ -64,6 +69,9 @@ FASHION_MNIST = paths.RESULTS / "data" / "fashion_mnist.pt"
 OK = "ok"
 RESNET_PART = "ResNet-18, all of Fashion-MNIST, batch 256, 2 epochs"
 GPU_RUNS = "the GPU experiments of the `cpu` preset"
+WHOLE_RUN = "the whole `cpu` preset"
+# The whole preset's limit: the CUDA tests (150 s) and the stops' grace still fit after it.
+WHOLE_S = 360
 
 
 @dataclass
@@ -132,20 +140,30 @@ def resnet_epochs(out: Path) -> str:
     )
 
 
-def plan(scratch: Path, out: Path, mirror: Path | None, gpus: int) -> list[Part]:
+def plan(
+    scratch: Path, out: Path, mirror: Path | None, gpus: int, whole: bool = False
+) -> list[Part]:
     """The parts, in the order they run: ``scratch`` is the copy of the repository the
-    experiments run in, ``out`` the output folder."""
+    experiments run in, ``out`` the output folder; ``whole``: the whole preset, first, and the
+    CUDA tests, in place of the GPU experiments and ResNet-18."""
     python = sys.executable
     pytest = [python, "-m", "pytest", "-m", "cuda", "-v"]
     resnet = [python, "-m", "d2lrepro.multidevice.parts.worker", *RESNET]
     resnet += ["--data", str(scratch / FASHION_MNIST), "--out", str(out / "resnet18.csv")]
-    experiments = [python, "-m", "snakemake", *GPU_RULES, *data_parallel_targets(gpus)]
+    targets = [] if whole else [*GPU_RULES, *data_parallel_targets(gpus)]
+    experiments = [python, "-m", "snakemake", *targets]
     experiments += ["--cores", "all", "--keep-going", "--config", "preset=cpu"]
     experiments += [f"data_mirror={mirror}"] if mirror else []
     # Snakemake's default scheduler solves with pulp; without it, its greedy one serves.
     experiments += ["--scheduler", "greedy"] if importlib.util.find_spec("pulp") is None else []
+    tests = Part("`pytest -m cuda`", pytest, REPO, "pytest.log", 150, "pytest", pytest_tally)
+    if whole:
+        preset = Part(
+            WHOLE_RUN, experiments, scratch, "snakemake.log", WHOLE_S, "snakemake", snakemake_steps
+        )
+        return [preset, tests]
     return [
-        Part("`pytest -m cuda`", pytest, REPO, "pytest.log", 150, "pytest", pytest_tally),
+        tests,
         Part(RESNET_PART, resnet, scratch, "resnet18.log", 90, "torch", resnet_epochs),
         Part(GPU_RUNS, experiments, scratch, "snakemake.log", None, "snakemake", snakemake_steps),
     ]
@@ -209,14 +227,18 @@ def run_part(part: Part, out: Path, deadline: float, env: dict) -> Outcome:
 
 
 def collect(scratch: Path, out: Path) -> list[tuple[str, float]]:
-    """Copy the experiments' CSVs, machine records and job logs from ``scratch`` to ``out``,
-    write each job's wall time (Snakemake's benchmarks) to job-seconds.tsv and return them."""
-    for chapter in ("performance", "multidevice"):
-        for path in sorted((scratch / paths.RESULTS / chapter).rglob("*")):
+    """Copy the experiments' CSVs, machine records and job logs, and the claims' verdicts where
+    the run reached them, from ``scratch`` to ``out``; write each job's wall time (Snakemake's
+    benchmarks) to job-seconds.tsv and return them."""
+    results = scratch / paths.RESULTS
+    for chapter in ("optimization", "performance", "multidevice"):
+        for path in sorted((results / chapter).rglob("*")):
             if path.suffix in (".csv", ".json"):
                 copy = out / path.relative_to(scratch)
                 copy.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, copy)
+    if (results / "claims.csv").exists():
+        shutil.copy2(results / "claims.csv", out / "claims.csv")
     if (scratch / "logs").is_dir():
         shutil.copytree(scratch / "logs", out / "logs")
     jobs = []
@@ -292,10 +314,11 @@ def summary(
     return "\n".join(lines) + "\n"
 
 
-def print_plan(parts: list[Part], mirror: Path | None, gpus: int) -> None:
+def print_plan(parts: list[Part], mirror: Path | None, gpus: int, whole: bool) -> None:
     print(f"The GPU check runs, in at most {TOTAL_S} s, as planned for {gpus} GPU(s):")
     source = mirror or "its URLs"
-    print(f"- Fashion-MNIST from {source}, prepared in SCRATCH/{FASHION_MNIST}")
+    if not whole:
+        print(f"- Fashion-MNIST from {source}, prepared in SCRATCH/{FASHION_MNIST}")
     for part in parts:
         limit = f"{part.limit:.0f} s" if part.limit else "what is left"
         print(f"- {part.name} (limit: {limit}), in {part.cwd}:\n    {shlex.join(part.command)}")
@@ -308,12 +331,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mirror", type=Path, default=default_mirror)
     parser.add_argument("--out-dir", type=Path, default=Path.cwd(), help="where its folder goes")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    parser.add_argument(
+        "--whole-preset",
+        action="store_true",
+        help="time the whole cpu preset, then run the CUDA tests (no GPU experiments apart, no"
+        " ResNet-18)",
+    )
     args = parser.parse_args(argv)
     start = time.monotonic()
     mirror = args.mirror.resolve() if args.mirror.is_dir() else None
     gpus = settings.local_gpus()
+    whole = args.whole_preset
     if args.dry_run:
-        print_plan(plan(Path("SCRATCH"), Path("OUT"), mirror, max(gpus, 1)), mirror, max(gpus, 1))
+        planned = plan(Path("SCRATCH"), Path("OUT"), mirror, max(gpus, 1), whole)
+        print_plan(planned, mirror, max(gpus, 1), whole)
         return 0
     if not gpus:
         sys.stderr.write("gpu_check: no CUDA device here, and the check needs one (--dry-run")
@@ -329,8 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         scratch = Path(tmp) / "repo"
         shutil.copytree(REPO, scratch, ignore=lambda d, names: [n for n in names if n in SKIP])
-        outcomes = [prepare_data(scratch, mirror)]
-        for part in plan(scratch, out, mirror, gpus):
+        outcomes = [] if whole else [prepare_data(scratch, mirror)]  # the preset fetches its own
+        for part in plan(scratch, out, mirror, gpus, whole):
             outcomes.append(run_part(part, out, start + TOTAL_S, env))
             print(f"{part.name}: {outcomes[-1].status}, {duration(outcomes[-1].seconds)}")
         jobs = collect(scratch, out)

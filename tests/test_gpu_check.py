@@ -61,6 +61,20 @@ def test_the_dry_run_prints_each_part_s_command_and_runs_nothing(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_the_whole_preset_runs_first_every_rule_fetching_its_own_data_then_the_cuda_tests(
+    tmp_path,
+):
+    done = check("--dry-run", "--whole-preset", "--mirror", tmp_path, CUDA_VISIBLE_DEVICES="")
+    assert done.returncode == 0, done.stderr
+    assert "Fashion-MNIST" not in done.stdout and "parts.worker" not in done.stdout
+    preset, tests = gpu_check.plan(tmp_path, tmp_path, tmp_path, 1, whole=True)
+    assert (preset.name, preset.limit, tests.name) == (gpu_check.WHOLE_RUN, 360, "`pytest -m cuda`")
+    after = preset.command[preset.command.index("snakemake") + 1 :]
+    assert after[:2] == ["--cores", "all"]  # no targets: the whole workflow
+    assert f"data_mirror={tmp_path}" in after and "preset=cpu" in after
+    assert gpu_check.WHOLE_S + tests.limit + 2 * gpu_check.GRACE_S <= gpu_check.TOTAL_S
+
+
 def test_the_experiments_are_every_rule_whose_jobs_lock_a_gpu():
     """A rule that asks for GPUs of its own (``gpus=``) is run by the check: a new one is not
     left out unseen."""
@@ -207,7 +221,7 @@ def test_a_whole_check_records_every_part_in_one_folder(tmp_path, monkeypatch):
         "Path('benchmarks/x.tsv').write_text('s\\th:m:s\\n12.5\\t0:00:12\\n')"
     )
 
-    def fake_plan(scratch, out, mirror, gpus):
+    def fake_plan(scratch, out, mirror, gpus, whole):
         fails = a_part(scratch, "import sys; sys.exit(1)")
         ends = a_part(scratch, measures)
         ends.name, ends.log, ends.result = "q", "q.log", lambda out: "measured"
@@ -226,3 +240,24 @@ def test_a_whole_check_records_every_part_in_one_folder(tmp_path, monkeypatch):
     assert {"p.log", "q.log", "machine.json", "summary.md"} <= {p.name for p in folder.iterdir()}
     summary = (folder / "summary.md").read_text()
     assert "| p | 0 s | failed (exit 1) |" in summary and "| q | 0 s | measured |" in summary
+
+
+def test_the_whole_preset_fetches_its_own_data_and_its_verdicts_are_kept(tmp_path, monkeypatch):
+    judges = "from pathlib import Path\nPath('results').mkdir()\n"
+    judges += "Path('results/claims.csv').write_text('claim,verdict\\n')"
+    planned = []
+
+    def fake_plan(scratch, out, mirror, gpus, whole):
+        planned.append(whole)
+        return [a_part(scratch, judges)]
+
+    def no_data(scratch, mirror):
+        raise AssertionError("the whole preset prepares its own data")
+
+    monkeypatch.setattr(gpu_check.settings, "local_gpus", lambda: 1)
+    monkeypatch.setattr(gpu_check.environment, "describe", lambda **kwargs: H200)
+    monkeypatch.setattr(gpu_check, "prepare_data", no_data)
+    monkeypatch.setattr(gpu_check, "plan", fake_plan)
+    assert gpu_check.main(["--whole-preset", "--out-dir", str(tmp_path)]) == 0
+    (folder,) = tmp_path.iterdir()
+    assert planned == [True] and (folder / "claims.csv").read_text() == "claim,verdict\n"
