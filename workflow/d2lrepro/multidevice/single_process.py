@@ -209,8 +209,7 @@ def run_book(runs: dict, seed: int, data_path, outputs: dict, planned_gpus: int 
     starts torch."""
     if planned_gpus == 0:
         for name, run in runs.items():
-            why = shortfall.reason(cuda=run["devices"])
-            write_not_applicable(outputs[name], f"the book's one-process path {why}")
+            _cannot_run(outputs[name], shortfall.reason(cuda=run["devices"]))
         return
     import torch
 
@@ -220,7 +219,7 @@ def run_book(runs: dict, seed: int, data_path, outputs: dict, planned_gpus: int 
     for name, run in runs.items():
         reason = unavailable(cuda=run["devices"])
         if reason:
-            write_not_applicable(outputs[name], f"the book's one-process path {reason}")
+            _cannot_run(outputs[name], reason)
             continue
         devices = [torch.device("cuda", i) for i in range(run["devices"])]
         data = load_data(data_path, run.get("train_subset"), run.get("test_subset"))
@@ -247,3 +246,8 @@ def summarize(files: list, metrics_out, book: pd.DataFrame) -> None:
 
     histories = run_results.load_runs(run_results.book_code_runs(files))
     write_metrics(run_results.metrics(histories, book), metrics_out)
+
+
+def _cannot_run(output, why: str) -> None:
+    """Write to ``output`` that the book's one-process path cannot run here, and ``why``."""
+    write_not_applicable(output, f"the book's one-process path {why}")
