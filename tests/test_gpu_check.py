@@ -68,11 +68,12 @@ def test_the_whole_preset_runs_first_every_rule_fetching_its_own_data_then_the_c
     assert done.returncode == 0, done.stderr
     assert "Fashion-MNIST" not in done.stdout and "parts.worker" not in done.stdout
     preset, tests = gpu_check.plan(tmp_path, tmp_path, tmp_path, 1, whole=True)
-    assert (preset.name, preset.limit, tests.name) == (gpu_check.WHOLE_RUN, 360, "`pytest -m cuda`")
+    assert (preset.name, preset.limit, tests.name) == (gpu_check.WHOLE_RUN, 390, "`pytest -m cuda`")
     after = preset.command[preset.command.index("snakemake") + 1 :]
     assert after[:2] == ["--cores", "all"]  # no targets: the whole workflow
     assert f"data_mirror={tmp_path}" in after and "preset=cpu" in after
-    assert gpu_check.WHOLE_S + tests.limit + 2 * gpu_check.GRACE_S <= gpu_check.TOTAL_S
+    assert gpu_check.WHOLE_S + tests.limit + 2 * gpu_check.GRACE_S <= gpu_check.WHOLE_TOTAL_S
+    assert "in at most 570 s" in done.stdout
 
 
 def test_the_experiments_are_every_rule_whose_jobs_lock_a_gpu():
