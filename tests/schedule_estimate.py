@@ -301,11 +301,12 @@ def main() -> None:
     times = measured(source)
     light_seconds = None if args.estimate_jobs else args.light_seconds
     light = estimated(jobs, times, light_seconds)
-    idle = sum(j.light and j.rule not in MEASURES_WHEN_LIGHT for j in jobs) if light_seconds else 0
+    idle = sum(j.light and j.rule not in MEASURES_WHEN_LIGHT for j in jobs)
+    lights = f"{idle} taking {light_seconds} s each" if light_seconds else "as measured"
     print(
         f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU (job times: {label}),"
-        f" as this tree plans it, {sum(j.light for j in jobs)} light jobs ({idle} taking"
-        f" {args.light_seconds} s each): {_time(simulate(jobs, light, limits))};"
+        f" as this tree plans it, {sum(j.light for j in jobs)} light jobs ({lights}):"
+        f" {_time(simulate(jobs, light, limits))};"
         f" with the job server, each job {args.imports_seconds} s sooner:"
         f" {_time(simulate(jobs, forked(jobs, light, args.imports_seconds), limits))}"
     )
