@@ -93,7 +93,7 @@ import json, sys
 from types import SimpleNamespace
 from d2lrepro.pipeline import job
 
-gpus, when_short = int(sys.argv[4]), sys.argv[5] or None
+gpus, when_short = int(sys.argv[4]), job.WhenShort[sys.argv[5]]
 short = {"reason": "needs 2 devices, the job that measured it could use 1 (1 GPU)", "gpus": gpus}
 opened = SimpleNamespace(
     log=[sys.argv[1]],
@@ -108,11 +108,11 @@ print("torch" in sys.modules)
 """
 
 
-@pytest.mark.parametrize("gpus, when_short", [(1, ""), (0, "shared if a GPU")])
+@pytest.mark.parametrize("gpus, when_short", [(1, "NOTHING"), (0, "ONE_GPU")])
 def test_a_job_the_plan_found_short_records_the_machine_without_torch(tmp_path, gpus, when_short):
     """It locks nothing and starts no torch; its record is the machine's, with the GPUs the
     plan would have given it, and its log says why it measures nothing. So does a job that
-    measures what one GPU can (``"shared if a GPU"``) where the plan gave it none."""
+    measures what one GPU can (``WhenShort.ONE_GPU``) where the plan gave it none."""
     machine = {
         "host": platform.node(),
         "threads": None,
@@ -136,7 +136,12 @@ def test_a_job_the_plan_found_short_records_the_machine_without_torch(tmp_path, 
 
 
 @pytest.mark.parametrize(
-    "short, when_short", [(False, None), (True, "shared"), (True, "shared if a GPU")]
+    "short, when_short",
+    [
+        (False, job.WhenShort.NOTHING),
+        (True, job.WhenShort.ONE_DEVICE),
+        (True, job.WhenShort.ONE_GPU),
+    ],
 )
 def test_a_job_planned_to_share_locks_a_share_sets_its_threads_and_says_it_shared(
     monkeypatch, tmp_path, short, when_short

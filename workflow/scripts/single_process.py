@@ -5,7 +5,7 @@ job_server.hand_over(snakemake)
 from d2lrepro.multidevice import single_process
 from d2lrepro.pipeline import job
 
-job.start(snakemake, gpus=True, when_short="shared if a GPU")
+job.start(snakemake, gpus=True, when_short=job.WhenShort.ONE_GPU)
 single_process.run_book(
     snakemake.params.runs,
     snakemake.params.seed,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import os
@@ -12,12 +13,20 @@ from d2lrepro.core import environment, logs, provenance
 from d2lrepro.pipeline import job_server
 
 
+class WhenShort(enum.Enum):
+    """What a job does where the run's plan found it short of devices (:func:`shortfall`)."""
+
+    NOTHING = "measures nothing"
+    ONE_DEVICE = "measures what one device can: on a share of a GPU, else on the CPU"
+    ONE_GPU = "measures what one GPU can, on a share of one; where the plan gave it none, nothing"
+
+
 def start(
     snakemake,
     gpus: bool | str = False,
     threads: bool = False,
     workers: bool = False,
-    when_short: str | None = None,
+    when_short: WhenShort = WhenShort.NOTHING,
 ) -> logging.Logger:
     """Start a script's job: its log records and an uncaught exception's traceback go to its
     log file (the logger is returned).
@@ -38,9 +47,8 @@ def start(
     timing rule's ``params.ran_alone`` says whether the job had the machine to itself.
 
     A job whose shortfall of devices the run's plan found (:func:`shortfall`) is a light
-    one: with ``when_short="shared"`` it still measures what one device can, on a share of a
-    GPU, in its own process, with its threads, and records that it did not run alone;
-    ``"shared if a GPU"`` does so where the plan gave it a GPU (what it measures needs one);
+    one. Where it still measures (``when_short``: :class:`WhenShort`), it does so on a share of
+    a GPU, in its own process, with its threads, and records that it did not run alone;
     otherwise it measures nothing, so it starts no torch, locks no GPU and records the
     machine as a job given the GPUs the plan would have given it sees it
     (:func:`d2lrepro.core.environment.as_given`). A job whose time the plan found no claim can
@@ -58,7 +66,10 @@ def start(
     unjudged = getattr(snakemake.resources, "unjudged", "")
     if short:
         log.info("not applicable here, as the run was planned: %s", short["reason"])
-        if when_short is None or (when_short == "shared if a GPU" and not short["gpus"]):
+        measures = when_short is WhenShort.ONE_DEVICE or (
+            when_short is WhenShort.ONE_GPU and short["gpus"]
+        )
+        if not measures:
             machine = json.loads(Path(snakemake.input.environment).read_text())
             provenance.record_job(
                 snakemake.output.machines,
