@@ -1,7 +1,10 @@
 """A workflow script's log file: its records and an uncaught traceback (d2lrepro.core.logs)."""
 
+import logging
 import subprocess
 import sys
+
+from d2lrepro.core import logs
 
 SCRIPT = """
 import logging, sys
@@ -39,3 +42,10 @@ def test_a_script_that_ends_well_logs_no_failure(tmp_path):
     subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=60)
     text = path.read_text()
     assert "INFO d2lrepro: done" in text and "failed" not in text
+
+
+def test_progress_logs_what_a_step_took_and_starts_the_next(caplog, monkeypatch):
+    caplog.set_level("INFO", logger="d2lrepro.test")
+    monkeypatch.setattr(logs.time, "perf_counter", lambda: 12.5)
+    assert logs.progress(logging.getLogger("d2lrepro.test"), "the sweep", 10.0) == 12.5
+    assert caplog.messages == ["the sweep in 2.5 s"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 
 def setup(path: str) -> logging.Logger:
@@ -23,3 +24,11 @@ def setup(path: str) -> logging.Logger:
 
     sys.excepthook = log_then_raise
     return logging.getLogger("d2lrepro")
+
+
+def progress(log: logging.Logger, done: str, since: float) -> float:
+    """Log how long ``done`` took since ``since`` (a time.perf_counter()); now, for the next
+    step."""
+    now = time.perf_counter()
+    log.info("%s in %.1f s", done, now - since)
+    return now

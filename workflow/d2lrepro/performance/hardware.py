@@ -16,7 +16,7 @@ import time
 import pandas as pd
 import torch
 
-from d2lrepro.core import devices, plotting
+from d2lrepro.core import devices, logs, plotting
 from d2lrepro.core.devices import synchronize, unavailable
 from d2lrepro.core.results import metric, not_applicable
 from d2lrepro.core.timing import intra_op_threads, time_fn
@@ -223,6 +223,11 @@ def measure(cfg: dict):
     latency = latency_sweep(cfg["latency_max_mib"] * MIB)
     for row in [] if latency is None else latency.itertuples():
         log.info("dependent read, %d bytes: %.2f ns", row.bytes, row.ns)
+    started = time.perf_counter()
     rows = latency_metrics(latency, caches) + latency_ratios(latency, caches) + l3_size(caches)
-    rows += bandwidth(cfg["bandwidth_mib"]) + overheads(cfg)
+    started = logs.progress(log, "the latency metrics and ratios", started)
+    rows += bandwidth(cfg["bandwidth_mib"])
+    started = logs.progress(log, "the copy bandwidths", started)
+    rows += overheads(cfg)
+    logs.progress(log, "the transfers and launches", started)
     return sweep, latency, rows, caches

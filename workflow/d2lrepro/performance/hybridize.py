@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from d2lrepro.core import devices, plotting, reference
+from d2lrepro.core import devices, logs, plotting, reference
 from d2lrepro.core.models import mlp
 from d2lrepro.core.results import failed, metric, not_applicable, one_line, unmeasured
 from d2lrepro.core.timing import NAN_TIMING, naive_time, paired_ratio, time_fn, timing_rows
@@ -130,21 +130,14 @@ def hybridize(
         timings = (n_calls, device, min_run_time, max_run_time)
         started = time.perf_counter()
         medians, timed = _timed_modes(nets, unusable, x, eager(x).detach(), name, *timings)
-        started = _progress(f"{name} on {device}: the modes timed", started)
+        started = logs.progress(log, f"{name} on {device}: the modes timed", started)
         rows += timed + _ratios(nets, unusable, medians, x, name, device, paired)
-        started = _progress(f"{name} on {device}: the ratios timed", started)
+        started = logs.progress(log, f"{name} on {device}: the ratios timed", started)
         if batch == cold_batch:
             cold = (batch, n_calls, device, seed, cold_pairs)
             rows += _cold_loops(f"{name}.naive", medians, unusable, *cold)
-            _progress(f"{name} on {device}: the cold loops run", started)
+            logs.progress(log, f"{name} on {device}: the cold loops run", started)
     return rows
-
-
-def _progress(done: str, since: float) -> float:
-    """Log the seconds ``done`` took since ``since``; now, for the next step."""
-    now = time.perf_counter()
-    log.info("%s in %.1f s", done, now - since)
-    return now
 
 
 def _converted(eager: nn.Module, modes, device: torch.device) -> tuple[dict, dict]:
