@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -124,6 +125,15 @@ def snakemake_steps(out: Path) -> str:
     steps = f"{found[-1]} done" if found else "no step done"
     refused = re.findall(r"^job server not started \((.*)\): each job", log, re.M)
     return f"{steps}; job server not started: {refused[-1]}" if refused else steps
+
+
+def verdicts(claims: Path) -> str:
+    """What a run's claims found, from its claims.csv: e.g. "107 claims: 59 reproduced, 40 not
+    applicable here"."""
+    with open(claims) as f:
+        counts = Counter(row["verdict"] for row in csv.DictReader(f))
+    found = ", ".join(f"{n} {verdict}" for verdict, n in counts.most_common())
+    return f"{sum(counts.values())} claims: {found}"
 
 
 def resnet_epochs(out: Path) -> str:
@@ -370,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
             outcomes.append(run_part(part, out, start + budget, env, budget))
             print(f"{part.name}: {outcomes[-1].status}, {duration(outcomes[-1].seconds)}")
         jobs = collect(scratch, out)
+    if (out / "claims.csv").exists():  # the whole preset's row says what its claims found
+        said_before = outcomes[0].result
+        outcomes[0].result = "; ".join(filter(None, [said_before, verdicts(out / "claims.csv")]))
     commit = environment.git_commit(REPO)
     text = summary(machine, commit, date, outcomes, jobs, time.monotonic() - start, budget)
     (out / "summary.md").write_text(text)

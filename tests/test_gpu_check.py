@@ -245,7 +245,7 @@ def test_a_whole_check_records_every_part_in_one_folder(tmp_path, monkeypatch):
 
 def test_the_whole_preset_fetches_its_own_data_and_its_verdicts_are_kept(tmp_path, monkeypatch):
     judges = "from pathlib import Path\nPath('results').mkdir()\n"
-    judges += "Path('results/claims.csv').write_text('claim,verdict\\n')"
+    judges += "Path('results/claims.csv').write_text('id,verdict\\na,reproduced\\nb,reproduced\\n')"
     planned = []
 
     def fake_plan(scratch, out, mirror, gpus, whole):
@@ -261,4 +261,5 @@ def test_the_whole_preset_fetches_its_own_data_and_its_verdicts_are_kept(tmp_pat
     monkeypatch.setattr(gpu_check, "plan", fake_plan)
     assert gpu_check.main(["--whole-preset", "--out-dir", str(tmp_path)]) == 0
     (folder,) = tmp_path.iterdir()
-    assert planned == [True] and (folder / "claims.csv").read_text() == "claim,verdict\n"
+    assert planned == [True] and (folder / "claims.csv").exists()
+    assert "| p | 0 s | 2 claims: 2 reproduced |" in (folder / "summary.md").read_text()
