@@ -327,8 +327,7 @@ def summary(
     return "\n".join(lines) + "\n"
 
 
-def print_plan(parts: list[Part], mirror: Path | None, gpus: int, whole: bool) -> None:
-    budget = WHOLE_TOTAL_S if whole else TOTAL_S
+def print_plan(parts: list[Part], mirror: Path | None, gpus: int, whole: bool, budget: int) -> None:
     print(f"The GPU check runs, in at most {budget} s, as planned for {gpus} GPU(s):")
     source = mirror or "its URLs"
     if not whole:
@@ -359,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = WHOLE_TOTAL_S if whole else TOTAL_S
     if args.dry_run:
         planned = plan(Path("SCRATCH"), Path("OUT"), mirror, max(gpus, 1), whole)
-        print_plan(planned, mirror, max(gpus, 1), whole)
+        print_plan(planned, mirror, max(gpus, 1), whole, budget)
         return 0
     if not gpus:
         sys.stderr.write("gpu_check: no CUDA device here, and the check needs one (--dry-run")

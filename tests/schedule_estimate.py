@@ -193,14 +193,17 @@ def job_time(job: Job, times: dict[str, float]) -> float:
     return sum(parts) - (len(parts) - 1) * min(parts) if parts else 0.0
 
 
+def measures_nothing(job: Job) -> bool:
+    """Whether ``job`` is light and measures nothing (it writes "not applicable")."""
+    return job.light and job.rule not in MEASURES_WHEN_LIGHT
+
+
 def estimated(jobs: list[Job], times: dict[str, float], light_seconds: float | None) -> list[float]:
     """Each job's time as this tree plans it, from ``times``: a light job that measures nothing
     takes ``light_seconds`` (where the times come from an older plan, whose jobs short of
     devices held the machine), else its measured time."""
     return [
-        light_seconds
-        if light_seconds is not None and j.light and j.rule not in MEASURES_WHEN_LIGHT
-        else job_time(j, times)
+        light_seconds if light_seconds is not None and measures_nothing(j) else job_time(j, times)
         for j in jobs
     ]
 
@@ -301,7 +304,7 @@ def main() -> None:
     times = measured(source)
     light_seconds = None if args.estimate_jobs else args.light_seconds
     light = estimated(jobs, times, light_seconds)
-    idle = sum(j.light and j.rule not in MEASURES_WHEN_LIGHT for j in jobs)
+    idle = sum(map(measures_nothing, jobs))
     lights = f"{idle} taking {light_seconds} s each" if light_seconds else "as measured"
     print(
         f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU (job times: {label}),"
