@@ -1,5 +1,6 @@
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -120,8 +121,9 @@ def test_the_cold_loops_run_where_eager_and_script_were_timed_and_else_say_why(m
 
 
 COMPILE_PROBE = """
-import json
+import json, logging
 from d2lrepro.performance import hybridize, hybridize_cold
+logging.basicConfig(level=logging.INFO)
 rows = hybridize.hybridize(
     batch_sizes=(2,), modes=("eager", "compile"), n_calls=2, min_run_time=0.01, max_run_time=0.1
 )
@@ -141,6 +143,24 @@ def test_compile_matches_eager():
     if note:
         pytest.skip(f"torch.compile does not work here: {note}")
     assert value <= 1e-5
+    # where the first compile's time went, as torch counts it (at least the compile itself)
+    said = re.search(r"hyb.batch2 on cpu: torch.compile's phases: (.*)", done.stderr)
+    assert said and re.match(r"\S+ \d+\.\d s", said[1]), done.stderr
+
+
+def test_torch_compile_builds_with_one_thread(monkeypatch):
+    """No pool of compiling processes: on CUDA, more threads start one beside the timings."""
+    asked = []
+    monkeypatch.setattr(hybridize.torch, "compile", lambda net, **how: asked.append(how) or net)
+    hybridize.convert(torch.nn.ReLU(), "compile")
+    assert asked == [{"dynamic": False, "options": {"compile_threads": 1}}]
+
+
+def test_the_slowest_phases_are_those_of_the_compile_between_two_counts():
+    before = {"compile_inner": 1.0, "codegen": 0.5}
+    after = {"compile_inner": 4.0, "codegen": 0.7, "compile_file": 2.25}
+    assert hybridize.slowest_phases(before, after) == "compile_inner 3.0 s, compile_file 2.2 s"
+    assert hybridize.slowest_phases(after, after) == "none took 0.5 s"
 
 
 def test_serialization_round_trip(tmp_path):

@@ -50,15 +50,34 @@ def _quiet_jit():
 
 def convert(net: nn.Module, mode: str) -> Callable:
     """``net`` as run in ``mode``: eager (itself), script (TorchScript) or compile (torch.compile,
-    specialized to each input shape; it compiles lazily, on the first call)."""
+    specialized to each input shape; it compiles lazily, on the first call, with one thread)."""
     if mode == "eager":
         return net
     if mode == "script":
         with _quiet_jit():
             return torch.jit.script(net)
     if mode == "compile":
-        return torch.compile(net, dynamic=False)
+        # The MLP has a few kernels to build. With more threads, a compile for CUDA starts a
+        # pool of as many compiling processes, each importing torch beside the timings after it.
+        return torch.compile(net, dynamic=False, options={"compile_threads": 1})
     raise ValueError(f"unknown mode {mode!r}")
+
+
+def compile_seconds() -> dict[str, float]:
+    """The seconds torch.compile has spent in this process so far, by phase, as torch counts
+    them (its ``dynamo_timed`` phases, nested: a phase includes the phases run inside it)."""
+    from torch._dynamo.utils import compile_times
+
+    names, values = compile_times(repr="csv", aggregate=True)
+    return {name: float(value) for name, value in zip(names, values, strict=True)}
+
+
+def slowest_phases(before: dict[str, float], after: dict[str, float], least: float = 0.5) -> str:
+    """The phases of torch.compile that took at least ``least`` seconds between two
+    :func:`compile_seconds`, in torch's order, to say in a log where a compile's time went."""
+    spent = {name: seconds - before.get(name, 0.0) for name, seconds in after.items()}
+    slow = [f"{name} {seconds:.1f} s" for name, seconds in spent.items() if seconds >= least]
+    return ", ".join(slow) or f"none took {least} s"
 
 
 def _hyb_rows(prefix: str, naive: float, timing: dict, diff: float, device: str) -> list[dict]:
@@ -170,12 +189,16 @@ def _timed_modes(nets, unusable, x, reference, name, n_calls, device, min_time, 
     rows, medians = [], {}
     for mode in MODES:
         if mode not in unusable:
+            compiled = compile_seconds() if mode == "compile" else {}
             try:
                 naive, timing, diff = _measure_net(
                     nets[mode], x, reference, n_calls, device, min_time, max_time
                 )
             except Exception as error:  # noqa: BLE001 -- torch.compile fails on its first call
                 unusable[mode] = (failed, one_line(error))
+            if mode == "compile":
+                phases = slowest_phases(compiled, compile_seconds())
+                log.info("%s on %s: torch.compile's phases: %s", name, device, phases)
         if mode in unusable:
             make, reason = unusable[mode]
             template = _hyb_rows(f"{name}.{mode}", math.nan, NAN_TIMING, math.nan, "")

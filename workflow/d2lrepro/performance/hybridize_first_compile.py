@@ -16,25 +16,27 @@ import time
 import torch
 
 from d2lrepro.core.results import one_line
-from d2lrepro.performance.hybridize import convert, missing_toolchain
+from d2lrepro.performance.hybridize import (
+    compile_seconds,
+    convert,
+    missing_toolchain,
+    slowest_phases,
+)
 
 
 def prepare(modes) -> dict:
     """Where hybridize's ``modes`` include compile, compile and run a small function on the
-    CPU, with one thread compiling: the record of what that took (``seconds``), or of why
-    nothing was compiled (``skipped``)."""
+    CPU, with one thread compiling: the record of what that took (``seconds``, and the slowest
+    of torch.compile's ``phases``), or of why nothing was compiled (``skipped``)."""
     if "compile" not in modes:
         return {"skipped": "compile is not among hybridize.modes"}
     missing = missing_toolchain("compile", torch.device("cpu"))
     if missing:
         return {"skipped": missing}
-    from torch._inductor import config as inductor_config
-
     start = time.perf_counter()
     try:
-        # the job's one core: no pool of compiling processes
-        with inductor_config.patch(compile_threads=1):
-            convert(torch.nn.ReLU(), "compile")(torch.ones(8))  # as hybridize compiles
+        convert(torch.nn.ReLU(), "compile")(torch.ones(8))  # as hybridize compiles
     except Exception as error:  # noqa: BLE001 -- hybridize meets and records it again
         return {"skipped": f"torch.compile failed: {one_line(error)}"}
-    return {"seconds": round(time.perf_counter() - start, 3)}
+    seconds = round(time.perf_counter() - start, 3)
+    return {"seconds": seconds, "phases": slowest_phases({}, compile_seconds())}
