@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -17,7 +18,7 @@ from d2lrepro.pipeline import job_server
 # A workflow script as the server runs it: Snakemake's preamble gives it `snakemake`.
 SCRIPT = """
 import os, sys, tempfile, types
-snakemake = types.SimpleNamespace(rule="a_rule")
+snakemake = types.SimpleNamespace(rule="a_rule", params={"ran_alone": "RAN_ALONE" in os.environ})
 from d2lrepro.pipeline import job_server
 job_server.hand_over(snakemake)
 import threadpoolctl, torch
@@ -63,7 +64,8 @@ def server(tmp_path_factory):
     (workdir / "script.py").write_text(SCRIPT)
     with contextlib.chdir(workdir):
         process = job_server.start(workdir / "logs" / "job_server.log")
-    assert process, (workdir / "logs" / "job_server.log").read_text()
+    process.watcher.join()
+    assert process.poll() is None, (workdir / "logs" / "job_server.log").read_text()
     yield process, workdir
     job_server.stop(process)
 
@@ -178,8 +180,9 @@ def test_stopping_the_server_removes_its_socket_and_lets_jobs_start_their_own(
     monkeypatch.delenv(job_server.RUN, raising=False)
     with contextlib.chdir(tmp_path):
         process = job_server.start(tmp_path / "server.log")
+    process.watcher.join()
     path = tmp_path / job_server.socket_path(os.environ[job_server.RUN])
-    assert path.exists()
+    assert path.exists() and not job_server.starting_path(path).exists()
     job_server.stop(process)
     assert process.returncode == 0 and not path.exists() and job_server.RUN not in os.environ
     assert "listening" in (tmp_path / "server.log").read_text()
@@ -190,18 +193,43 @@ def test_a_server_that_cannot_start_says_why_and_leaves_the_jobs_their_own_pytho
 ):
     monkeypatch.delenv(job_server.RUN, raising=False)
     with contextlib.chdir(tmp_path):
-        assert job_server.start(tmp_path / "server.log", python="/bin/false") is None
+        process = job_server.start(tmp_path / "server.log", python="/bin/false")
+        process.watcher.join()
         assert "(exit status 1): each job starts its own" in capsys.readouterr().err
         failing = tmp_path / "python"
         for body, why in [
             ("echo 'RuntimeError: it may fork only one'; exit 1", "exit status 1: RuntimeError"),
             ("echo 'importing'; kill -KILL $$", "killed by SIGKILL"),
         ]:
-            failing.write_text(f"#!/bin/sh\n{body}\n")
+            failing.write_text(f"#!/bin/sh\nsleep 1\n{body}\n")
             failing.chmod(0o755)
-            assert job_server.start(tmp_path / "server.log", python=str(failing)) is None
+            started = time.monotonic()
+            process = job_server.start(tmp_path / "server.log", python=str(failing))
+            # it returns while the server imports, and the jobs that time wait for it
+            assert time.monotonic() - started < 0.5 and os.environ[job_server.RUN]
+            assert list(tmp_path.rglob("*.starting"))
+            process.watcher.join()
             assert f"({why}" in capsys.readouterr().err
+            assert not list(tmp_path.rglob("*.starting"))
     assert job_server.RUN not in os.environ
+
+
+def test_while_the_server_imports_only_the_jobs_that_time_wait_for_it(tmp_path):
+    """The others run in their own Python at once; a job that times runs once the server
+    listens or stops (here it stops: the job then runs in its own Python too)."""
+    (tmp_path / "script.py").write_text(SCRIPT)
+    run = "12345"
+    starting = tmp_path / job_server.starting_path(job_server.socket_path(run))
+    starting.parent.mkdir(parents=True)
+    for env, waits in [({}, False), ({"RAN_ALONE": "1"}, True)]:
+        starting.touch()
+        threading.Timer(2.0, starting.unlink).start()
+        started = time.monotonic()
+        done = run_script(tmp_path, "ok", **{job_server.RUN: run} | env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split()[0] == "None"  # in its own Python
+        assert (time.monotonic() - started >= 2.0) is waits
+        waited(lambda: not starting.exists())
 
 
 @pytest.mark.parametrize(

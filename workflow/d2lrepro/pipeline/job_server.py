@@ -2,10 +2,12 @@
 torch, pandas, matplotlib and this package once, instead of in a fresh interpreter that imports
 them again (seconds a job: most of a small job's time).
 
-A run's first step starts the server (:func:`start`, from the workflow's ``onstart``) and waits
-until it listens; each script's first statement is :func:`hand_over`, which sends the script,
-its working directory, environment and standard streams to the server and waits for the child's
-exit status. The child is a new session: when the job's process dies, the server stops the
+A run's first step starts the server (:func:`start`, from the workflow's ``onstart``) without
+waiting for its imports: the jobs that start before it listens run in their own Python, beside
+it, except the jobs that time, which wait for it, so that its imports run beside no timing.
+Each script's first statement is :func:`hand_over`, which sends the script, its working
+directory, environment and standard streams to the server and waits for the child's exit
+status. The child is a new session: when the job's process dies, the server stops the
 child's process group (torchrun's agent stops the workers it started in sessions of their own).
 It takes the job's environment, temporary folder and threads (torch's and BLAS's), reseeds the
 generators a fresh interpreter seeds at random, and runs the script from its first line. The
@@ -30,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -59,15 +62,27 @@ def socket_path(run: str, prefix: str = sys.prefix) -> Path:
     return SOCKETS / f"{run}-{hashlib.sha1(prefix.encode()).hexdigest()[:12]}.sock"
 
 
+def starting_path(path: Path) -> Path:
+    """The file beside a server's socket ``path`` that says the server is still importing."""
+    return path.with_suffix(".starting")
+
+
 def hand_over(snakemake) -> None:
     """Run this script in a child of the job server and exit with its status; return at once,
-    to run it here, where no server answers or this process is already such a child."""
+    to run it here, where no server answers or this process is already such a child. A job
+    that times (its rule passes ``ran_alone``: True) first waits for a server still importing
+    to listen or stop."""
     run = os.environ.get(RUN)
     if not run or os.environ.get(CHILD):
         return
+    path = socket_path(run)
+    if snakemake.params.get("ran_alone"):
+        deadline = time.monotonic() + READY_S
+        while starting_path(path).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
     client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        client.connect(str(socket_path(run)))
+        client.connect(str(path))
         request = {"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}
         socket.send_fds(client, [json.dumps(request).encode()], list(STREAMS))
     except OSError:
@@ -99,15 +114,18 @@ def wanted(workflow) -> bool:
     )
 
 
-def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen | None:
-    """Start this run's job server and wait until it listens; from then on, the jobs this
-    process starts hand themselves over to it. None, saying why on standard error, where it
-    stopped or did not listen in time: the jobs then start their own Python."""
+def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen:
+    """Start this run's job server, and return while it imports: the jobs this process starts
+    from now on hand themselves over to it once it listens (:func:`hand_over`). A thread
+    (``watcher`` of the process returned) waits for it to listen; where it stops or does not
+    listen in time, the thread says why on standard error and stops it, and the jobs start
+    their own Python."""
     run = str(os.getpid())
     path = socket_path(run)
     for folder in (path.parent, Path(log_path).parent):
         folder.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)  # left by a run of a process with this pid, killed
+    starting_path(path).touch()
     with open(log_path, "w") as output:
         server = subprocess.Popen(
             [python, "-m", "d2lrepro.pipeline.job_forks", str(path), run],
@@ -117,9 +135,22 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen | No
             env=os.environ | SERVER_ENV,
             start_new_session=True,
         )
+    os.environ[RUN] = run
+    # the run's working directory named once: the thread outlives a change of directory
+    where = (server, run, path.absolute(), Path(log_path).absolute())
+    server.watcher = threading.Thread(target=_watch, args=where, daemon=True)
+    server.watcher.start()
+    return server
+
+
+def _watch(server: subprocess.Popen, run: str, path: Path, log_path: Path) -> None:
+    """Wait for ``server`` to listen at ``path``; where it stops or does not listen in time
+    first, say why and stop it. Either way, jobs that time wait no longer."""
     deadline = time.monotonic() + READY_S
     try:
         while not path.exists():
+            if os.environ.get(RUN) != run:
+                return  # the run stopped the server
             if server.poll() is not None or time.monotonic() > deadline:
                 why = why_not(server, log_path)
                 stop(server)
@@ -127,13 +158,10 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen | No
                     f"job server not started ({why}): each job starts its own Python"
                     f" (log: {log_path})\n"
                 )
-                return None
+                return
             time.sleep(0.05)
-    except BaseException:  # interrupted while it imports: it must not outlive the run
-        stop(server)
-        raise
-    os.environ[RUN] = run
-    return server
+    finally:
+        starting_path(path).unlink(missing_ok=True)
 
 
 def why_not(server: subprocess.Popen, log_path: Path) -> str:
