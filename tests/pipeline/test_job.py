@@ -1,6 +1,7 @@
 """The opening every workflow script shares (d2lrepro.pipeline.job)."""
 
 import json
+import logging
 import platform
 import subprocess
 import sys
@@ -32,11 +33,15 @@ def attribution_restored(monkeypatch):
     monkeypatch.delenv(provenance.ATTRIBUTION)
 
 
+# what logs.setup returns, in place of the job's log file
+LOGGER = logging.getLogger("d2lrepro.a_job")
+
+
 @pytest.fixture
 def recorded(monkeypatch):
     """What start() did, in order; nothing is claimed, configured or set for real."""
     calls = []
-    monkeypatch.setattr(logs, "setup", lambda path: calls.append(("log", path)) or "logger")
+    monkeypatch.setattr(logs, "setup", lambda path: calls.append(("log", path)) or LOGGER)
     monkeypatch.setattr(gpu_locks, "lock_gpus", lambda n, log: calls.append(("gpus", n, log)))
     monkeypatch.setattr("torch.set_num_threads", lambda n: calls.append(("threads", n)))
     return calls
@@ -44,8 +49,8 @@ def recorded(monkeypatch):
 
 def test_a_computing_job_claims_its_gpus_then_sets_its_threads(recorded, tmp_path):
     log = job.start(snakemake_object(tmp_path / "a.log", 2, 4), gpus=True, threads=True)
-    assert log == "logger"
-    assert recorded == [("log", str(tmp_path / "a.log")), ("gpus", 2, "logger"), ("threads", 4)]
+    assert log == LOGGER
+    assert recorded == [("log", str(tmp_path / "a.log")), ("gpus", 2, LOGGER), ("threads", 4)]
 
 
 def test_a_job_claims_and_sets_only_what_it_asks_for(recorded, tmp_path):

@@ -27,6 +27,8 @@ print(os.environ.get("D2LREPRO_JOB_SERVER_CHILD"), os.getppid(), torch.get_num_t
 print(tempfile.gettempdir(), torch.initial_seed())
 print("to stderr", file=sys.stderr)
 mode = sys.argv[1]
+if mode == "why":
+    print(job_server.why_here)
 if mode == "fail":
     raise ValueError("a failing job")
 if mode == "exit":
@@ -221,13 +223,17 @@ def test_while_the_server_imports_only_the_jobs_that_time_wait_for_it(tmp_path):
     run = "12345"
     starting = tmp_path / job_server.starting_path(job_server.socket_path(run))
     starting.parent.mkdir(parents=True)
-    for env, waits in [({}, False), ({"RAN_ALONE": "1"}, True)]:
+    for env, waits, why in [
+        ({}, False, "the job server was still importing"),
+        ({"RAN_ALONE": "1"}, True, "no job server answered"),
+    ]:
         starting.touch()
         threading.Timer(2.0, starting.unlink).start()
         started = time.monotonic()
-        done = run_script(tmp_path, "ok", **{job_server.RUN: run} | env)
+        done = run_script(tmp_path, "why", **{job_server.RUN: run} | env)
         assert done.returncode == 0, done.stderr
         assert done.stdout.split()[0] == "None"  # in its own Python
+        assert done.stdout.splitlines()[2] == why
         assert (time.monotonic() - started >= 2.0) is waits
         waited(lambda: not starting.exists())
 

@@ -59,6 +59,8 @@ def start(
     log = logs.setup(snakemake.log[0])
     if os.environ.get(job_server.CHILD):
         log.info("runs in process %d, forked from the job server %d", os.getpid(), os.getppid())
+    else:
+        log.info("runs in process %d, a Python of its own: %s", os.getpid(), job_server.why_here)
     ran_alone = snakemake.params.get("ran_alone")
     # what a job planned to share the machine records, where its rule times (passes ran_alone)
     beside_others = None if ran_alone is None else False

@@ -67,11 +67,16 @@ def starting_path(path: Path) -> Path:
     return path.with_suffix(".starting")
 
 
+# Why a script that returned from hand_over runs in its own Python, for its log (job.start).
+why_here = "no job server runs for this run here"
+
+
 def hand_over(snakemake) -> None:
     """Run this script in a child of the job server and exit with its status; return at once,
-    to run it here, where no server answers or this process is already such a child. A job
-    that times (its rule passes ``ran_alone``: True) first waits for a server still importing
-    to listen or stop."""
+    to run it here, where no server answers or this process is already such a child (saying
+    why in ``why_here``). A job that times (its rule passes ``ran_alone``: True) first waits
+    for a server still importing to listen or stop."""
+    global why_here
     run = os.environ.get(RUN)
     if not run or os.environ.get(CHILD):
         return
@@ -87,13 +92,16 @@ def hand_over(snakemake) -> None:
         socket.send_fds(client, [json.dumps(request).encode()], list(STREAMS))
     except OSError:
         client.close()
-        return  # no server answers: the script runs here
+        importing = starting_path(path).exists()
+        why_here = "the job server was still importing" if importing else "no job server answered"
+        return
     try:
         status = client.recv(16)
     except OSError:
         status = b""
     if status == REFUSED:
         client.close()
+        why_here = "the job server's code is older than the package's files"
         return
     # The request was taken: whatever happens now, the job is the child's, never run here too.
     if not status:
