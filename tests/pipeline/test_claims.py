@@ -548,7 +548,7 @@ def test_a_scaled_claim_says_how_long_training_at_the_book_s_scale_would_take_he
     # 2 runs x 10 epochs x 10,000 examples, x 60,000 / 10,000 examples x 30 / 10 epochs, at
     # 10,000 examples/s: 360 s
     assert "training at the book's settings would take about 6 min here" in row["reason"]
-    assert "(lr_schedules: 10,000 examples/s; start-up and testing not counted)" in row["reason"]
+    assert "(lr_schedules: 10,000 examples/s, each job sharing" in row["reason"]
 
 
 def test_the_times_of_separate_runs_add_up_and_lists_scale_by_their_length():

@@ -56,7 +56,7 @@ def test_the_estimate_is_the_book_s_work_at_the_measured_rate_without_start_up()
     rates = {"lr_schedules": scaling.rate([epochs([10.0] + [3.0] * 9, examples=3000)])}
     reason = scaling.scaled_reason(["lr_schedules"], SCHEDULES, "cpu", rates)
     assert "training at the book's settings would take about 30 min here" in reason
-    assert "(lr_schedules: 1,000 examples/s; start-up and testing not counted)" in reason
+    assert "(lr_schedules: 1,000 examples/s, each job sharing the machine as this run" in reason
 
 
 def test_the_most_specific_family_of_runs_is_the_one_timed():

@@ -170,8 +170,8 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: d
         )
         more = (
             f"; training at the book's settings would take about {_minutes(book)} here, one"
-            f" run after another, at this run's rates after start-up ({measured}; start-up"
-            " and testing not counted)"
+            f" run after another, at this run's rates after start-up ({measured}, each job"
+            " sharing the machine as this run shared it; start-up and testing not counted)"
         )
     elif factor > 1:
         more = f"; the book's settings are about {factor:.3g}x this run's work"
