@@ -276,8 +276,7 @@ def test_jobs_ran_forked_from_the_job_server_once_it_listened_and_it_stopped_wit
     logs = set((smoke_run / "logs").rglob("*.log")) - {smoke_run / paths.JOB_SERVER_LOG}
     forked = [p for p in logs if "forked from the job server" in p.read_text()]
     own = "a Python of its own: the job server was still importing"
-    assert all(own in p.read_text() for p in logs - set(forked))
-    assert len(forked) > len(logs) / 2
+    assert forked and all(own in p.read_text() for p in logs - set(forked))
     assert not list((smoke_run / job_server.SOCKETS).iterdir())
 
 

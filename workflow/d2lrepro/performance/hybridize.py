@@ -65,16 +65,22 @@ def convert(net: nn.Module, mode: str) -> Callable:
 
 def compile_seconds() -> dict[str, float]:
     """The seconds torch.compile has spent in this process so far, by phase, as torch counts
-    them (its ``dynamo_timed`` phases, nested: a phase includes the phases run inside it)."""
-    from torch._dynamo.utils import compile_times
+    them (its ``dynamo_timed`` phases, nested: a phase includes the phases run inside it);
+    none where this torch does not count them so (a private function of torch's)."""
+    try:
+        from torch._dynamo.utils import compile_times
 
-    names, values = compile_times(repr="csv", aggregate=True)
-    return {name: float(value) for name, value in zip(names, values, strict=True)}
+        names, values = compile_times(repr="csv", aggregate=True)
+        return {name: float(value) for name, value in zip(names, values, strict=True)}
+    except Exception:  # noqa: BLE001 -- a log line lost, not the timings
+        return {}
 
 
 def slowest_phases(before: dict[str, float], after: dict[str, float], least: float = 0.5) -> str:
     """The phases of torch.compile that took at least ``least`` seconds between two
     :func:`compile_seconds`, in torch's order, to say in a log where a compile's time went."""
+    if not after:
+        return "torch counted none"
     spent = {name: seconds - before.get(name, 0.0) for name, seconds in after.items()}
     slow = [f"{name} {seconds:.1f} s" for name, seconds in spent.items() if seconds >= least]
     return ", ".join(slow) or f"none took {least} s"

@@ -101,9 +101,9 @@ def serve(path: Path, run: int) -> None:
     """Listen on ``path`` while process ``run`` (the run's Snakemake, its parent) lives and no
     SIGTERM came; fork a child for each request, report its exit status, and stop its process
     group if its job's process goes away first."""
+    imported = warm_up()  # a SIGTERM meanwhile ends it at once: it has nothing to clean up
     stopped = []
     signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
-    imported = warm_up()
     gc.freeze()  # no child's collection then writes to (and so copies) the pages they share
     os.close(
         os.pidfd_open(os.getpid())

@@ -133,7 +133,6 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen:
     for folder in (path.parent, Path(log_path).parent):
         folder.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)  # left by a run of a process with this pid, killed
-    starting_path(path).touch()
     with open(log_path, "w") as output:
         server = subprocess.Popen(
             [python, "-m", "d2lrepro.pipeline.job_forks", str(path), run],
@@ -143,6 +142,7 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen:
             env=os.environ | SERVER_ENV,
             start_new_session=True,
         )
+    starting_path(path).touch()
     os.environ[RUN] = run
     # the run's working directory named once: the thread outlives a change of directory
     where = (server, run, path.absolute(), Path(log_path).absolute())
@@ -153,7 +153,9 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen:
 
 def _watch(server: subprocess.Popen, run: str, path: Path, log_path: Path) -> None:
     """Wait for ``server`` to listen at ``path``; where it stops or does not listen in time
-    first, say why and stop it. Either way, jobs that time wait no longer."""
+    first, say why and stop it. Either way, jobs that time wait no longer. The run's
+    environment is left as it is (Snakemake copies it for jobs in other threads): the jobs
+    find no server and start their own Python."""
     deadline = time.monotonic() + READY_S
     try:
         while not path.exists():
@@ -161,7 +163,7 @@ def _watch(server: subprocess.Popen, run: str, path: Path, log_path: Path) -> No
                 return  # the run stopped the server
             if server.poll() is not None or time.monotonic() > deadline:
                 why = why_not(server, log_path)
-                stop(server)
+                _end(server)
                 sys.stderr.write(
                     f"job server not started ({why}): each job starts its own Python"
                     f" (log: {log_path})\n"
@@ -191,6 +193,11 @@ def stop(server: subprocess.Popen | None) -> None:
     """Stop the job server (it stops what children still run) and wait for it; the jobs this
     process starts from now on start their own Python."""
     os.environ.pop(RUN, None)
+    _end(server)
+
+
+def _end(server: subprocess.Popen | None) -> None:
+    """Stop ``server`` if it runs, and wait for it."""
     if server is None or server.poll() is not None:
         return
     server.terminate()
