@@ -265,6 +265,25 @@ def collect(scratch: Path, out: Path) -> list[tuple[str, float]]:
     return jobs
 
 
+# What the compile jobs log of where a compile's time went (hybridize.compile_seconds).
+COMPILE_LOGS = ("hybridize_first_compile.log", "hybridize.log")
+COMPILE_LINE = re.compile(
+    r"(the first torch\.compile of this machine: .*|\S+ on \S+: torch\.compile's phases: .*)$"
+)
+
+
+def compile_phases(out: Path) -> list[str]:
+    """Where the compiles of the jobs whose logs ``out`` holds went, as the logs say: the light
+    compile job's record, then hybridize's phases, batch by batch."""
+    found = []
+    for name in COMPILE_LOGS:
+        path = out / "logs" / name
+        if path.exists():
+            lines = path.read_text(errors="replace").splitlines()
+            found += [m[1] for m in map(COMPILE_LINE.search, lines) if m]
+    return found
+
+
 def duration(seconds: float) -> str:
     """As docs/timings.md writes times: "83 s", "7 min 56 s"."""
     whole = round(seconds)
@@ -294,9 +313,11 @@ def summary(
     jobs: list[tuple[str, float]],
     total: float,
     budget: float = TOTAL_S,
+    phases: list[str] = (),
 ) -> str:
     """summary.md: the machine, each part's row for docs/timings.md (its wall time and what
-    it found, or why it did not end well) and the experiments' jobs."""
+    it found, or why it did not end well), the experiments' jobs and where their compiles went
+    (``phases``: :func:`compile_phases`)."""
     cell = machine_cell(machine)
     memory = ", ".join(f"{mib / 1024:.0f} GiB" for mib in machine["gpu_memory_mib"])
     limits = ", ".join(f"{o.name} {o.limit:.0f} s" for o in outcomes if o.limit is not None)
@@ -324,6 +345,9 @@ def summary(
         *(f"| {job} | {seconds:.2f} |" for job, seconds in jobs),
         f"| {len(jobs)} jobs | {sum(s for _, s in jobs):.2f} |",
     ]
+    if phases:
+        lines += ["", "## Where the compiles went (the jobs' logs)", ""]
+        lines += [f"- {phase}" for phase in phases]
     return "\n".join(lines) + "\n"
 
 
@@ -383,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         said_before = outcomes[0].result
         outcomes[0].result = "; ".join(filter(None, [said_before, verdicts(out / "claims.csv")]))
     commit = environment.git_commit(REPO)
-    text = summary(machine, commit, date, outcomes, jobs, time.monotonic() - start, budget)
+    took = time.monotonic() - start
+    text = summary(machine, commit, date, outcomes, jobs, took, budget, compile_phases(out))
     (out / "summary.md").write_text(text)
     print(f"{text}\nwritten: {out}")
     return 0 if all(o.status == OK for o in outcomes) else 1

@@ -209,6 +209,33 @@ def test_the_summary_gives_each_part_a_row_of_the_timings_table():
     assert f"{ROW} `tests/gpu_check.py`, the whole check | 7 min 50 s | 2 of 4 parts ok |" in text
     assert "| hybridize | 98.06 |" in text and "| 2 jobs | 143.34 |" in text
     assert "GPU memory 140 GiB; CUDA 13.0" in text
+    assert "compiles went" not in text  # none ran
+    phases = ["hyb.batch1 on cpu: torch.compile's phases: compile_file 40.1 s"]
+    text = gpu_check.summary(H200, "658a16c", "2026-11-26", outcomes, jobs, 470.4, 540, phases)
+    assert text.endswith("went (the jobs' logs)\n\n- " + phases[0] + "\n")
+
+
+def test_the_compiles_phases_are_read_from_the_compile_jobs_logs(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs/hybridize.log").write_text(
+        "2026-11-27 20:17:37,649 INFO d2lrepro.performance.hybridize: hyb.batch1 on cpu:"
+        " torch.compile's phases: _compile.compile_inner 3.3 s\n"
+        "2026-11-27 20:17:38,000 INFO d2lrepro.performance.hybridize: hyb.batch1 on cpu: the"
+        " modes timed in 9.0 s\n"
+        "2026-11-27 20:17:48,815 INFO d2lrepro.performance.hybridize: hyb.cuda.batch1 on"
+        " cuda:0: torch.compile's phases: none took 0.5 s\n"
+    )
+    (tmp_path / "logs/hybridize_first_compile.log").write_text(
+        "2026-11-27 20:17:32,335 INFO d2lrepro: the first torch.compile of this machine:"
+        " {'seconds': 9.765, 'phases': 'compile_file 7.2 s'}\n"
+    )
+    assert gpu_check.compile_phases(tmp_path) == [
+        "the first torch.compile of this machine: {'seconds': 9.765, 'phases': 'compile_file"
+        " 7.2 s'}",
+        "hyb.batch1 on cpu: torch.compile's phases: _compile.compile_inner 3.3 s",
+        "hyb.cuda.batch1 on cuda:0: torch.compile's phases: none took 0.5 s",
+    ]
+    assert gpu_check.compile_phases(tmp_path / "nothing") == []
 
 
 def test_a_whole_check_records_every_part_in_one_folder(tmp_path, monkeypatch):
