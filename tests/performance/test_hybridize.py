@@ -148,14 +148,6 @@ def test_compile_matches_eager():
     assert said and re.match(r"\S+ \d+\.\d s", said[1]), done.stderr
 
 
-def test_the_slowest_phases_are_those_of_the_compile_between_two_counts():
-    before = {"compile_inner": 1.0, "codegen": 0.5}
-    after = {"compile_inner": 4.0, "codegen": 0.7, "compile_file": 2.25}
-    assert hybridize.slowest_phases(before, after) == "compile_inner 3.0 s, compile_file 2.2 s"
-    assert hybridize.slowest_phases(after, after) == "none took 0.5 s"
-    assert hybridize.slowest_phases({}, {}) == "torch counted none"
-
-
 def test_serialization_round_trip(tmp_path):
     measured = values(hybridize.serialize(tmp_path))
     assert (tmp_path / "my_mlp").is_file()

@@ -33,7 +33,7 @@ from d2lrepro.core import devices, logs, plotting, reference
 from d2lrepro.core.models import mlp
 from d2lrepro.core.results import failed, metric, not_applicable, one_line, unmeasured
 from d2lrepro.core.timing import NAN_TIMING, naive_time, paired_ratio, time_fn, timing_rows
-from d2lrepro.performance import hybridize_cold, hybridize_symbolic
+from d2lrepro.performance import compile_phases, hybridize_cold, hybridize_symbolic
 
 log = logging.getLogger(__name__)
 MODES = ("eager", "script", "compile")
@@ -57,33 +57,9 @@ def convert(net: nn.Module, mode: str) -> Callable:
         with _quiet_jit():
             return torch.jit.script(net)
     if mode == "compile":
-        # The MLP has a few kernels to build. With more threads, a compile for CUDA starts a
-        # pool of as many compiling processes, each importing torch beside the timings after it.
+        # more threads would start (on CUDA) a pool of compiling processes beside the timings
         return torch.compile(net, dynamic=False, options={"compile_threads": 1})
     raise ValueError(f"unknown mode {mode!r}")
-
-
-def compile_seconds() -> dict[str, float]:
-    """The seconds torch.compile has spent in this process so far, by phase, as torch counts
-    them (its ``dynamo_timed`` phases, nested: a phase includes the phases run inside it);
-    none where this torch does not count them so (a private function of torch's)."""
-    try:
-        from torch._dynamo.utils import compile_times
-
-        names, values = compile_times(repr="csv", aggregate=True)
-        return {name: float(value) for name, value in zip(names, values, strict=True)}
-    except Exception:  # noqa: BLE001 -- a log line lost, not the timings
-        return {}
-
-
-def slowest_phases(before: dict[str, float], after: dict[str, float], least: float = 0.5) -> str:
-    """The phases of torch.compile that took at least ``least`` seconds between two
-    :func:`compile_seconds`, in torch's order, to say in a log where a compile's time went."""
-    if not after:
-        return "torch counted none"
-    spent = {name: seconds - before.get(name, 0.0) for name, seconds in after.items()}
-    slow = [f"{name} {seconds:.1f} s" for name, seconds in spent.items() if seconds >= least]
-    return ", ".join(slow) or f"none took {least} s"
 
 
 def _hyb_rows(prefix: str, naive: float, timing: dict, diff: float, device: str) -> list[dict]:
@@ -195,16 +171,13 @@ def _timed_modes(nets, unusable, x, reference, name, n_calls, device, min_time, 
     rows, medians = [], {}
     for mode in MODES:
         if mode not in unusable:
-            compiled = compile_seconds() if mode == "compile" else {}
-            try:
-                naive, timing, diff = _measure_net(
-                    nets[mode], x, reference, n_calls, device, min_time, max_time
-                )
-            except Exception as error:  # noqa: BLE001 -- torch.compile fails on its first call
-                unusable[mode] = (failed, one_line(error))
-            if mode == "compile":
-                phases = slowest_phases(compiled, compile_seconds())
-                log.info("%s on %s: torch.compile's phases: %s", name, device, phases)
+            with compile_phases.logged(log, f"{name} on {device}", counted=mode == "compile"):
+                try:
+                    naive, timing, diff = _measure_net(
+                        nets[mode], x, reference, n_calls, device, min_time, max_time
+                    )
+                except Exception as error:  # noqa: BLE001 -- torch.compile fails on its first call
+                    unusable[mode] = (failed, one_line(error))
         if mode in unusable:
             make, reason = unusable[mode]
             template = _hyb_rows(f"{name}.{mode}", math.nan, NAN_TIMING, math.nan, "")

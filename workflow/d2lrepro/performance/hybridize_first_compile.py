@@ -16,12 +16,8 @@ import time
 import torch
 
 from d2lrepro.core.results import one_line
-from d2lrepro.performance.hybridize import (
-    compile_seconds,
-    convert,
-    missing_toolchain,
-    slowest_phases,
-)
+from d2lrepro.performance import compile_phases
+from d2lrepro.performance.hybridize import convert, missing_toolchain
 
 
 def prepare(modes) -> dict:
@@ -39,4 +35,4 @@ def prepare(modes) -> dict:
     except Exception as error:  # noqa: BLE001 -- hybridize meets and records it again
         return {"skipped": f"torch.compile failed: {one_line(error)}"}
     seconds = round(time.perf_counter() - start, 3)
-    return {"seconds": seconds, "phases": slowest_phases({}, compile_seconds())}
+    return {"seconds": seconds, "phases": compile_phases.since({})}
