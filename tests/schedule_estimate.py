@@ -2,7 +2,7 @@
 measured wall time and the workflow's own plan, beside the runs that measured the times.
 
     .venv/bin/python tests/schedule_estimate.py [--run LABEL JOBS PRESET CORES GPUS SECONDS]...
-        [--estimate-jobs JOBS] [--light-seconds S] [--imports-seconds I]
+        [--estimate-jobs JOBS] [--less JOB SECONDS]... [--light-seconds S] [--imports-seconds I]
 
 JOBS is a run's benchmarks/ folder or a TSV of job and seconds (the GPU run's job-seconds.tsv);
 SECONDS the run's measured wall time. Without --run it checks the first GPU run
@@ -15,7 +15,9 @@ once; and, besides, with each job forked from the job server, I seconds sooner t
 starts its own Python and imports torch (--imports-seconds: 1.63 by default, the GPU run's
 shortest job that imports torch, an upper bound). With --estimate-jobs, the estimates take
 the job times of a run of this tree instead, its light jobs as measured (a TSV can add a time
-for a job the run did not reach).
+for a job the run did not reach), and its jobs as they started there (the job server's saving
+only where --imports-seconds is given). --less takes SECONDS off a job's time in the estimates:
+what a change measured elsewhere is expected to save it.
 
 The plan is the workflow's own: a dry run of this tree as a machine of CORES cores and GPUS
 GPUs would plan it (the Snakefile's GPU count faked), which gives each job's threads (a job
@@ -240,6 +242,17 @@ def simulate(jobs: list[Job], seconds: list[float], limits: dict) -> float:
     return now
 
 
+def less(times: dict[str, float], cuts: list[tuple[str, str]]) -> dict[str, float]:
+    """``times`` with each job of ``cuts`` (job, seconds) that many seconds shorter, at least
+    0; a job not in ``times`` is an error, since nothing would be taken off."""
+    times = dict(times)
+    for job, seconds in cuts:
+        if job not in times:
+            raise ValueError(f"--less {job}: no time measured for it")
+        times[job] = max(times[job] - float(seconds), 0.0)
+    return times
+
+
 def forked(jobs: list[Job], seconds: list[float], imports: float) -> list[float]:
     """The job times ``seconds`` as jobs forked from the job server take them: each job
     ``imports`` seconds sooner (the Python start and imports the server paid once), and at
@@ -263,8 +276,8 @@ def main() -> None:
     parser.add_argument(
         "--imports-seconds",
         type=float,
-        default=H200_IMPORTS,
-        help="what the job server saves each job there (at most its shortest torch job)",
+        help="what the job server saves each job there (at most its shortest torch job);"
+        f" default: {H200_IMPORTS} where the estimates take the first GPU run's times",
     )
     parser.add_argument(
         "--estimate-jobs",
@@ -273,6 +286,14 @@ def main() -> None:
         help="job times of a run of this tree for the estimates (a benchmarks/ folder or a TSV"
         " of job and seconds), its light jobs at their measured times; default: the first GPU"
         " run's, planned by its commit",
+    )
+    parser.add_argument(
+        "--less",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("JOB", "SECONDS"),
+        help="take SECONDS off JOB's time in the estimates (repeatable)",
     )
     parser.add_argument(
         "--light-seconds",
@@ -301,17 +322,25 @@ def main() -> None:
     if args.estimate_jobs:
         label, source = str(args.estimate_jobs), args.estimate_jobs
     limits, jobs = plan(preset, cores, gpus)
-    times = measured(source)
+    times = less(measured(source), args.less)
     light_seconds = None if args.estimate_jobs else args.light_seconds
+    imports = args.imports_seconds
+    if imports is None and not args.estimate_jobs:
+        imports = H200_IMPORTS
     light = estimated(jobs, times, light_seconds)
     idle = sum(map(measures_nothing, jobs))
     lights = f"{idle} taking {light_seconds} s each" if light_seconds else "as measured"
+    cut = "".join(f", {job} {float(seconds):g} s shorter" for job, seconds in args.less)
     print(
-        f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU (job times: {label}),"
+        f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU (job times: {label}{cut}),"
         f" as this tree plans it, {sum(j.light for j in jobs)} light jobs ({lights}):"
-        f" {_time(simulate(jobs, light, limits))};"
-        f" with the job server, each job {args.imports_seconds} s sooner:"
-        f" {_time(simulate(jobs, forked(jobs, light, args.imports_seconds), limits))}"
+        f" {_time(simulate(jobs, light, limits))}"
+        + (
+            f"; with the job server, each job {imports} s sooner:"
+            f" {_time(simulate(jobs, forked(jobs, light, imports), limits))}"
+            if imports is not None
+            else ""
+        )
     )
 
 

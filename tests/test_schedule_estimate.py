@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 import schedule_estimate
-from schedule_estimate import Job, estimated, forked, simulate
+from schedule_estimate import Job, estimated, forked, less, simulate
 
 CORES = {"_cores": 2, "gpu": None, "gpu_share": None}
 
@@ -55,6 +55,17 @@ def test_a_forked_job_saves_the_imports_but_not_its_hand_over_and_a_light_job_no
     light = Job("x2", "x", {"_cores": 1}, light=True)
     jobs = [light, one_core("x1", rule="x"), one_core("y", rule="y")]
     assert forked(jobs, [0.5, 10.0, 1.0], imports=1.5) == [0.5, 8.5, schedule_estimate.HAND_OVER]
+
+
+def test_less_takes_the_seconds_a_change_saves_off_a_measured_job_only():
+    times = {"hybridize": 104.0, "hardware": 66.0}
+    assert less(times, [("hybridize", "38"), ("hardware", "70")]) == {
+        "hybridize": 66.0,
+        "hardware": 0.0,
+    }
+    assert times["hybridize"] == 104.0
+    with pytest.raises(ValueError, match="--less hybrid: no time measured"):
+        less(times, [("hybrid", "1")])
 
 
 def test_a_light_job_takes_the_light_time_only_where_its_times_come_from_an_older_plan():

@@ -1,0 +1,69 @@
+"""The quick check of the CPU's vector instructions on a torch before 2.13
+(d2lrepro.performance.isa_probe): only that torch's script is changed, and its child loads a
+library linked to libtorch_cpu without importing torch, or imports torch where it must."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch._inductor.cpu_vec_isa import VecISA
+
+from d2lrepro.performance import isa_probe
+
+LIBTORCH_CPU = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+
+
+@pytest.fixture
+def slow_torch(monkeypatch):
+    """This torch with the child's script of torch before 2.13."""
+    monkeypatch.setattr(VecISA, "_avx_py_load", isa_probe.SLOW_PROBE)
+
+
+def test_only_the_script_of_a_torch_before_2_13_is_changed_and_once(slow_torch, monkeypatch):
+    assert isa_probe.quicken()
+    assert str(LIBTORCH_CPU) in VecISA._avx_py_load
+    assert VecISA._avx_py_load.count("__lib_path__") == 2  # the path torch puts in, both times
+    assert not isa_probe.quicken()
+    newer = 'import sys\nif sys.platform != "linux":\n    import torch\ncdll.LoadLibrary("x")\n'
+    monkeypatch.setattr(VecISA, "_avx_py_load", newer)
+    assert not isa_probe.quicken()
+    assert VecISA._avx_py_load == newer
+
+
+def test_another_system_keeps_the_slow_check(slow_torch, monkeypatch):
+    monkeypatch.setattr(isa_probe.sys, "platform", "darwin")
+    assert not isa_probe.quicken()
+    assert VecISA._avx_py_load == isa_probe.SLOW_PROBE
+
+
+def _child(script: str, library: Path, *flags: str) -> int:
+    """The exit status of a child Python that runs ``script`` as torch would, for ``library``;
+    without a loader path to torch's libraries, as torch before 2.13 starts it."""
+    env = {key: value for key, value in os.environ.items() if key != "LD_LIBRARY_PATH"}
+    code = script.replace("__lib_path__", str(library))
+    return subprocess.run([sys.executable, *flags, "-c", code], env=env, check=False).returncode
+
+
+@pytest.mark.skipif(not shutil.which("g++"), reason="needs g++ to build a library")
+def test_the_quick_child_loads_a_library_of_torch_without_importing_it(tmp_path):
+    source = tmp_path / "probe.cpp"
+    source.write_text('extern "C" int probe() { return 1; }\n')
+    library = tmp_path / "probe.so"
+    # linked to libtorch_cpu as torch links its probes, though it calls nothing there
+    link = ["-Wl,--no-as-needed", f"-L{LIBTORCH_CPU.parent}", "-ltorch_cpu"]
+    subprocess.run(["g++", "-shared", "-fPIC", str(source), *link, "-o", str(library)], check=True)
+    loaded = 'from ctypes import CDLL\nCDLL("__lib_path__")\n'
+    assert _child(loaded, library) != 0  # the loader alone does not find libtorch_cpu
+    quick = isa_probe.QUICK_PROBE.format(libtorch_cpu=str(LIBTORCH_CPU))
+    # -S: no site-packages, so a child that imported torch would fail
+    assert _child(isa_probe.SLOW_PROBE, library, "-S") != 0
+    assert _child(quick, library, "-S") == 0
+    # where libtorch_cpu is not where it was, the child imports torch, as before
+    assert _child(isa_probe.QUICK_PROBE.format(libtorch_cpu="/nowhere/lib.so"), library) == 0
+    broken = tmp_path / "broken.so"
+    broken.write_text("not a library")
+    assert _child(quick, broken) != 0
