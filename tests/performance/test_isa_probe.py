@@ -2,6 +2,7 @@
 (d2lrepro.performance.isa_probe): only that torch's script is changed, and its child loads a
 library linked to libtorch_cpu without importing torch, or imports torch where it must."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -19,8 +20,14 @@ LIBTORCH_CPU = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
 
 @pytest.fixture
 def slow_torch(monkeypatch):
-    """This torch with the child's script of torch before 2.13."""
-    monkeypatch.setattr(VecISA, "_avx_py_load", isa_probe.SLOW_PROBE)
+    """This torch with the child's script of torch before 2.13, as torch 2.11 writes it."""
+    monkeypatch.setattr(VecISA, "_avx_py_load", "\n" + isa_probe.SLOW_PROBE)
+
+
+def test_the_torch_the_project_pins_is_left_alone():
+    script = VecISA._avx_py_load
+    assert not isa_probe.quicken()
+    assert VecISA._avx_py_load == script
 
 
 def test_only_the_script_of_a_torch_before_2_13_is_changed_and_once(slow_torch, monkeypatch):
@@ -37,25 +44,30 @@ def test_only_the_script_of_a_torch_before_2_13_is_changed_and_once(slow_torch, 
 def test_another_system_keeps_the_slow_check(slow_torch, monkeypatch):
     monkeypatch.setattr(isa_probe.sys, "platform", "darwin")
     assert not isa_probe.quicken()
-    assert VecISA._avx_py_load == isa_probe.SLOW_PROBE
+    assert VecISA._avx_py_load == "\n" + isa_probe.SLOW_PROBE
 
 
 def _child(script: str, library: Path, *flags: str) -> int:
     """The exit status of a child Python that runs ``script`` as torch would, for ``library``;
     without a loader path to torch's libraries, as torch before 2.13 starts it."""
-    env = {key: value for key, value in os.environ.items() if key != "LD_LIBRARY_PATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH")}
     code = script.replace("__lib_path__", str(library))
     return subprocess.run([sys.executable, *flags, "-c", code], env=env, check=False).returncode
 
 
 @pytest.mark.skipif(not shutil.which("g++"), reason="needs g++ to build a library")
 def test_the_quick_child_loads_a_library_of_torch_without_importing_it(tmp_path):
+    from torch._inductor.cpp_builder import CppBuilder, CppTorchOptions
+
+    # built and linked as torch builds its probes, with one of libtorch_cpu's vector functions
     source = tmp_path / "probe.cpp"
-    source.write_text('extern "C" int probe() { return 1; }\n')
-    library = tmp_path / "probe.so"
-    # linked to libtorch_cpu as torch links its probes, though it calls nothing there
-    link = ["-Wl,--no-as-needed", f"-L{LIBTORCH_CPU.parent}", "-ltorch_cpu"]
-    subprocess.run(["g++", "-shared", "-fPIC", str(source), *link, "-o", str(library)], check=True)
+    source.write_text(
+        'extern "C" void Sleef_expf8_u10();\n'
+        'extern "C" void* probe() { return (void*)&Sleef_expf8_u10; }\n'
+    )
+    builder = CppBuilder("probe", [str(source)], CppTorchOptions(warning_all=False), tmp_path)
+    builder.build()
+    library = Path(builder.get_target_file_path())
     loaded = 'from ctypes import CDLL\nCDLL("__lib_path__")\n'
     assert _child(loaded, library) != 0  # the loader alone does not find libtorch_cpu
     quick = isa_probe.QUICK_PROBE.format(libtorch_cpu=str(LIBTORCH_CPU))
@@ -67,3 +79,19 @@ def test_the_quick_child_loads_a_library_of_torch_without_importing_it(tmp_path)
     broken = tmp_path / "broken.so"
     broken.write_text("not a library")
     assert _child(quick, broken) != 0
+
+
+def test_torch_2_11_s_check_quickened_finds_what_this_torch_s_own_check_finds():
+    """Fresh processes of tests/isa_check_time.py: this torch's check, and the same made to
+    check as torch 2.11 does and then quickened."""
+    script = Path(__file__).parents[1] / "isa_check_time.py"
+    env = {**os.environ, "PYTHONPATH": str(Path(isa_probe.__file__).parents[2])}
+
+    def checked(way):
+        run = [sys.executable, str(script), "--way", way]
+        out = subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout
+        return json.loads(out.splitlines()[-1])
+
+    own, quickened = checked("as this torch checks"), checked("as torch 2.11, quickened")
+    assert quickened["found"] == own["found"]
+    assert quickened["children"] == own["children"]

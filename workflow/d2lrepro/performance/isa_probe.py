@@ -11,7 +11,10 @@ and every process that compiles starts them again: 48 of the 52.5 s of hybridize
 compiled call there. Torch 2.13 loads the library without importing torch, with torch's
 library folder on the loader's path. :func:`quicken` has an older torch's child load
 libtorch_cpu by its path and then the library, and import torch only where that fails, so
-each answer is the one the slow child would have given.
+each answer is the one the slow child would have given. It is quick where the library needs
+no other library of torch's: torch links it to libtorch, libtorch_cpu and libtorch_python,
+and a linker that drops the libraries it does not use (gcc's default on Debian and Ubuntu)
+keeps only libtorch_cpu; elsewhere the child imports torch, as before.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ import torch
 
 log = logging.getLogger(__name__)
 
-# The child's script before torch 2.13 (torch._inductor.cpu_vec_isa.VecISA._avx_py_load); torch
-# puts the library's path in place of __lib_path__.
+# The child's script before torch 2.13 (torch._inductor.cpu_vec_isa.VecISA._avx_py_load, which
+# also has blank lines around it); torch puts the library's path in place of __lib_path__.
 SLOW_PROBE = 'import torch\nfrom ctypes import cdll\ncdll.LoadLibrary("__lib_path__")\n'
 QUICK_PROBE = """
 from ctypes import CDLL
@@ -55,7 +58,7 @@ def quicken() -> bool:
     VecISA._avx_py_load = QUICK_PROBE.format(libtorch_cpu=str(libtorch_cpu))
     log.info(
         "torch %s checks the CPU's vector instructions in children that import torch; "
-        "they load %s by its path instead, as torch 2.13 does",
+        "they now load %s by its path first, and import torch only where that fails",
         torch.__version__,
         libtorch_cpu.name,
     )
