@@ -128,3 +128,17 @@ def test_the_gpu_run_is_planned_by_the_commit_that_ran_it():
     assert limits == {"_cores": 16, "gpu": 1, "gpu_share": 4}
     assert not any(job.light for job in jobs)
     assert named["data_parallel_run/lenet.2.seed0"].needs["_cores"] == 16
+
+
+def test_an_estimate_from_a_run_of_this_tree_names_its_cuts_and_adds_no_job_server(
+    monkeypatch, capsys
+):
+    """That run's jobs already forked from the job server: no saving is added for it unless
+    --imports-seconds asks."""
+    tsv = str(schedule_estimate.REPO / "docs/runs/h200-a029d33-job-seconds.tsv")
+    args = ["--run", "H200", tsv, "cpu", "16", "1", "319", "--estimate-jobs", tsv]
+    monkeypatch.setattr("sys.argv", ["schedule_estimate.py", *args, "--less", "hybridize", "38"])
+    schedule_estimate.main()
+    estimate = capsys.readouterr().out.splitlines()[-1]
+    assert "hybridize 38 s shorter" in estimate
+    assert "job server" not in estimate
