@@ -3,12 +3,12 @@ as this torch makes it and with d2lrepro.performance.isa_probe; a torch of 2.13 
 check is quick, is also made to check as torch 2.11 does (each child imports torch, no loader
 path set), with and without isa_probe.
 
-    PYTHONPATH=workflow .venv/bin/python tests/isa_check_time.py [--repeats N]
+    .venv/bin/python tests/isa_check_time.py [--repeats N]
 
-Each way runs in a fresh process, twice by default; torch's libraries for the check are built
-first (the first way's first run may include building them). Prints, per run, the children
-the check started, their seconds, the whole check's seconds and the instruction sets found.
-Asserts nothing.
+Each way runs in a fresh process, twice by default, after one untimed check that builds the
+check's libraries where torch's cache folder lacks them. Prints, per run, the child Pythons
+that loaded a library (not the compiler's runs), their seconds, the whole check's seconds and
+the instruction sets found. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -42,24 +42,25 @@ def check(way: str) -> dict:
         cpu_vec_isa.VecISA._build_probe_env = staticmethod(python_subprocess_env)
     if quickened:
         isa_probe.quicken()
-    children = []
+    loads = []  # the seconds of each child Python that loads a library (not the compiler's)
     for name in ("run", "check_call"):  # torch 2.13 starts its children with one, 2.11 the other
         real = getattr(subprocess, name)
 
-        def timed(*args, real=real, **kwargs):
+        def timed(command, *args, real=real, **kwargs):
             start = time.perf_counter()
             try:
-                return real(*args, **kwargs)
+                return real(command, *args, **kwargs)
             finally:
-                children.append(time.perf_counter() - start)
+                if isinstance(command, list) and command[0] == sys.executable:
+                    loads.append(time.perf_counter() - start)
 
         setattr(subprocess, name, timed)
     start = time.perf_counter()
     found = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
     return {
         "check_s": round(time.perf_counter() - start, 2),
-        "children": len(children),
-        "children_s": round(sum(children), 2),
+        "loads": len(loads),
+        "loads_s": round(sum(loads), 2),
         "found": found,
     }
 
@@ -80,16 +81,22 @@ def main() -> None:
     else:
         ways = ["as this torch checks", "with isa_probe.quicken"]
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs")
+    checked(ways[0])  # builds the libraries, where torch's cache folder lacks them
     for _ in range(args.repeats):
         for way in ways:
-            out = subprocess.run(
-                [sys.executable, __file__, "--way", way], capture_output=True, text=True, check=True
-            ).stdout
-            r = json.loads(out.splitlines()[-1])
+            r = checked(way)
             print(
-                f"{way:<25} {r['children']:>2} children {r['children_s']:>6.2f} s,"
-                f" the check {r['check_s']:>6.2f} s: {', '.join(r['found']) or 'none'}"
+                f"{way:<25} {r['loads']:>2} loads in children {r['loads_s']:>6.2f} s"
+                f" ({r['loads_s'] / max(r['loads'], 1):.2f} s each), the check {r['check_s']:>6.2f}"
+                f" s: {', '.join(r['found']) or 'none'}"
             )
+
+
+def checked(way: str) -> dict:
+    """:func:`check` made ``way`` in a fresh process."""
+    run = [sys.executable, __file__, "--way", way]
+    out = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.splitlines()[-1])
 
 
 if __name__ == "__main__":

@@ -6,15 +6,15 @@ Before a process compiles its first kernel for the CPU, torch learns which vecto
 sets (AVX2, AVX-512 and its extensions, AMX) the CPU and the compiler both support: for each it
 builds a small library, keeps it in its cache folder, and loads it in a child Python. Before
 torch 2.13 that child imports torch first, only so that the library's link to libtorch_cpu
-resolves. With torch 2.11 on the H200 box a child took about 4.8 s, a process started ten,
-and every process that compiles starts them again: 48 of the 52.5 s of hybridize's first
-compiled call there. Torch 2.13 loads the library without importing torch, with torch's
-library folder on the loader's path. :func:`quicken` has an older torch's child load
-libtorch_cpu by its path and then the library, and import torch only where that fails, so
-each answer is the one the slow child would have given. It is quick where the library needs
-no other library of torch's: torch links it to libtorch, libtorch_cpu and libtorch_python,
-and a linker that drops the libraries it does not use (gcc's default on Debian and Ubuntu)
-keeps only libtorch_cpu; elsewhere the child imports torch, as before.
+resolves. With torch 2.11 on the H200 box, a profile of hybridize's first compiled call
+(52.5 s) counted 48 s in ten children of about 4.8 s each, which by torch's source can only be
+these; every process that compiles starts them again. Torch 2.13 loads the library without
+importing torch, with torch's library folder on the loader's path. :func:`quicken` has an
+older torch's child load libtorch_cpu by its path and then the library, and import torch only
+where that fails, so each answer is the one the slow child would have given. It is quick
+where the library needs no other library of torch's: torch links it to libtorch, libtorch_cpu
+and libtorch_python, and a linker that drops the libraries it does not use (gcc's default on
+Debian and Ubuntu) keeps only libtorch_cpu; elsewhere the child imports torch, as before.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import torch
 
 log = logging.getLogger(__name__)
 
-# The child's script before torch 2.13 (torch._inductor.cpu_vec_isa.VecISA._avx_py_load, which
-# also has blank lines around it); torch puts the library's path in place of __lib_path__.
-SLOW_PROBE = 'import torch\nfrom ctypes import cdll\ncdll.LoadLibrary("__lib_path__")\n'
+# The child's script before torch 2.13 (torch._inductor.cpu_vec_isa.VecISA._avx_py_load), to the
+# letter; torch puts the library's path in place of __lib_path__.
+SLOW_PROBE = '\nimport torch\nfrom ctypes import cdll\ncdll.LoadLibrary("__lib_path__")\n'
 QUICK_PROBE = """
 from ctypes import CDLL
 try:
@@ -50,7 +50,7 @@ def quicken() -> bool:
     # torch.compile's own module: a second to import, so only where a compile is asked for
     from torch._inductor.cpu_vec_isa import VecISA
 
-    if getattr(VecISA, "_avx_py_load", "").strip() != SLOW_PROBE.strip():
+    if getattr(VecISA, "_avx_py_load", "") != SLOW_PROBE:
         return False
     libtorch_cpu = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
     if not libtorch_cpu.is_file():
