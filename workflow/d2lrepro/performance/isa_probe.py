@@ -10,11 +10,12 @@ resolves. With torch 2.11 on the H200 box, a profile of hybridize's first compil
 (52.5 s) counted 48 s in ten children of about 4.8 s each, which by torch's source can only be
 these; every process that compiles starts them again. Torch 2.13 loads the library without
 importing torch, with torch's library folder on the loader's path. :func:`quicken` has an
-older torch's child load libtorch_cpu by its path and then the library, and import torch only
-where that fails, so each answer is the one the slow child would have given. It is quick
-where the library needs no other library of torch's: torch links it to libtorch, libtorch_cpu
-and libtorch_python, and a linker that drops the libraries it does not use (gcc's default on
-Debian and Ubuntu) keeps only libtorch_cpu; elsewhere the child imports torch, as before.
+older torch's child load the library, where that fails libtorch_cpu by its path first, and
+import torch only where that fails too, so each answer is the one the slow child would have
+given. It is quick where the library needs no other library of torch's than libtorch_cpu:
+torch links it to libtorch, libtorch_cpu and libtorch_python, and a linker that drops the
+libraries it does not use (gcc's default on Debian and Ubuntu) keeps only those it calls;
+elsewhere the child imports torch, as before.
 """
 
 from __future__ import annotations
@@ -30,14 +31,18 @@ log = logging.getLogger(__name__)
 # The child's script before torch 2.13 (torch._inductor.cpu_vec_isa.VecISA._avx_py_load), to the
 # letter; torch puts the library's path in place of __lib_path__.
 SLOW_PROBE = '\nimport torch\nfrom ctypes import cdll\ncdll.LoadLibrary("__lib_path__")\n'
+# A library that tests intrinsics alone (AMX, VNNI, bf16) needs no library of torch's.
 QUICK_PROBE = """
 from ctypes import CDLL
 try:
-    CDLL({libtorch_cpu!r})
     CDLL("__lib_path__")
 except OSError:
-    import torch
-    CDLL("__lib_path__")
+    try:
+        CDLL({libtorch_cpu!r})
+        CDLL("__lib_path__")
+    except OSError:
+        import torch
+        CDLL("__lib_path__")
 """
 
 
