@@ -103,3 +103,13 @@ def test_torch_2_11_s_check_quickened_finds_what_this_torch_s_own_check_finds():
     if not own["found"]:
         pytest.skip("torch finds no vector instructions to check here")
     assert checked("as torch 2.11, quickened")["found"] == own["found"]
+
+
+def test_the_first_compiled_call_s_child_pythons_are_the_check_s():
+    """The children whose time isa_probe takes off: every Python that the MLP's first compiled
+    call starts is started by the check of the CPU's vector instructions (cpu_vec_isa)."""
+    first = checked("as this torch checks", first_call=True)
+    if not first["found"]:
+        pytest.skip("torch finds no vector instructions to check here")
+    assert first["callers"]
+    assert all(caller.startswith("cpu_vec_isa.") for caller in first["callers"])
