@@ -24,7 +24,6 @@ import os
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 # each way: (made to check as torch before 2.13 does, then isa_probe.quicken)
@@ -52,7 +51,7 @@ def check(way: str, first_call: bool = False) -> dict:
         cpu_vec_isa.VecISA._build_probe_env = staticmethod(python_subprocess_env)
     if quickened:
         isa_probe.quicken()
-    else:  # hybridize.convert quickens where this torch checks slowly
+    else:  # with first_call: hybridize.convert would quicken where this torch checks slowly
         isa_probe.quicken = lambda: False
     loads = []  # each child Python that loads a library (not the compiler's): seconds, caller
     for name in ("run", "check_call"):  # torch 2.13 starts its children with one, 2.11 the other
@@ -73,7 +72,7 @@ def check(way: str, first_call: bool = False) -> dict:
         hybridize.convert(mlp(), "compile")(torch.randn(1, 512))
     found = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]  # cached after a first call
     return {
-        "check_s": round(time.perf_counter() - start, 2),
+        "timed_s": round(time.perf_counter() - start, 2),
         "loads": len(loads),
         "loads_s": round(sum(s for s, _ in loads), 2),
         "callers": sorted({caller for _, caller in loads}),
@@ -82,10 +81,14 @@ def check(way: str, first_call: bool = False) -> dict:
 
 
 def _torch_caller() -> str:
-    """The innermost function of torch's inductor on this call's stack, as module.function."""
-    for frame in reversed(traceback.extract_stack()):
-        if "_inductor" in Path(frame.filename).parts:
-            return f"{Path(frame.filename).stem}.{frame.name}"
+    """The innermost function of torch's inductor on this call's stack, as module.function
+    (read from the frames alone: no source file is read)."""
+    frame = sys._getframe()
+    while frame is not None:
+        code = frame.f_code
+        if "_inductor" in Path(code.co_filename).parts:
+            return f"{Path(code.co_filename).stem}.{code.co_name}"
+        frame = frame.f_back
     return "not torch's inductor"
 
 
@@ -113,7 +116,7 @@ def main() -> None:
             r = checked(way, args.first_call)
             print(
                 f"{way:<25} {r['loads']:>2} loads in children {r['loads_s']:>6.2f} s"
-                f" ({r['loads_s'] / max(r['loads'], 1):.2f} s each), {timed} {r['check_s']:>6.2f}"
+                f" ({r['loads_s'] / max(r['loads'], 1):.2f} s each), {timed} {r['timed_s']:>6.2f}"
                 f" s: {', '.join(r['found']) or 'none'}"
                 + (f"; children started by {', '.join(r['callers'])}" if args.first_call else "")
             )
