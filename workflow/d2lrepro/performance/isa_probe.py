@@ -9,13 +9,12 @@ torch 2.13 that child imports torch first, only so that the library's link to li
 resolves. With torch 2.11 on the H200 box, a profile of hybridize's first compiled call
 (52.5 s) counted 48 s in ten children of about 4.8 s each; the same torch on a 2-core machine
 starts no child Python in that call but the check's (six there). Every process that compiles
-starts them again.
-Torch 2.13 loads the library without importing torch, with torch's library folder on the
-loader's path. :func:`quicken` has an older torch's child load libtorch_cpu by its path and
-then the library, and import torch only where that fails, so each answer is the one the slow
-child would have given. It is quick where the library needs no other library of torch's:
-torch links it to libtorch, libtorch_cpu and libtorch_python, and a linker that drops the
-libraries it does not use (gcc's default on Debian and Ubuntu) keeps only libtorch_cpu;
+starts them again. Torch 2.13 loads the library without importing torch, with torch's library
+folder on the loader's path. :func:`quicken` has an older torch's child load libtorch_cpu by
+its path and then the library, and import torch only where that fails, so each answer is the
+one the slow child would have given. It is quick where the library needs no other library of
+torch's: torch links it to libtorch, libtorch_cpu and libtorch_python, and a linker that drops
+the libraries it does not use (gcc's default on Debian and Ubuntu) keeps only libtorch_cpu;
 elsewhere the child imports torch, as before.
 """
 
