@@ -38,12 +38,10 @@ WAYS = {
 def check(way: str, first_call: bool = False) -> dict:
     """In this process: torch's check, made ``way``, timed with its children; or, with
     ``first_call``, the MLP's first compiled call, which makes that check."""
-    import torch
-    from torch._inductor import config, cpu_vec_isa
+    from torch._inductor import cpu_vec_isa
     from torch._inductor.utils import python_subprocess_env
 
-    from d2lrepro.core.models import mlp
-    from d2lrepro.performance import hybridize, isa_probe
+    from d2lrepro.performance import isa_probe
 
     as_before, quickened = WAYS[way]
     if as_before:
@@ -51,8 +49,16 @@ def check(way: str, first_call: bool = False) -> dict:
         cpu_vec_isa.VecISA._build_probe_env = staticmethod(python_subprocess_env)
     if quickened:
         isa_probe.quicken()
-    else:  # with first_call: hybridize.convert would quicken where this torch checks slowly
-        isa_probe.quicken = lambda: False
+    if first_call:  # the MLP's imports only where it is compiled, before the clock starts
+        import torch
+        from torch._inductor import config
+
+        from d2lrepro.core.models import mlp
+        from d2lrepro.performance import hybridize
+
+        config.fx_graph_cache = False
+        if not quickened:  # hybridize.convert would quicken where this torch checks slowly
+            isa_probe.quicken = lambda: False
     loads = []  # each child Python that loads a library (not the compiler's): seconds, caller
     for name in ("run", "check_call"):  # torch 2.13 starts its children with one, 2.11 the other
         real = getattr(subprocess, name)
@@ -68,7 +74,6 @@ def check(way: str, first_call: bool = False) -> dict:
         setattr(subprocess, name, timed)
     start = time.perf_counter()
     if first_call:
-        config.fx_graph_cache = False
         hybridize.convert(mlp(), "compile")(torch.randn(1, 512))
     found = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]  # cached after a first call
     return {
