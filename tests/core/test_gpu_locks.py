@@ -339,3 +339,80 @@ def test_a_job_that_only_trains_given_no_gpu_hides_them(tmp_path, monkeypatch, o
     monkeypatch.setattr(gpu_locks, "visible_gpus", lambda: ["0"])
     assert gpu_locks.lock_shared_gpu(SimpleNamespace(gpu=0, gpu_share=0), 4) == []
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+
+
+class FakeNvml:
+    """libnvidia-ml as torch and nvml_gpu_count call it: ``found`` GPUs, or a failing init."""
+
+    def __init__(self, found, init_rc=0):
+        self.found, self.init_rc = found, init_rc
+
+    def nvmlInit(self):
+        return self.init_rc
+
+    def nvmlDeviceGetCount_v2(self, count):
+        count._obj.value = self.found
+        return 0
+
+    def nvmlShutdown(self):
+        return 0
+
+
+@pytest.fixture
+def nvml(monkeypatch):
+    """Make ``ctypes.CDLL("libnvidia-ml.so.1")`` load a :class:`FakeNvml`: ``nvml(found)``."""
+    import ctypes
+
+    def fake(found, init_rc=0):
+        monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeNvml(found, init_rc))
+
+    return fake
+
+
+VISIBLE = [None, "", " ", "0", "1", "3", "0,1", "1,0", " 1 , 0 ", "0,2,1", "2,0", "0,0", "1,0,1"]
+
+
+@pytest.mark.parametrize("found", [0, 1, 2, 4])
+@pytest.mark.parametrize("visible", VISIBLE)
+def test_the_gpu_count_without_torch_is_torch_s(visible, found, nvml, monkeypatch):
+    """The count made without importing torch equals the one torch makes before CUDA starts,
+    through the same (fake) NVML, for each CUDA_VISIBLE_DEVICES value."""
+    nvml(found)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert gpu_locks.nvml_gpu_count(visible) == torch.cuda._device_count_nvml()
+
+
+@pytest.mark.parametrize(
+    "visible", ["GPU-8f6c1b2e,GPU-0a1b2c3d", "MIG-4b3c2d1e", "0,-1", "1gpu2", "+1", "0,GPU-aa"]
+)
+def test_uuids_and_odd_entries_are_left_to_torch(visible, nvml):
+    nvml(2)
+    assert gpu_locks.nvml_gpu_count(visible) is None
+
+
+def test_without_nvml_torch_counts(nvml, monkeypatch):
+    nvml(2, init_rc=9)  # NVML_ERROR_DRIVER_NOT_LOADED
+    assert gpu_locks.nvml_gpu_count(None) is None
+
+    def missing(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr("ctypes.CDLL", missing)
+    assert gpu_locks.nvml_gpu_count("0") is None
+    assert gpu_locks.nvml_gpu_count("") == 0  # nothing visible: no need to ask
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("visible", [None, "", "0", "0,0", "1", "0,1", "1,0", "64"])
+def test_the_gpu_count_without_torch_is_torch_s_on_this_machine(visible, monkeypatch):
+    """Against this machine's NVML, where it has one (a GPU machine)."""
+    if gpu_locks._nvml_device_count() is None:
+        pytest.skip("no NVML on this machine")
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert gpu_locks.nvml_gpu_count(visible) == torch.cuda._device_count_nvml()

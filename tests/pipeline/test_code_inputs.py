@@ -15,11 +15,13 @@ def test_closure_follows_dotted_nested_and_late_imports(tmp_path, repo):
     )
     # every package's __init__ runs on the way, and the top one imports the allocator;
     # machines imports environment only inside a function that claims never runs, and claims
-    # reads why a device is missing from shortfall, not from devices (torch)
+    # reads why a device is missing from shortfall, not from devices (torch); settings counts
+    # the machine's GPUs through gpu_locks, free of torch too
     assert names(code_inputs.closure(script, repo)) == {
         "__init__.py",
         "core/__init__.py",
         "core/allocator.py",
+        "core/gpu_locks.py",
         "core/logs.py",
         "core/provenance.py",
         "core/paths.py",

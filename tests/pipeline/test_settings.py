@@ -115,3 +115,51 @@ def test_a_results_tree_keeps_the_preset_it_was_made_with(tmp_path, config):
     record.write_text("nonsense\n")
     with pytest.raises(settings.ConfigError, match="names no preset"):
         settings.resolve(config, record=record)
+
+
+@pytest.fixture
+def gpu_machine(monkeypatch, tmp_path):
+    """This machine as one with an NVIDIA driver and ``torch_cuda`` the torch installed (its
+    version file says so), on which importing torch fails: ``gpu_machine(torch_cuda)``."""
+    import importlib.util
+    import sys
+    from types import SimpleNamespace
+
+    def fake(torch_cuda):
+        version = tmp_path / "torch" / "version.py"
+        version.parent.mkdir(exist_ok=True)
+        version.write_text(f"from typing import Optional\ncuda: Optional[str] = {torch_cuda!r}\n")
+        spec = SimpleNamespace(origin=str(version.with_name("__init__.py")))
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
+        monkeypatch.setattr(settings.shutil, "which", lambda name: f"/usr/bin/{name}")
+        monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+
+    return fake
+
+
+def test_the_gpus_of_a_machine_are_counted_without_importing_torch(gpu_machine, monkeypatch):
+    gpu_machine("13.0")
+    seen = []
+    monkeypatch.setattr(settings.gpu_locks, "nvml_gpu_count", lambda v: seen.append(v) or 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert settings.local_gpus() == 2
+    assert seen == ["0,1"]
+
+
+def test_a_torch_without_cuda_counts_no_gpu(gpu_machine, monkeypatch):
+    gpu_machine(None)
+    monkeypatch.setattr(settings.gpu_locks, "nvml_gpu_count", lambda v: 2)
+    assert settings.local_gpus() == 0
+
+
+def test_torch_counts_what_nvml_cannot_tell(gpu_machine, monkeypatch):
+    gpu_machine("13.0")
+    monkeypatch.setattr(settings.gpu_locks, "nvml_gpu_count", lambda v: None)
+    with pytest.raises(ImportError):  # it went to torch, which this test made unimportable
+        settings.local_gpus()
+
+
+def test_the_installed_torch_is_read_as_it_says():
+    import torch
+
+    assert settings.torch_has_cuda() == (torch.version.cuda is not None)

@@ -8,7 +8,10 @@ book, and the report can list them without anyone keeping that list by hand.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import math
+import os
+import runpy
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +19,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from d2lrepro.core import paths, shortfall
+from d2lrepro.core import gpu_locks, paths, shortfall
 
 SCHEMA = paths.CONFIG_SCHEMA
 
@@ -122,13 +125,29 @@ def _cuda_available() -> bool:
 
 
 def local_gpus() -> int:
-    """GPUs of this machine, for jobs run on it; 0 without an NVIDIA driver, found without
-    importing torch, which slows every snakemake call."""
+    """GPUs of this machine, for jobs run on it, as torch counts them: 0 without an NVIDIA
+    driver or with a torch built without CUDA. Found without importing torch, which takes
+    seconds where torch has CUDA, in every snakemake call (gpu_locks.nvml_gpu_count); torch
+    counts only what NVML cannot tell."""
     if not (Path("/proc/driver/nvidia").exists() or shutil.which("nvidia-smi")):
         return 0
-    import torch
+    if not torch_has_cuda():
+        return 0
+    count = gpu_locks.nvml_gpu_count(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if count is None:
+        import torch
 
-    return torch.cuda.device_count()
+        return torch.cuda.device_count()
+    return count
+
+
+def torch_has_cuda() -> bool:
+    """Whether the torch installed here is built with CUDA (``torch.version.cuda``), read from
+    its version file without importing it."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return False
+    return runpy.run_path(str(Path(spec.origin).with_name("version.py"))).get("cuda") is not None
 
 
 def gpu_request(wanted: int, *, machine_gpus: int, book: bool, limit: int | None = None) -> int:
