@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -342,29 +343,36 @@ def test_a_job_that_only_trains_given_no_gpu_hides_them(tmp_path, monkeypatch, o
 
 
 class FakeNvml:
-    """libnvidia-ml as torch and nvml_gpu_count call it: ``found`` GPUs, or a failing init."""
+    """libnvidia-ml as torch and nvml_gpu_count call it: ``found`` GPUs, each call answering
+    its return code (0: success), and the calls made."""
 
-    def __init__(self, found, init_rc=0):
-        self.found, self.init_rc = found, init_rc
+    def __init__(self, found, init_rc=0, count_rc=0):
+        self.found, self.init_rc, self.count_rc, self.calls = found, init_rc, count_rc, []
 
     def nvmlInit(self):
+        self.calls.append("init")
         return self.init_rc
 
     def nvmlDeviceGetCount_v2(self, count):
-        count._obj.value = self.found
-        return 0
+        self.calls.append("count")
+        if not self.count_rc:
+            count._obj.value = self.found
+        return self.count_rc
 
     def nvmlShutdown(self):
+        self.calls.append("shutdown")
         return 0
 
 
 @pytest.fixture
 def nvml(monkeypatch):
-    """Make ``ctypes.CDLL("libnvidia-ml.so.1")`` load a :class:`FakeNvml`: ``nvml(found)``."""
+    """Make ``ctypes.CDLL("libnvidia-ml.so.1")`` load ``library`` (a :class:`FakeNvml`):
+    ``nvml(library)``."""
     import ctypes
 
-    def fake(found, init_rc=0):
-        monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeNvml(found, init_rc))
+    def fake(library):
+        monkeypatch.setattr(ctypes, "CDLL", lambda name: library)
+        return library
 
     return fake
 
@@ -372,12 +380,12 @@ def nvml(monkeypatch):
 VISIBLE = [None, "", " ", "0", "1", "3", "0,1", "1,0", " 1 , 0 ", "0,2,1", "2,0", "0,0", "1,0,1"]
 
 
-@pytest.mark.parametrize("found", [0, 1, 2, 4])
+@pytest.mark.parametrize("found", [0, 1, 2, 4, 70])
 @pytest.mark.parametrize("visible", VISIBLE)
 def test_the_gpu_count_without_torch_is_torch_s(visible, found, nvml, monkeypatch):
     """The count made without importing torch equals the one torch makes before CUDA starts,
     through the same (fake) NVML, for each CUDA_VISIBLE_DEVICES value."""
-    nvml(found)
+    nvml(FakeNvml(found))
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
@@ -386,15 +394,22 @@ def test_the_gpu_count_without_torch_is_torch_s(visible, found, nvml, monkeypatc
 
 
 @pytest.mark.parametrize(
-    "visible", ["GPU-8f6c1b2e,GPU-0a1b2c3d", "MIG-4b3c2d1e", "0,-1", "1gpu2", "+1", "0,GPU-aa"]
+    "visible",
+    ["GPU-8f6c1b2e,GPU-0a1b2c3d", "MIG-4b3c2d1e", "0,-1", "1gpu2", "+1", "0,", "0,GPU-aa", "²"],
 )
 def test_uuids_and_odd_entries_are_left_to_torch(visible, nvml):
-    nvml(2)
+    nvml(FakeNvml(2))
     assert gpu_locks.nvml_gpu_count(visible) is None
 
 
-def test_without_nvml_torch_counts(nvml, monkeypatch):
-    nvml(2, init_rc=9)  # NVML_ERROR_DRIVER_NOT_LOADED
+def test_where_nvml_cannot_tell_torch_counts(nvml, monkeypatch):
+    library = nvml(FakeNvml(2, init_rc=9))  # NVML_ERROR_DRIVER_NOT_LOADED
+    assert gpu_locks.nvml_gpu_count(None) is None
+    assert library.calls == ["init"]  # nothing to shut down
+    library = nvml(FakeNvml(2, count_rc=999))  # NVML_ERROR_UNKNOWN
+    assert gpu_locks.nvml_gpu_count("0") is None
+    assert library.calls == ["init", "count", "shutdown"]
+    nvml(SimpleNamespace(nvmlInit=lambda: 0, nvmlShutdown=lambda: 0))  # an older library
     assert gpu_locks.nvml_gpu_count(None) is None
 
     def missing(name):

@@ -159,7 +159,17 @@ def test_torch_counts_what_nvml_cannot_tell(gpu_machine, monkeypatch):
         settings.local_gpus()
 
 
-def test_the_installed_torch_is_read_as_it_says():
+def test_the_installed_torch_is_read_as_it_says(monkeypatch, tmp_path):
+    import importlib.util
+    from types import SimpleNamespace
+
     import torch
 
     assert settings.torch_has_cuda() == (torch.version.cuda is not None)
+    # installed without its sources: torch itself says
+    spec = SimpleNamespace(origin=str(tmp_path / "torch" / "__init__.pyc"))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert settings.torch_has_cuda()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # no torch
+    assert not settings.torch_has_cuda()

@@ -48,38 +48,39 @@ def nvml_gpu_count(visible: str | None) -> int | None:
     """The GPUs torch counts before CUDA starts (``torch.cuda.device_count``), found without
     importing torch, which takes seconds where it has CUDA: NVML's count, cut to the
     CUDA_VISIBLE_DEVICES value ``visible`` (None: unset) as torch cuts it. None where torch
-    alone can tell: ``visible`` lists UUIDs or an entry that is no index, or NVML fails."""
-    if visible is not None and not visible.strip():
+    alone can tell: ``visible`` holds an entry that is no index (a UUID, say), or NVML fails."""
+    if visible is None:
+        found = _nvml_device_count()
+        return None if found is None else min(found, 64)  # torch looks for 64 at most
+    entries = [entry.strip() for entry in visible.split(",")]
+    if entries == [""]:
         return 0
-    names = None if visible is None else parse_visible_devices(visible)
-    if names is not None and (
-        len(names) < len(visible.split(",")) or not all(name.isdigit() for name in names)
-    ):
+    if not all(entry.isascii() and entry.isdigit() for entry in entries):
         return None
-    ordinals = None if names is None else [int(name) for name in names]
-    if ordinals is not None and len(set(ordinals)) < len(ordinals):
+    ordinals = [int(entry) for entry in entries]
+    if len(set(ordinals)) < len(ordinals):
         return 0  # CUDA shows no device where the list repeats one
     found = _nvml_device_count()
     if found is None:
         return None
-    if ordinals is None:
-        return min(found, 64)  # as many as torch looks for
     return next((i for i, ordinal in enumerate(ordinals) if ordinal >= found), len(ordinals))
 
 
 def _nvml_device_count() -> int | None:
-    """The GPUs NVML finds on this machine, asked as torch asks it; None where it cannot tell."""
+    """The GPUs NVML finds on this machine, asked as torch asks it; None where it cannot tell
+    (no library, one without these functions, an error)."""
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
+        init, get_count, shutdown = nvml.nvmlInit, nvml.nvmlDeviceGetCount_v2, nvml.nvmlShutdown
+    except (OSError, AttributeError):
+        return None
+    if init() != 0:
         return None
     count = ctypes.c_int(-1)
-    if nvml.nvmlInit() != 0:
-        return None
     try:
-        return None if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0 else count.value
+        return count.value if get_count(ctypes.byref(count)) == 0 else None
     finally:
-        nvml.nvmlShutdown()
+        shutdown()
 
 
 def visible_gpus() -> list[str]:

@@ -146,8 +146,13 @@ def torch_has_cuda() -> bool:
     its version file without importing it."""
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
-        return False
-    return runpy.run_path(str(Path(spec.origin).with_name("version.py"))).get("cuda") is not None
+        return False  # no torch installed
+    version = Path(spec.origin).with_name("version.py")
+    if not version.exists():  # a torch installed without its sources
+        import torch
+
+        return torch.version.cuda is not None
+    return runpy.run_path(str(version)).get("cuda") is not None
 
 
 def gpu_request(wanted: int, *, machine_gpus: int, book: bool, limit: int | None = None) -> int:
