@@ -176,12 +176,22 @@ def test_each_part_s_result_is_read_from_what_it_wrote(tmp_path):
         "77 of 85 steps (91%) done\nExecute 1 jobs...\n78 of 85 steps (92%) done\n"
     )
     assert gpu_check.snakemake_steps(tmp_path) == "78 of 85 steps done"
+    # the lines of Snakemake's start and of its first job, as its log writes them
+    (tmp_path / "snakemake.log").write_text(
+        "SNAKEMAKE\n=========\n  Date: 2026-11-27 22:12:06\n  Workflow ID: d\n"
+        "Execute 13 jobs...\n\n[Fri Nov 27 22:12:13 2026]\nlocalrule hybridize_first_compile:\n"
+        "[Fri Nov 27 22:12:19 2026]\n78 of 85 steps (92%) done\n"
+    )
+    assert gpu_check.snakemake_steps(tmp_path) == (
+        "78 of 85 steps done; the first job 7 s after Snakemake's start"
+    )
     refused = "RuntimeError: the job server runs 2 threads (python, jemalloc_bg_thd); it may"
     refused += " fork only one"
     with open(tmp_path / "snakemake.log", "a") as log:
         log.write(f"job server not started ({refused}): each job starts its own Python (log: x)\n")
     assert gpu_check.snakemake_steps(tmp_path) == (
-        f"78 of 85 steps done; job server not started: {refused}"
+        f"78 of 85 steps done; the first job 7 s after Snakemake's start; job server not started:"
+        f" {refused}"
     )
     columns = ["epoch", "seconds", "samples_per_s", "steady_samples_per_s", "test_acc"]
     epochs = [[1, 9.5, 6315.8, 7400.2, 0.8012], [2, 8.0, 7500, 7520, 0.85]]
