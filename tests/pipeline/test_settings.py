@@ -173,3 +173,12 @@ def test_the_installed_torch_is_read_as_it_says(monkeypatch, tmp_path):
     assert settings.torch_has_cuda()
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # no torch
     assert not settings.torch_has_cuda()
+
+
+def test_auto_asks_torch_whether_cuda_works_only_where_there_are_gpus(gpu_machine, monkeypatch):
+    gpu_machine("13.0")
+    monkeypatch.setattr(settings.gpu_locks, "nvml_gpu_count", lambda v: 0)
+    assert not settings._cuda_available()  # torch, unimportable here, was not asked
+    monkeypatch.setattr(settings.gpu_locks, "nvml_gpu_count", lambda v: 1)
+    with pytest.raises(ImportError):
+        settings._cuda_available()

@@ -119,7 +119,12 @@ def deviations(book: dict, resolved: dict, prefix: str = "") -> list[Deviation]:
 
 
 def _cuda_available() -> bool:
-    import torch  # only when the preset is auto: importing torch slows every snakemake call
+    """Whether CUDA works here, for the preset ``auto``: torch is asked (by starting CUDA, a
+    stronger test than NVML's count) only where the machine has GPUs for it (local_gpus), since
+    importing it slows a snakemake call by seconds."""
+    if not local_gpus():
+        return False
+    import torch
 
     return torch.cuda.is_available()
 
