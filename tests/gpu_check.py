@@ -118,22 +118,22 @@ def pytest_tally(out: Path) -> str:
 
 
 def snakemake_steps(out: Path) -> str:
-    """How far Snakemake got, by its log: e.g. "12 of 12 steps done", how long after the start
-    it printed its first job started (the time Snakemake took to read the workflow and plan),
-    and why the job server did not start where it did not (its jobs then started their own
-    Python)."""
+    """How far Snakemake got, by its log: e.g. "12 of 12 steps done"; how long after the start
+    time it prints its first job began (reading the workflow and planning; both times in whole
+    seconds); and why the job server did not start where it did not (its jobs then started
+    their own Python)."""
     log = (out / "snakemake.log").read_text()
     found = re.findall(r"^(\d+ of \d+ steps) \(\d+%\) done", log, re.M)
     said = [f"{found[-1]} done" if found else "no step done"]
     start = re.search(r"^\s*Date: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)$", log, re.M)
     first = re.search(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$", log, re.M)
     if start and first:
-        seconds = datetime.strptime(first[1], "%a %b %d %H:%M:%S %Y") - datetime.fromisoformat(
-            start[1]
-        )
-        said.append(f"the first job {seconds.total_seconds():.0f} s after Snakemake's start")
+        began = datetime.strptime(first[1], "%a %b %d %H:%M:%S %Y")  # time.asctime's
+        waited = (began - datetime.fromisoformat(start[1])).total_seconds()
+        said.append(f"the first job {waited:.0f} s after Snakemake's start")
     refused = re.findall(r"^job server not started \((.*)\): each job", log, re.M)
-    said += [f"job server not started: {refused[-1]}"] if refused else []
+    if refused:
+        said.append(f"job server not started: {refused[-1]}")
     return "; ".join(said)
 
 

@@ -185,12 +185,19 @@ def test_each_part_s_result_is_read_from_what_it_wrote(tmp_path):
     assert gpu_check.snakemake_steps(tmp_path) == (
         "78 of 85 steps done; the first job 7 s after Snakemake's start"
     )
+    # a day of one digit, as time.asctime pads it, the night between
+    (tmp_path / "snakemake.log").write_text(
+        "  Date: 2026-10-31 23:59:50\n[Sun Nov  1 00:00:03 2026]\n78 of 85 steps (92%) done\n"
+    )
+    assert gpu_check.snakemake_steps(tmp_path) == (
+        "78 of 85 steps done; the first job 13 s after Snakemake's start"
+    )
     refused = "RuntimeError: the job server runs 2 threads (python, jemalloc_bg_thd); it may"
     refused += " fork only one"
     with open(tmp_path / "snakemake.log", "a") as log:
         log.write(f"job server not started ({refused}): each job starts its own Python (log: x)\n")
     assert gpu_check.snakemake_steps(tmp_path) == (
-        f"78 of 85 steps done; the first job 7 s after Snakemake's start; job server not started:"
+        f"78 of 85 steps done; the first job 13 s after Snakemake's start; job server not started:"
         f" {refused}"
     )
     columns = ["epoch", "seconds", "samples_per_s", "steady_samples_per_s", "test_acc"]

@@ -409,6 +409,8 @@ def test_where_nvml_cannot_tell_torch_counts(nvml, monkeypatch):
     library = nvml(FakeNvml(2, count_rc=999))  # NVML_ERROR_UNKNOWN
     assert gpu_locks.nvml_gpu_count("0") is None
     assert library.calls == ["init", "count", "shutdown"]
+    nvml(FakeNvml(-1))  # a count NVML cannot mean: torch asks CUDA
+    assert gpu_locks.nvml_gpu_count(None) is None
     nvml(SimpleNamespace(nvmlInit=lambda: 0, nvmlShutdown=lambda: 0))  # an older library
     assert gpu_locks.nvml_gpu_count(None) is None
 

@@ -171,6 +171,8 @@ def test_the_installed_torch_is_read_as_it_says(monkeypatch, tmp_path):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     assert settings.torch_has_cuda()
+    monkeypatch.setattr(torch.version, "cuda", None)
+    assert not settings.torch_has_cuda()
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # no torch
     assert not settings.torch_has_cuda()
 

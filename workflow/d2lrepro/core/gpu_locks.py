@@ -78,7 +78,8 @@ def _nvml_device_count() -> int | None:
         return None
     count = ctypes.c_int(-1)
     try:
-        return count.value if get_count(ctypes.byref(count)) == 0 else None
+        ok = get_count(ctypes.byref(count)) == 0 and count.value >= 0  # else torch asks CUDA
+        return count.value if ok else None
     finally:
         shutdown()
 

@@ -119,9 +119,9 @@ def deviations(book: dict, resolved: dict, prefix: str = "") -> list[Deviation]:
 
 
 def _cuda_available() -> bool:
-    """Whether CUDA works here, for the preset ``auto``: torch is asked (by starting CUDA, a
-    stronger test than NVML's count) only where the machine has GPUs for it (local_gpus), since
-    importing it slows a snakemake call by seconds."""
+    """Whether CUDA works here, for the preset ``auto``: torch is asked (cudaGetDeviceCount,
+    which starts the driver: a stronger test than NVML's count) only where the machine has GPUs
+    for it (local_gpus), since importing it slows a snakemake call by seconds."""
     if not local_gpus():
         return False
     import torch
@@ -148,7 +148,7 @@ def local_gpus() -> int:
 
 def torch_has_cuda() -> bool:
     """Whether the torch installed here is built with CUDA (``torch.version.cuda``), read from
-    its version file without importing it."""
+    its version file without importing it (imported only where that file is missing)."""
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
         return False  # no torch installed
