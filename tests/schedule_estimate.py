@@ -2,22 +2,25 @@
 measured wall time and the workflow's own plan, beside the runs that measured the times.
 
     .venv/bin/python tests/schedule_estimate.py [--run LABEL JOBS PRESET CORES GPUS SECONDS]...
-        [--estimate-jobs JOBS] [--less JOB SECONDS]... [--light-seconds S] [--imports-seconds I]
+        [--estimate-jobs JOBS] [--estimate-preset P] [--assume JOB SECONDS]...
+        [--less JOB SECONDS]... [--light-seconds S] [--imports-seconds I]
 
 JOBS is a run's benchmarks/ folder or a TSV of job and seconds (the GPU run's job-seconds.tsv);
-SECONDS the run's measured wall time. Without --run it checks the first GPU run
-(../shared/evidence/h200-2026-11-26: the cpu preset on 16 cores and one H200), planned by the
-commit that ran it (658a16c). Then it prints what the cpu preset would take on that machine
-as this tree plans it, from that run's job times: the jobs short of devices light, each taking
-S seconds (0.5 by default, what one took on a 2-core machine); a job that does the work of
-several measured ones (all the airfoil settings in one) their time with its start-up paid
-once; and, besides, with each job forked from the job server, I seconds sooner than a job that
-starts its own Python and imports torch (--imports-seconds: 1.63 by default, the GPU run's
-shortest job that imports torch, an upper bound). With --estimate-jobs, the estimates take
-the job times of a run of this tree instead, its light jobs as measured (a TSV can add a time
-for a job the run did not reach), and its jobs as they started there (the job server's saving
-only where --imports-seconds is given). --less takes SECONDS off a job's time in the estimates:
-what a change measured elsewhere is expected to save it.
+SECONDS the run's measured wall time. Without --run it checks the first and the latest GPU runs
+of the cpu preset on 16 cores and one H200 (../shared/evidence/h200-2026-11-26 and
+docs/runs/h200-65c3da6-job-seconds.tsv), each planned by the commit that ran it. Then it prints
+what the cpu preset would take on that machine as this tree plans it, from the first run's job
+times: the jobs short of devices light, each taking S seconds (0.5 by default, what one took on
+a 2-core machine); a job that does the work of several measured ones (all the airfoil settings
+in one) their time with its start-up paid once; and, besides, with each job forked from the job
+server, I seconds sooner than a job that starts its own Python and imports torch
+(--imports-seconds: 1.63 by default, the GPU run's shortest job that imports torch, an upper
+bound). With --estimate-jobs, the estimates take the job times of a run of this tree instead,
+its light jobs as measured, and its jobs as they started there (the job server's saving only
+where --imports-seconds is given). --less takes SECONDS off a job's time in the estimates: what
+a change measured elsewhere is expected to save it; --assume gives a time to a job that run did
+not reach (a run stopped part way). --estimate-preset plans another preset (the book's) on that
+machine.
 
 The plan is the workflow's own: a dry run of this tree as a machine of CORES cores and GPUS
 GPUs would plan it (the Snakefile's GPU count faked), which gives each job's threads (a job
@@ -50,6 +53,16 @@ SKIP = {".git", ".venv", ".snakemake", "results", "resources", "logs", "benchmar
 # planned by the commit that ran it.
 H200_RUN = ("H200, cpu preset", EVIDENCE / "job-seconds.tsv", "cpu", 16, 1, 388.0 + 111.0)
 H200_COMMIT = "658a16c"
+# The latest: the cpu preset in 3 min 55 s on the same kind of machine (docs/timings.md).
+LATEST_H200_RUN = (
+    "H200, cpu preset, latest",
+    REPO / "docs" / "runs" / "h200-65c3da6-job-seconds.tsv",
+    "cpu",
+    16,
+    1,
+    235.0,
+    "65c3da6",
+)
 # A light job of these rules still measures what one device can (the cost model's one-device
 # example, the book's one-process code on one GPU): it keeps its measured time, an upper bound,
 # where the others take --light-seconds.
@@ -253,6 +266,17 @@ def less(times: dict[str, float], cuts: list[tuple[str, str]]) -> dict[str, floa
     return times
 
 
+def assume(times: dict[str, float], guesses: list[tuple[str, str]]) -> dict[str, float]:
+    """``times`` with a time for each job of ``guesses`` (job, seconds) that the run did not
+    reach; a job it measured is an error, since a guess would hide the measurement."""
+    times = dict(times)
+    for job, seconds in guesses:
+        if job in times:
+            raise ValueError(f"--assume {job}: the run measured it ({times[job]:g} s)")
+        times[job] = float(seconds)
+    return times
+
+
 def forked(jobs: list[Job], seconds: list[float], imports: float) -> list[float]:
     """The job times ``seconds`` as jobs forked from the job server take them: each job
     ``imports`` seconds sooner (the Python start and imports the server paid once), and at
@@ -296,6 +320,19 @@ def main() -> None:
         help="take SECONDS off JOB's time in the estimates (repeatable)",
     )
     parser.add_argument(
+        "--assume",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("JOB", "SECONDS"),
+        help="a time for a job the run of --estimate-jobs did not reach (repeatable)",
+    )
+    parser.add_argument(
+        "--estimate-preset",
+        default=H200_RUN[2],
+        help=f"the preset the estimates plan (default: {H200_RUN[2]})",
+    )
+    parser.add_argument(
         "--light-seconds",
         type=float,
         default=0.5,
@@ -303,6 +340,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     runs = [(*run, "") for run in args.run] if args.run else [(*H200_RUN, H200_COMMIT)]
+    runs += [] if args.run else [LATEST_H200_RUN]
     print(f"{'run':<24} {'jobs':>4} {'measured':>18} {'simulated':>18} {'error':>6}")
     for label, source, preset, cores, gpus, wall, commit in runs:
         if not Path(source).exists():
@@ -318,19 +356,22 @@ def main() -> None:
         unmeasured = ", ".join(sorted({j.rule for j in jobs if j.name not in times}))
         at = f" at {commit}" if commit else ""
         print(f"  on {cores} cores and {gpus} GPUs{at}; no time measured (0 s): {unmeasured}")
-    label, source, preset, cores, gpus, _ = H200_RUN
+    label, source, _, cores, gpus, _ = H200_RUN
+    preset = args.estimate_preset
     if args.estimate_jobs:
         label, source = str(args.estimate_jobs), args.estimate_jobs
     limits, jobs = plan(preset, cores, gpus)
-    times = less(measured(source), args.less)
+    times = less(assume(measured(source), args.assume), args.less)
     light_seconds = None if args.estimate_jobs else args.light_seconds
     imports = args.imports_seconds
     if imports is None and not args.estimate_jobs:
         imports = H200_IMPORTS
     light = estimated(jobs, times, light_seconds)
+    unmeasured = ", ".join(sorted({j.rule for j, t in zip(jobs, light) if not t}))
     idle = sum(map(measures_nothing, jobs))
     lights = f"{idle} taking {light_seconds} s each" if light_seconds else "as measured"
-    cut = "".join(f", {job} {float(seconds):g} s shorter" for job, seconds in args.less)
+    cut = "".join(f", {job} {float(seconds):g} s assumed" for job, seconds in args.assume)
+    cut += "".join(f", {job} {float(seconds):g} s shorter" for job, seconds in args.less)
     print(
         f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU (job times: {label}{cut}),"
         f" as this tree plans it, {sum(j.light for j in jobs)} light jobs ({lights}):"
@@ -342,6 +383,7 @@ def main() -> None:
             else ""
         )
     )
+    print(f"  {len(jobs)} jobs; no time (0 s): {unmeasured or 'none'}")
 
 
 if __name__ == "__main__":

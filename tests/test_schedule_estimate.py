@@ -139,6 +139,31 @@ def test_an_estimate_from_a_run_of_this_tree_names_its_cuts_and_adds_no_job_serv
     args = ["--run", "H200", tsv, "cpu", "16", "1", "319", "--estimate-jobs", tsv]
     monkeypatch.setattr("sys.argv", ["schedule_estimate.py", *args, "--less", "hybridize", "38"])
     schedule_estimate.main()
-    estimate = capsys.readouterr().out.splitlines()[-1]
+    estimate = capsys.readouterr().out.splitlines()[-2]
     assert "hybridize 38 s shorter" in estimate
     assert "job server" not in estimate
+
+
+def test_assume_times_only_a_job_the_run_did_not_reach():
+    times = {"hybridize": 64.0}
+    assumed = schedule_estimate.assume(times, [("autopar", "72")])
+    assert assumed == {"hybridize": 64.0, "autopar": 72.0}
+    assert times == {"hybridize": 64.0}
+    with pytest.raises(ValueError, match="the run measured it"):
+        schedule_estimate.assume(times, [("hybridize", "140")])
+
+
+def test_an_estimate_of_the_book_preset_from_a_run_stopped_part_way_names_what_it_assumed(
+    monkeypatch, capsys
+):
+    """The book preset's run on the GPU box stopped before its timing jobs: the estimate plans
+    the book preset, names each assumed time, and lists the jobs still without one."""
+    runs = schedule_estimate.REPO / "docs/runs"
+    cpu, book = runs / "h200-65c3da6-job-seconds.tsv", runs / "h200-65c3da6-book-job-seconds.tsv"
+    args = ["--run", "H200", str(cpu), "cpu", "16", "1", "235", "--estimate-jobs", str(book)]
+    args += ["--estimate-preset", "book", "--assume", "hybridize", "140"]
+    monkeypatch.setattr("sys.argv", ["schedule_estimate.py", *args])
+    schedule_estimate.main()
+    estimate, unmeasured = capsys.readouterr().out.splitlines()[-2:]
+    assert "the book preset" in estimate and "hybridize 140 s assumed" in estimate
+    assert "autopar" in unmeasured and "hybridize" not in unmeasured
