@@ -19,8 +19,9 @@ bound). With --estimate-jobs, the estimates take the job times of a run of this 
 its light jobs as measured, and its jobs as they started there (the job server's saving only
 where --imports-seconds is given). --less takes SECONDS off a job's time in the estimates: what
 a change measured elsewhere is expected to save it; --assume gives a time to a job that run did
-not reach (a run stopped part way). --estimate-preset plans another preset (the book's) on that
-machine.
+not finish (a run stopped part way). --estimate-preset plans another preset (the book's) on that
+machine, from a run of it (--estimate-jobs). A name --assume or --less gives that the plan lacks
+is an error.
 
 The plan is the workflow's own: a dry run of this tree as a machine of CORES cores and GPUS
 GPUs would plan it (the Snakefile's GPU count faked), which gives each job's threads (a job
@@ -28,7 +29,7 @@ that times takes every core), its `gpu` and `gpu_share` and the jobs it waits fo
 simulation assumes: each job takes its measured time whatever runs beside it; the scheduler
 starts, whenever a job ends, every waiting job whose inputs are done and whose threads and
 GPUs are free, in the plan's order (by job name); jobs without a benchmark (data fetches, the
-claims, the report) take no time, nor does Snakemake's own start (4 to 6 s in the logs).
+claims, the report) take no time, nor does Snakemake's own start (3 to 7 s in the GPU runs' logs).
 Prints figures; asserts nothing.
 """
 
@@ -51,18 +52,11 @@ SKIP = {".git", ".venv", ".snakemake", "results", "resources", "logs", "benchmar
 # The GPU run's wall time: 6 min 28 s and 111 s in two calls (evidence README), 30 s of the
 # first spent on a `hardware` job that the time limit stopped and the second ran again. It is
 # planned by the commit that ran it.
-H200_RUN = ("H200, cpu preset", EVIDENCE / "job-seconds.tsv", "cpu", 16, 1, 388.0 + 111.0)
 H200_COMMIT = "658a16c"
+H200_RUN = ("H200, cpu, 658a16c", EVIDENCE / "job-seconds.tsv", "cpu", 16, 1, 499.0, H200_COMMIT)
 # The latest: the cpu preset in 3 min 55 s on the same kind of machine (docs/timings.md).
-LATEST_H200_RUN = (
-    "H200, cpu preset, latest",
-    REPO / "docs" / "runs" / "h200-65c3da6-job-seconds.tsv",
-    "cpu",
-    16,
-    1,
-    235.0,
-    "65c3da6",
-)
+LATEST_JOBS = REPO / "docs" / "runs" / "h200-65c3da6-job-seconds.tsv"
+LATEST_H200_RUN = ("H200, cpu, 65c3da6", LATEST_JOBS, "cpu", 16, 1, 235.0, "65c3da6")
 # A light job of these rules still measures what one device can (the cost model's one-device
 # example, the book's one-process code on one GPU): it keeps its measured time, an upper bound,
 # where the others take --light-seconds.
@@ -268,7 +262,7 @@ def less(times: dict[str, float], cuts: list[tuple[str, str]]) -> dict[str, floa
 
 def assume(times: dict[str, float], guesses: list[tuple[str, str]]) -> dict[str, float]:
     """``times`` with a time for each job of ``guesses`` (job, seconds) that the run did not
-    reach; a job it measured is an error, since a guess would hide the measurement."""
+    finish; a job it measured is an error, since a guess would hide the measurement."""
     times = dict(times)
     for job, seconds in guesses:
         if job in times:
@@ -325,12 +319,13 @@ def main() -> None:
         action="append",
         default=[],
         metavar=("JOB", "SECONDS"),
-        help="a time for a job the run of --estimate-jobs did not reach (repeatable)",
+        help="a time for a job the estimates' run did not finish (repeatable)",
     )
     parser.add_argument(
         "--estimate-preset",
         default=H200_RUN[2],
-        help=f"the preset the estimates plan (default: {H200_RUN[2]})",
+        help=f"the preset the estimates plan (default: {H200_RUN[2]}; another needs"
+        " --estimate-jobs from a run of it)",
     )
     parser.add_argument(
         "--light-seconds",
@@ -339,8 +334,9 @@ def main() -> None:
         help="what a light job takes in the estimate (one took 0.47 s on a 2-core machine)",
     )
     args = parser.parse_args()
-    runs = [(*run, "") for run in args.run] if args.run else [(*H200_RUN, H200_COMMIT)]
-    runs += [] if args.run else [LATEST_H200_RUN]
+    if args.estimate_preset != H200_RUN[2] and not args.estimate_jobs:
+        parser.error(f"--estimate-preset {args.estimate_preset} needs --estimate-jobs")
+    runs = [(*run, "") for run in args.run] if args.run else [H200_RUN, LATEST_H200_RUN]
     print(f"{'run':<24} {'jobs':>4} {'measured':>18} {'simulated':>18} {'error':>6}")
     for label, source, preset, cores, gpus, wall, commit in runs:
         if not Path(source).exists():
@@ -356,24 +352,31 @@ def main() -> None:
         unmeasured = ", ".join(sorted({j.rule for j in jobs if j.name not in times}))
         at = f" at {commit}" if commit else ""
         print(f"  on {cores} cores and {gpus} GPUs{at}; no time measured (0 s): {unmeasured}")
-    label, source, _, cores, gpus, _ = H200_RUN
+    label, source, _, cores, gpus, _, _ = H200_RUN
     preset = args.estimate_preset
     if args.estimate_jobs:
         label, source = str(args.estimate_jobs), args.estimate_jobs
     limits, jobs = plan(preset, cores, gpus)
+    planned = {job.name for job in jobs}
+    named = [("--assume", job) for job, _ in args.assume]
+    named += [("--less", job) for job, _ in args.less]
+    for option, job in named:
+        if job not in planned:
+            sys.exit(f"{option} {job}: the {preset} preset plans no such job")
     times = less(assume(measured(source), args.assume), args.less)
     light_seconds = None if args.estimate_jobs else args.light_seconds
     imports = args.imports_seconds
     if imports is None and not args.estimate_jobs:
         imports = H200_IMPORTS
     light = estimated(jobs, times, light_seconds)
-    unmeasured = ", ".join(sorted({j.rule for j, t in zip(jobs, light) if not t}))
+    unmeasured = ", ".join(sorted({j.name for j, t in zip(jobs, light) if not t}))
     idle = sum(map(measures_nothing, jobs))
     lights = f"{idle} taking {light_seconds} s each" if light_seconds else "as measured"
-    cut = "".join(f", {job} {float(seconds):g} s assumed" for job, seconds in args.assume)
-    cut += "".join(f", {job} {float(seconds):g} s shorter" for job, seconds in args.less)
+    changes = "".join(f", {job} {float(seconds):g} s assumed" for job, seconds in args.assume)
+    changes += "".join(f", {job} {float(seconds):g} s shorter" for job, seconds in args.less)
     print(
-        f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU (job times: {label}{cut}),"
+        f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU"
+        f" (job times: {label}{changes}),"
         f" as this tree plans it, {sum(j.light for j in jobs)} light jobs ({lights}):"
         f" {_time(simulate(jobs, light, limits))}"
         + (

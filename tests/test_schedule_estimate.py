@@ -167,3 +167,26 @@ def test_an_estimate_of_the_book_preset_from_a_run_stopped_part_way_names_what_i
     estimate, unmeasured = capsys.readouterr().out.splitlines()[-2:]
     assert "the book preset" in estimate and "hybridize 140 s assumed" in estimate
     assert "autopar" in unmeasured and "hybridize" not in unmeasured
+    # a seed the book preset plans and the cpu preset does not, stopped before its end
+    assert "data_parallel_run/resnet18_momentum.1.seed1" in unmeasured
+
+
+@pytest.mark.parametrize(
+    "options, error",
+    [
+        (["--estimate-preset", "book"], "needs --estimate-jobs"),
+        (["--assume", "hybridise", "140"], "--assume hybridise: the cpu preset plans no such"),
+        (["--less", "hybridise", "38"], "--less hybridise: the cpu preset plans no such"),
+    ],
+)
+def test_an_estimate_refuses_a_preset_without_its_times_and_a_job_it_does_not_plan(
+    monkeypatch, capsys, options, error
+):
+    tsv = str(schedule_estimate.REPO / "docs/runs/h200-65c3da6-job-seconds.tsv")
+    args = ["--run", "H200", tsv, "cpu", "4", "1", "235", "--estimate-jobs", tsv]
+    if options[0] == "--estimate-preset":  # refused before any plan
+        args = []
+    monkeypatch.setattr("sys.argv", ["schedule_estimate.py", *args, *options])
+    with pytest.raises(SystemExit) as stopped:
+        schedule_estimate.main()
+    assert error in f"{stopped.value.code} {capsys.readouterr().err}"
