@@ -115,8 +115,9 @@ def test_a_gpu_claim_is_judged_on_the_gpus_its_job_could_use():
     rows = pd.DataFrame([results.metric(m, 1.0, machine="job") for m in names])
     rows = rows.drop_duplicates("metric")
     on_cpu = claims.evaluate_claim(claim, rows, {"job": node_record(gpus=0)})
-    assert on_cpu["verdict"] == claims.NOT_APPLICABLE
-    assert on_cpu["reason"] == "needs CUDA, the job that measured it (on node1) could use none"
+    # Numbers of a job without a GPU describe that machine: never a verdict on a GPU claim.
+    assert on_cpu["verdict"] == claims.OBSERVED
+    assert "(needs CUDA, the job that measured it (on node1) could use none:" in on_cpu["reason"]
     on_gpu = claims.evaluate_claim(claim, rows, {"job": node_record(gpus=1)})
     assert on_gpu["verdict"] != claims.NOT_APPLICABLE
 

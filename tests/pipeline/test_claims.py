@@ -184,7 +184,8 @@ def claim_printing(printed: str, gloss: str = "") -> str:
     glossed = f", printed_en: '{gloss}'" if gloss else ""
     return (
         SECTION + "  claims:\n"
-        f"  - {{id: s.c, kind: output, claimed_by: notes, headline: h, statement: s,\n"
+        f"  - {{id: s.c, kind: output, premise: none, claimed_by: notes, headline: h,\n"
+        "     statement: s,\n"
         f"     printed: '{printed}'{glossed},\n"
         "     evidence: e.csv, checks: [{kind: above, metric: a, bound: 0}]}\n"
     )
@@ -716,14 +717,15 @@ def test_a_spread_that_straddles_the_bound_is_inconclusive_and_shows_both_ends()
 def test_a_timed_claim_timed_beside_other_jobs_is_not_judged(timed, verdict):
     """A job that times and shared the machine (timings_alone: false) judges no timed claim;
     a claim on its other numbers (an accuracy, a printed output) is still judged."""
-    rows, records = measured_on([metric("t", 1.0, "s")], {"ran_alone": False})
+    timings = [metric("t", 1.0, "s"), metric("t_iqr", 0.1, "s")]
+    rows, records = measured_on(timings, {"ran_alone": False})
     claim = {"id": "x.y", "kind": "measurement", "timed": timed, "evidence": "m.csv"}
-    claim["checks"] = [{"kind": "below", "metric": "t", "bound": 2}]
+    claim["checks"] = [{"kind": "below", "metric": "t", "bound": 2, "spread": {"t": "t_iqr"}}]
     row = claims.evaluate_claim(claim, rows, records)
     if verdict == "na":
         assert row["verdict"] == claims.NOT_APPLICABLE
         assert row["reason"] == claims.RAN_BESIDE_OTHERS
-        assert row["measured"] == "t = 1 s (needs < 2 s)"  # shown, not judged
+        assert row["measured"] == "t = 1 s, spread 0.95 s to 1.05 s (needs < 2 s)"  # not judged
     else:
         assert row["verdict"] == claims.REPRODUCED
     alone = claims.evaluate_claim(claim, *measured_on(rows, {"ran_alone": True}))
@@ -894,3 +896,135 @@ def test_a_p_value_and_a_distance_read_as_their_names_say():
     row = evaluate_with(rows, check)
     assert row["verdict"] == claims.NOT_APPLICABLE
     assert row["measured"] == "w.sign_p = 0.03; w.curve_excess = 0.01"
+
+
+# A claim about GPUs: 2 devices give no speed-up, as the book measured on two GPUs.
+GPU_SPEED = {
+    "timed": True,
+    "premise": "gpus",
+    "premise_why": "on two GPUs synchronizing costs as much as computing",
+    "requires": {"cuda_devices": 2},
+}
+SPEEDUP = [metric("speedup", 1.67, "x"), metric("speedup_iqr", 0.1, "x")]
+NO_SPEEDUP = {
+    "kind": "below",
+    "metric": "speedup",
+    "bound": 1.2,
+    "spread": {"speedup": "speedup_iqr"},
+}
+
+
+@pytest.mark.parametrize("gpus, verdict", [(0, "observed"), (1, "na"), (2, "judged")])
+def test_a_gpu_claim_measured_on_cpu_cores_is_an_observation_never_a_verdict(gpus, verdict):
+    """CPU cores standing in for GPUs measure this machine: the claim is neither reproduced
+    nor not reproduced, however far its number lies from the book's; one GPU cannot judge a
+    2-GPU claim; two judge it."""
+    claim = {"id": "x.y", "evidence": "m.csv", "checks": [NO_SPEEDUP]} | GPU_SPEED
+    row = claims.evaluate_claim(claim, *measured_on(SPEEDUP, {"cuda_devices": gpus}))
+    if verdict == "observed":
+        assert row["verdict"] == claims.OBSERVED
+        assert row["reason"].startswith(
+            "the book's claim is about GPUs: on two GPUs synchronizing costs as much as"
+            " computing. This run measured it on"
+        )
+        assert "needs 2 GPUs, the job that measured it could use none" in row["reason"]
+        assert row["measured"].startswith("speedup = 1.67x")  # shown, not judged
+    elif verdict == "na":
+        assert row["verdict"] == claims.NOT_APPLICABLE
+    else:
+        assert row["verdict"] == claims.NOT_REPRODUCED
+    # The same numbers of a claim that holds on any device are a finding.
+    anywhere = claim | {"premise": "any"}
+    assert claims.evaluate_claim(anywhere, *measured_on(SPEEDUP, {"usable_cores": 2}))[
+        "verdict"
+    ] == (claims.NOT_APPLICABLE)  # it still requires 2 GPUs
+    del anywhere["requires"]
+    assert claims.evaluate_claim(anywhere, *measured_on(SPEEDUP))["verdict"] == (
+        claims.NOT_REPRODUCED
+    )
+
+
+def test_a_gpu_claim_whose_run_failed_on_cpu_cores_is_not_reproduced():
+    claim = {"id": "x.y", "evidence": "m.csv", "checks": [NO_SPEEDUP]} | GPU_SPEED
+    rows = [failed("speedup", "the 2-device run died", "x"), metric("speedup_iqr", 0.1, "x")]
+    assert claims.evaluate_claim(claim, *measured_on(rows))["verdict"] == claims.NOT_REPRODUCED
+
+
+def test_observations_are_counted_apart_in_the_findings():
+    from d2lrepro.pipeline import findings
+
+    claim = {"id": "x.y", "evidence": "m.csv", "checks": [NO_SPEEDUP]} | GPU_SPEED
+    row = claims.evaluate_claim(claim, *measured_on(SPEEDUP)) | {"section": "s"}
+    ledger = {
+        "chapters": {"c": "Chapter"},
+        "sources": {"book": {"label": "the book", "kind": "book"}},
+        "sections": [{"id": "s", "chapter": "c", "claims": [claim | {"claimed_by": "book"}]}],
+    }
+    (found,) = findings.findings(ledger, [row], "cpu")
+    assert found["sentence"].startswith("This run judged 0 of the chapter's 1 claim.")
+    assert "1 claim about GPUs was measured on other devices" in found["sentence"]
+    assert "Not judged here" not in found["sentence"]
+    assert not found["failures"] and [o["id"] for o in found["observed"]] == ["x.y"]
+
+
+@pytest.mark.parametrize("iqr", [None, 0.0])
+def test_a_timed_claim_with_no_measured_spread_is_inconclusive(iqr):
+    """One seed and one timed epoch: a speed-up far from the bound, or one that meets it, is
+    no verdict without the noise to weigh it against."""
+    rows = [metric("speedup", 1.67, "x")]
+    check = {"kind": "below", "metric": "speedup", "bound": 1.2}
+    if iqr is not None:
+        rows.append(metric("speedup_iqr", iqr, "x"))
+        check["spread"] = {"speedup": "speedup_iqr"}
+    for bound in (1.2, 2.0):
+        row = evaluate_with(rows, check | {"bound": bound}, claim={"timed": True})
+        assert row["verdict"] == claims.INCONCLUSIVE
+        assert row["reason"].startswith(claims.NO_SPREAD + "speedup is timed without repeats")
+    # Not timed (an accuracy), or timed with a spread: judged.
+    assert evaluate_with(rows, check)["verdict"] == claims.NOT_REPRODUCED
+    noisy = [metric("speedup", 1.67, "x"), metric("speedup_iqr", 0.1, "x")]
+    assert evaluate_with(noisy, NO_SPEEDUP, claim={"timed": True})["verdict"] == (
+        claims.NOT_REPRODUCED
+    )
+
+
+def test_a_timed_check_beyond_its_noise_is_a_finding_beside_a_check_without_one():
+    rows = SPEEDUP + [metric("t", 2.0, "s")]
+    row = evaluate_with(
+        rows, NO_SPEEDUP, {"kind": "below", "metric": "t", "bound": 3}, claim={"timed": True}
+    )
+    assert row["verdict"] == claims.NOT_REPRODUCED
+
+
+def test_a_test_whose_data_cannot_reach_its_threshold_is_inconclusive():
+    """Warm-up rescued 1 run and broke 1: even if both had agreed, a one-sided sign test over
+    2 runs gives p = 0.25 at best. The run could not tell, and says how many it needs."""
+    note = "2 informative runs; a one-sided sign test needs 5 that agree for p < 0.05"
+    rows = [metric("sign_p", 0.75, "p"), metric("least_p", 0.25, "p", note=note)]
+    check = {"kind": "below", "metric": "sign_p", "bound": 0.05, "least": "least_p"}
+    row = evaluate_with(rows, check)
+    assert row["verdict"] == claims.INCONCLUSIVE
+    assert row["reason"] == (
+        "sign_p = 0.75 (needs p < 0.05), out of reach: least_p = 0.25 at best, with this run's"
+        f" data; note: {note}"
+    )
+    # Data that could reach the threshold: a p that misses it is a finding.
+    reachable = [metric("sign_p", 0.75, "p"), metric("least_p", 0.03125, "p")]
+    assert evaluate_with(reachable, check)["verdict"] == claims.NOT_REPRODUCED
+    agreed = [metric("sign_p", 0.03125, "p"), metric("least_p", 0.03125, "p")]
+    assert evaluate_with(agreed, check)["verdict"] == claims.REPRODUCED
+
+
+def test_every_claim_names_its_premise_and_outputs_are_the_same_everywhere(tmp_path):
+    ledger = claims.load()
+    every = [c for s in ledger["sections"] for c in s["claims"]]
+    assert all((c["kind"] == "output") == (c["premise"] == "none") for c in every)
+    gpus = [c for c in every if c["premise"] == "gpus"]
+    assert all(c["requires"]["cuda_devices"] >= 1 and c["premise_why"] for c in gpus)
+    path = tmp_path / "claims.yaml"
+    path.write_text(claim_printing("0.5").replace("premise: none", "premise: any"))
+    with pytest.raises(ValueError, match="premise none exactly where kind is output"):
+        claims.load(path)
+    path.write_text(claim_printing("0.5").replace("premise: none", "premise: gpus"))
+    with pytest.raises(jsonschema.ValidationError):
+        claims.load(path)  # a claim about GPUs says why, and requires CUDA

@@ -19,6 +19,12 @@ class Outcome:
     passed: bool
     within_noise: bool = False  # failed with its bound inside the measured spread
     finite: bool = True  # False: a number it derived is not finite, so it measured nothing
+    out_of_reach: bool = False  # failed where its data could not have met the bound
+
+
+# What a time, a rate or a speed-up is: a check of a timed claim that reads one with no
+# measured spread cannot tell a difference from the noise.
+TIMINGS = {"time", "bandwidth", "throughput", "speed-up"}
 
 
 # A check whose bound lies within the measured spread (over the repeats, rounds, chains, seeds
@@ -152,7 +158,13 @@ def _bound(sign: str, check: dict, read: Reading) -> tuple[Outcome, list[float]]
     m, limit = check["metric"], check["bound"]
     (low, high), u = read.span(m), read.unit(m)
     text = f"{read.shown(m)}{read.ends([m], low, high, u)} (needs {bound(sign, limit, u)})"
-    return _noisy(text, *_beyond(sign, low, high, limit)), [low, high]
+    outcome = _noisy(text, *_beyond(sign, low, high, limit))
+    least = check.get("least")
+    if least and not outcome.passed and not _beyond(sign, *[read.value(least)] * 2, limit)[0]:
+        # Even the most favourable data this run could give would miss the bound.
+        reach = f"{read.shown(least)} at best, with this run's data"
+        return Outcome(f"{text}, out of reach: {reach}", False, out_of_reach=True), [low, high]
+    return outcome, [low, high]
 
 
 def _within(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
@@ -235,9 +247,22 @@ KINDS = {
 
 
 def metrics_of(check: dict) -> list[str]:
-    names = [check.get(k) for k in ("metric", "numerator", "denominator", "whole")]
+    names = [check.get(k) for k in ("metric", "numerator", "denominator", "whole", "least")]
     names = [n for n in names if n] + check.get("parts", []) + check.get("metrics", [])
     return names + list(check.get("spread", {}).values())
+
+
+def unmeasured_noise(check: dict, value, unit) -> list[str]:
+    """The timings ``check`` reads with no measured spread (none given, or one of 0):
+    ``value(metric)`` and ``unit(metric)`` read them. A check of a p-value is a test, which
+    weighs the noise itself."""
+    spread = check.get("spread", {})
+    read = [m for m in metrics_of(check) if m not in spread.values() and m != check.get("least")]
+    if any(unit(m) == "p" for m in read):
+        return []
+    return [
+        m for m in read if UNITS[unit(m)] in TIMINGS and not (m in spread and value(spread[m]) > 0)
+    ]
 
 
 def statuses(used: pd.DataFrame, evidence: str) -> pd.Series:

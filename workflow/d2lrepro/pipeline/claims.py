@@ -27,7 +27,10 @@ NOT_REPRODUCED = "not reproduced"
 # evidence against the book (another run of the same code may fall on either side).
 INCONCLUSIVE = "inconclusive here"
 NOT_APPLICABLE = "not applicable here"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_APPLICABLE)
+# A claim about GPUs measured on other devices (CPU cores standing in for GPUs): what the run
+# measured describes this machine, and says nothing for or against the book.
+OBSERVED = "observed on this machine"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, OBSERVED, NOT_APPLICABLE)
 # A claim's claimed_by where this project makes it beyond the book; every other claim is of
 # one of the ledger's sources, and the book's own where that source is of one of BOOKS_OWN.
 BEYOND_BOOK = "beyond_book"
@@ -68,6 +71,15 @@ def load(path: Path = LEDGER) -> dict:
     chapters = sorted({s["chapter"] for s in ledger["sections"]} - set(ledger["chapters"]))
     if chapters:
         raise ValueError(f"{path}: sections name chapters {chapters}, not in its chapters")
+    # A printed output is the same on every machine, and a measurement depends on one.
+    odd = [
+        c["id"]
+        for s in ledger["sections"]
+        for c in s["claims"]
+        if (c["kind"] == "output") != (c["premise"] == "none")
+    ]
+    if odd:
+        raise ValueError(f"{path}: claims {odd} need premise none exactly where kind is output")
     return ledger
 
 
@@ -184,6 +196,19 @@ def _broken(claim: dict, values: dict, units: dict, measured_here: set) -> list[
     )
 
 
+# How an observation's reason begins: the claim's premise, then what measured it here.
+ABOUT_GPUS = "the book's claim is about GPUs: "
+
+
+def observation(claim: dict, device: str, unmet: str) -> str:
+    """Why a claim about GPUs that CPU cores measured is shown as an observation of this
+    machine: its premise, what measured it here, and what would judge it (``unmet``)."""
+    return (
+        f"{ABOUT_GPUS}{claim['premise_why']}. This run measured it on {device or 'CPU cores'},"
+        f" so its numbers describe this machine, not the book ({unmet}: GPUs judge it)"
+    )
+
+
 def _not_judged(
     claim: dict,
     used: pd.DataFrame,
@@ -195,13 +220,19 @@ def _not_judged(
 ) -> tuple[str, str] | None:
     """The verdict and reason of a claim that its checks do not decide, in this order: the
     machine lacks its hardware, a run failed, a number is none (``no_number`` says which),
-    the preset scaled it, a metric was not measured here, or it was timed beside other jobs.
-    None where its checks decide it."""
+    the preset scaled it, a metric was not measured here, or it was timed beside other jobs;
+    then a claim about GPUs that jobs without a GPU measured is an observation of this
+    machine. None where its checks decide it."""
     # Hardware before scale: a claim the machine lacks the devices for is not applicable for
     # that reason, which no preset cures, whatever the preset scaled.
     requires = claim.get("requires", {})
-    unmet = requires and _unmet(requires, provenance.records_of(used, records, claim["evidence"]))
-    if unmet:
+    machines = provenance.records_of(used, records, claim["evidence"]) if requires else []
+    unmet = requires and _unmet(requires, machines)
+    # CPU cores that stood in for GPUs measured something real about this machine: shown as
+    # such, unless a check below finds the run broken or not comparable.
+    observed = unmet and claim.get("premise") == "gpus"
+    observed = observed and not any(m["cuda_devices"] for m in machines)
+    if unmet and not observed:
         return NOT_APPLICABLE, unmet
     failed_rows = used[status == FAILED]
     # A run that failed or measured no number is a finding even when the preset scaled it: a
@@ -224,21 +255,52 @@ def _not_judged(
         return NOT_APPLICABLE, _notes(not_here)
     if claim.get("timed") and _ran_beside_others(used, records):
         return NOT_APPLICABLE, RAN_BESIDE_OTHERS
+    if observed:
+        return OBSERVED, observation(claim, provenance.devices_of(used), unmet)
     return None
 
 
-def _judged(outcomes: list[checks.Outcome], used: pd.DataFrame) -> tuple[str, str]:
-    """The verdict and reason of a claim that its checks' ``outcomes`` decide."""
+# How the reason of a timed claim begins where a timing it reads has no measured spread.
+NO_SPREAD = "no measured spread: "
+
+
+def _judged(
+    outcomes: list[checks.Outcome], used: pd.DataFrame, quiet: list[list[str]]
+) -> tuple[str, str]:
+    """The verdict and reason of a claim that its checks' ``outcomes`` decide; ``quiet``: for
+    each check, the timings it reads without a measured spread, on which no verdict rests."""
     failed = [o for o in outcomes if not o.passed]
-    if not failed:
-        return REPRODUCED, ""
     # What the measurement itself noted (e.g. why two numbers are equal) explains the finding.
     noted = used[text(used["note"]) != ""] if "note" in used else used[:0]
     why = f"; note: {_notes(noted)}" if len(noted) else ""
     how = "; ".join(o.measured for o in failed) + why
-    if all(o.within_noise for o in failed):
-        return INCONCLUSIVE, how  # each failed check says it sat within its noise
-    return NOT_REPRODUCED, FAILED_CHECK + how
+    beyond = [o for o, q in zip(outcomes, quiet) if not (o.passed or q)]
+    if any(not (o.within_noise or o.out_of_reach) for o in beyond):
+        return NOT_REPRODUCED, FAILED_CHECK + how
+    noiseless = list(dict.fromkeys(m for q in quiet for m in q))
+    if noiseless:
+        # A difference from the book or a pass would be a single timing against the bound.
+        return INCONCLUSIVE, (
+            f"{NO_SPREAD}{', '.join(noiseless)} {'is' if len(noiseless) == 1 else 'are'} timed"
+            " without repeats that give a spread (one seed, one timed epoch or one pair), so"
+            " this run cannot tell the book's bound from the noise; more seeds or timed"
+            f" repeats judge it: {'; '.join(o.measured for o in outcomes)}{why}"
+        )
+    if not failed:
+        return REPRODUCED, ""
+    # Each failed check sat within its noise, or its data could not have met the bound.
+    return INCONCLUSIVE, how
+
+
+def _quiet(claim: dict, values: dict, units: dict, name) -> list[list[str]]:
+    """For each check of a ``timed`` claim, the timings it reads without a measured spread,
+    by ``name``."""
+    return [
+        [name(m) for m in checks.unmeasured_noise(check, values.__getitem__, units.__getitem__)]
+        if claim.get("timed")
+        else []
+        for check in claim["checks"]
+    ]
 
 
 def evaluate_claim(
@@ -261,7 +323,10 @@ def evaluate_claim(
     is ``timed`` and a job that timed it ran beside other jobs. "not reproduced": a check
     failed, or the run behind a metric diverged, failed or measured nothing, or a number it
     derived is not finite. "inconclusive here": every check that failed had the bound within
-    its measured spread. The measured numbers are shown whenever there are any.
+    its measured spread or beyond what its data could reach, or a ``timed`` claim reads a
+    timing with no measured spread. "observed on this machine": a claim about GPUs (its
+    ``premise``) measured where the jobs had none. The measured numbers are shown whenever
+    there are any.
     """
     row = {
         k: claim.get(k, "")
@@ -299,7 +364,7 @@ def evaluate_claim(
     no_number = [checks.no_number(m, values[m], units[m], name) for m in broken]
     no_number += [o.measured for o in outcomes if not o.finite]
     not_judged = _not_judged(claim, used, records, status, scaled, missing, no_number)
-    verdict, reason = not_judged or _judged(outcomes, used)
+    verdict, reason = not_judged or _judged(outcomes, used, _quiet(claim, values, units, name))
     return row | {"measured": measured, "verdict": verdict, "reason": reason}
 
 

@@ -70,16 +70,18 @@ def explanation(claim: dict, rows: pd.DataFrame, deviations: list = ()) -> str:
 
 def explain(ledger: dict, table: pd.DataFrame, read_metrics, deviations: list = ()) -> pd.DataFrame:
     """``table`` (claims.csv) with an ``explanation`` of each claim it does not reproduce (an
-    inconclusive one differs by no more than its noise: nothing to explain);
+    inconclusive one differs by no more than its noise: nothing to explain), and of each
+    observation of this machine where the run measured why it behaves so;
     ``read_metrics(path)`` returns an evidence file's rows, ``deviations`` are the settings
     the run changed from the book's."""
     by_id = {c["id"]: c for s in ledger["sections"] for c in s["claims"]}
     cache: dict[str, pd.DataFrame] = {}
 
     def why(row) -> str:
-        if row["verdict"] != claims.NOT_REPRODUCED:
+        observed = row["verdict"] == claims.OBSERVED
+        if row["verdict"] != claims.NOT_REPRODUCED and not observed:
             return ""
-        if not str(row["reason"]).startswith(claims.FAILED_CHECK):
+        if not observed and not str(row["reason"]).startswith(claims.FAILED_CHECK):
             # The run failed or measured no number: nothing was compared with the book, so
             # nothing the run measured explains a difference.
             return NOT_EXPLAINED
@@ -87,6 +89,9 @@ def explain(ledger: dict, table: pd.DataFrame, read_metrics, deviations: list = 
         path = claim.get("explained_by", {}).get("evidence", claim["evidence"])
         if path not in cache:
             cache[path] = read_metrics(path)
-        return explanation(claim, cache[path], deviations)
+        said = explanation(claim, cache[path], deviations)
+        # An observation of this machine needs no excuse: it says what its numbers show, or
+        # nothing.
+        return "" if observed and said == NOT_EXPLAINED else said
 
     return table.assign(explanation=[why(row) for _, row in table.iterrows()])

@@ -15,6 +15,7 @@ from d2lrepro.pipeline.claims import (
     INCONCLUSIVE,
     NOT_APPLICABLE,
     NOT_REPRODUCED,
+    OBSERVED,
     RAN_BESIDE_OTHERS,
     REPRODUCED,
     claimant,
@@ -129,7 +130,14 @@ def chapter(
             f" Of the book's own claims, {tally(*of(True))}; of the others"
             f" ({', '.join(others)}), {tally(*of(False))}."
         )
-    if judged < len(rows):
+    # Claims about GPUs that CPU cores measured: numbers about this machine, not the book.
+    seen = [r for r in rows if r["verdict"] == OBSERVED]
+    if seen:
+        sentence += (
+            f" {plural(len(seen), 'claim')} about GPUs {'was' if len(seen) == 1 else 'were'}"
+            " measured on other devices: shown below as what this machine does, not judged."
+        )
+    if judged + len(seen) < len(rows):
         sentence += f" Not judged here: {not_judged(rows, preset)}."
     return {
         "title": title,
@@ -156,6 +164,18 @@ def chapter(
                 "hosts": r.get("hosts", "") if hosts else "",
             }
             for r in unsure
+        ],
+        "observed": [
+            {
+                "id": r["id"],
+                "headline": r["headline"],
+                "printed": r.get("printed_en") or r.get("printed", ""),
+                "measured": r["measured"],
+                "device": r.get("device", ""),
+                "hosts": r.get("hosts", "") if hosts else "",
+                "explanation": r.get("explanation", ""),
+            }
+            for r in seen
         ],
     }
 

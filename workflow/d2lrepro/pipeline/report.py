@@ -18,6 +18,7 @@ from d2lrepro.pipeline.claims import (
     INCONCLUSIVE,
     NOT_APPLICABLE,
     NOT_REPRODUCED,
+    OBSERVED,
     REPRODUCED,
     VERDICTS,
     claimant,
@@ -34,6 +35,7 @@ VERDICT_CLASS = {
     REPRODUCED: "ok",
     NOT_REPRODUCED: "bad",
     INCONCLUSIVE: "unsure",
+    OBSERVED: "seen",
     NOT_APPLICABLE: "na",
 }
 
