@@ -13,7 +13,13 @@ from conftest import verdict_of
 from d2lrepro.core import plotting
 from d2lrepro.core.results import failed, metric, not_applicable
 from d2lrepro.performance import hybridize, hybridize_cold
-from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.claims import (
+    INCONCLUSIVE,
+    NOT_APPLICABLE,
+    NOT_REPRODUCED,
+    OBSERVED,
+    REPRODUCED,
+)
 
 FAST = {"min_run_time": 0.01, "max_run_time": 0.2}
 
@@ -275,8 +281,8 @@ def test_torch_compile_is_judged_on_the_cpu_and_on_the_gpu_apart():
     near = compiled("hyb", "cpu", 1.3, 0.05) + compiled("hyb.cuda", "cuda:0", 1.05, 0.2)
     assert verdict_of("hyb.bench.compile", near, gpu) == REPRODUCED
     assert verdict_of("hyb.bench.compile.gpu", near, gpu) == INCONCLUSIVE  # within its IQR
-    # Measured by a job that saw no GPU: not applicable, whatever the rows say.
-    assert verdict_of("hyb.bench.compile.gpu", gpu_faster) == NOT_APPLICABLE
+    # Measured by a job that saw no GPU: an observation of that machine, whatever the rows say.
+    assert verdict_of("hyb.bench.compile.gpu", gpu_faster) == OBSERVED
 
 
 def test_the_saved_file_is_judged_by_what_ls_lh_printed(tmp_path):

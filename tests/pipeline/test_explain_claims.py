@@ -53,13 +53,21 @@ def test_the_airfoil_times_are_explained_by_the_settings_at_their_ends():
     assert why("data.train_ch11.sec_per_epoch", noisy) == explain.NOT_EXPLAINED
 
 
-def eps_votes(outside: int, inside: int) -> list[dict]:
-    """The ε sweep's metrics where ``outside`` seeds end lower with ε outside the root and
-    ``inside`` seeds with ε inside (one ε, one lr)."""
+def eps_votes(*outside_by_eps: int, seeds: int = 5) -> list[dict]:
+    """The ε sweep's metrics over ε = 1e-3, 1e-2, ... where, at each ε, the first
+    ``outside_by_eps[i]`` seeds end lower with ε outside the root and the others with ε inside
+    (one lr)."""
     finals = pd.DataFrame(
         [
-            {"eps": 1e-3, "lr": 0.01, "seed": seed, "variant": variant, "final_loss": loss}
-            for seed in range(outside + inside)
+            {
+                "eps": 10.0 ** (i - 3),
+                "lr": 0.01,
+                "seed": seed,
+                "variant": variant,
+                "final_loss": loss,
+            }
+            for i, outside in enumerate(outside_by_eps)
+            for seed in range(seeds)
             for variant, loss in (
                 ("outside", 0.24 if seed < outside else 0.25),
                 ("inside", 0.25 if seed < outside else 0.24),
@@ -69,14 +77,18 @@ def eps_votes(outside: int, inside: int) -> list[dict]:
     return adam_eps.eps_metrics(finals)
 
 
-def test_eps_outside_is_explained_where_the_seeds_disagree():
-    sentence = why("adam.eps_outside", eps_votes(3, 2))
-    assert "ε outside the root ended lower for 3 of the 5 seeds, ε inside for 2 (p = 0.5)" in (
-        sentence
+def test_eps_outside_is_explained_where_the_winner_changes_with_eps():
+    # Each seed favours ε outside at one ε and ε inside at the other: what wins follows ε.
+    sentence = why("adam.eps_outside", eps_votes(5, 0))
+    assert sentence.startswith(
+        "Which form ends lower changes with ε: ε = 0.001: outside lower at 5, inside at 0 of 5"
+        " seeds; ε = 0.01: outside lower at 0, inside at 5 of 5 seeds."
     )
-    assert "finds no difference that holds across seeds" in sentence
-    # Every seed for ε inside: the seeds agree, against the notes; nothing noisy to explain.
-    assert why("adam.eps_outside", eps_votes(0, 5)) == explain.NOT_EXPLAINED
+    assert "finds no difference that holds across ε" in sentence
+    # The seeds disagree at one ε: nothing says the winner changes with ε.
+    assert why("adam.eps_outside", eps_votes(3)) == explain.NOT_EXPLAINED
+    # Every seed for ε inside at every ε: the seeds agree, against the notes; nothing to explain.
+    assert why("adam.eps_outside", eps_votes(0, 0)) == explain.NOT_EXPLAINED
 
 
 def warmup_runs(none: list[bool], linear: list[bool]) -> pd.DataFrame:

@@ -119,6 +119,21 @@ def sign_test_p(wins: int, n: int) -> float:
     return sum(math.comb(n, k) for k in range(wins, n + 1)) / 2**n
 
 
+def least_sign_p(
+    name: str, informative: int, what: str, more: str, device: str, alpha: float = 0.05
+) -> dict:
+    """The metric ``name``: the smallest p-value a one-sided sign test over ``informative``
+    comparisons (``what`` they are) can give, every one agreeing; its note says how many it
+    needs for p < ``alpha`` and what gives ``more``. A test whose data cannot reach its
+    threshold cannot tell, whatever the runs say."""
+    needed = next(n for n in range(1, 64) if sign_test_p(n, n) < alpha)
+    note = (
+        f"{informative} informative {what}; a one-sided sign test needs at least {needed} that"
+        f" agree for p < {alpha:g}: {more}"
+    )
+    return metric(name, sign_test_p(informative, informative), "p", device, note)
+
+
 def diverged(losses: list[float]) -> bool:
     """Whether a run whose per-epoch losses so far are ``losses`` has diverged by now."""
     return any(exploded(loss, losses[0]) for loss in losses)

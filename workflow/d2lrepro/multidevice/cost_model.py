@@ -66,7 +66,7 @@ EXAMPLE_METRICS = [
 
 # The cost model at the balanced batch, whose t1 / t2 must lie within 1/BALANCE and BALANCE
 # (see cost_metrics).
-BALANCED = ("batch", "t1_over_t2", "step_over_max", "max_error", "sum_error")
+BALANCED = ("batch", "t1_over_t2", "step_over_max", "step_over_sum", "max_error", "sum_error")
 BALANCE = 2
 WARMUP = 2  # untimed calls before each cost-model measurement
 # LeNet's 0.5 MB of gradients in DDP buckets of 0.1 MiB: the fully connected layers' buckets,
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
 def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
     """The cost model's verdict numbers: t1 / t2 at the smallest and largest batch, and at the
     balanced batch (least |log t1/t2|: max(t1, t2) and t1 + t2 differ most) the measured step
-    over max(t1, t2) and the step's relative error from each; the crossover batch (first
+    over max(t1, t2) and over t1 + t2, and its relative error from each; the crossover batch (first
     t1 > t2) is shown.
 
     The balanced batch must have t1 / t2 within [1/:data:`BALANCE`, :data:`BALANCE`], where
@@ -285,8 +285,12 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
         )
         return ends + [not_applicable(f"cost.{model}.balanced.{n}", why) for n in BALANCED]
     over = (at.measured_step / max(at.t1, at.t2), at.measured_step / (at.t1 + at.t2))
-    values = (at.batch_per_device, ratio, over[0], *(abs(o - 1) for o in over))
-    return ends + [metric(f"cost.{model}.balanced.{n}", v) for n, v in zip(BALANCED, values)]
+    values = (at.batch_per_device, ratio, *over, *(abs(o - 1) for o in over))
+    # Each but the batch is a ratio of times, and weighs as timings do against their noise.
+    units = ("", *["x"] * (len(BALANCED) - 1))
+    return ends + [
+        metric(f"cost.{model}.balanced.{n}", v, u) for n, v, u in zip(BALANCED, values, units)
+    ]
 
 
 def example_metrics(examples: pd.DataFrame) -> list[dict]:

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from d2lrepro.core import plotting, provenance
-from d2lrepro.core.results import failed, metric, sign_test_p
+from d2lrepro.core.results import failed, least_sign_p, metric, sign_test_p
 from d2lrepro.optimization.airfoil import train_airfoil
 
 # Final losses of the two ε variants closer than this (relative; about 8 float32 ulps) agree
@@ -98,13 +98,40 @@ def eps_metrics(finals: pd.DataFrame) -> list[dict]:
         " seed: the sign of its median gap over the ε where the variants differ beyond float32"
         f" precision); they differ at ε = {', '.join(decided) or 'none'}"
     )
+    favoured, by_eps = eps_sides(gap, tie)
     return [
+        metric("adam.eps_outside.eps_outside_favoured", favoured["outside"], device=device),
+        metric("adam.eps_outside.eps_inside_favoured", favoured["inside"], "", device, by_eps),
         metric("adam.eps_outside.seeds", seeds, device=device),
         metric("adam.eps_outside.runs", len(finals), device=device),
         metric("adam.eps_outside.outside_lower", outside, device=device),
         metric("adam.eps_outside.inside_lower", inside, device=device),
         metric("adam.eps_outside.sign_p", sign_p, "p", device, note),
+        least_sign_p(
+            "adam.eps_outside.least_p",
+            outside + inside,
+            "seeds (those whose two forms differ beyond float32 precision)",
+            "more seeds (airfoil.seeds) give more, each a sweep of ε and lr",
+            device,
+        ),
     ]
+
+
+def eps_sides(gap: pd.Series, tie: pd.Series) -> tuple[dict, str]:
+    """At each ε, which form ended lower for more seeds (``gap``: ε inside minus ε outside,
+    by (ε, seed); ``tie``: the two within float32 precision): how many ε favour each form,
+    and a sentence that says, ε by ε, at how many seeds each form ended lower."""
+    favoured, said = {"outside": 0, "inside": 0}, []
+    for eps, at in gap.groupby(level="eps"):
+        decided = at[~tie.loc[at.index]]
+        outside, inside = int((decided > 0).sum()), int((decided < 0).sum())
+        if outside != inside:
+            favoured["outside" if outside > inside else "inside"] += 1
+        parts = [f"outside lower at {outside}", f"inside at {inside}"]
+        if len(at) > len(decided):
+            parts.append(f"tied at {len(at) - len(decided)}")
+        said.append(f"ε = {eps:g}: {', '.join(parts)} of {len(at)} seeds")
+    return favoured, "; ".join(said)
 
 
 def draw_eps(finals: pd.DataFrame, path, footer: str) -> None:

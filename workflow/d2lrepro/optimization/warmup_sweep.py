@@ -9,7 +9,7 @@ import logging
 import pandas as pd
 
 from d2lrepro.core import plotting, provenance
-from d2lrepro.core.results import metric, sign_test_p
+from d2lrepro.core.results import least_sign_p, metric, sign_test_p
 
 # A run "trains" when it neither explodes nor dies: a LeNet whose ReLUs died predicts one
 # class, 0.1 on the balanced test set; one that learns anything is far above twice that.
@@ -101,6 +101,14 @@ def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
         metric("warmup_sweep.rescued", rescued, "", device),
         metric("warmup_sweep.broken", broken, "", device),
         metric("warmup_sweep.sign_p", sign_p, "p", device, note),
+        least_sign_p(
+            "warmup_sweep.least_p",
+            rescued + broken,
+            "(lr, seed) pairs (those that warm-up rescued or broke)",
+            "higher peak lrs (warmup_sweep.lrs) or more seeds (warmup_sweep.seeds) give more,"
+            " each a pair of LeNet runs",
+            device,
+        ),
     ]
 
 
