@@ -278,8 +278,7 @@ def collect(scratch: Path, out: Path) -> list[tuple[str, float]]:
 # What the compile jobs log of where a compile's time went (d2lrepro.performance.compile_phases).
 COMPILE_LOGS = ("hybridize_first_compile.log", "hybridize.log")
 COMPILE_LINE = re.compile(
-    r"(the first torch\.compile of this machine: .*|\S+ on \S+: torch\.compile's phases: .*"
-    r"|torch \S+ checks the CPU's vector instructions .*)$"  # d2lrepro.performance.isa_probe
+    r"(the first torch\.compile of this machine: .*|\S+ on \S+: torch\.compile's phases: .*)$"
 )
 
 

@@ -13,6 +13,8 @@ import markupsafe
 import pandas as pd
 import pytest
 import yaml
+from snakemake.cli import get_argument_parser
+from snakemake.persistence.file import FilePersistence
 
 from conftest import OUTPUTS, TIMING_RULES, shipped_claims
 from d2lrepro.core import paths, results
@@ -373,6 +375,32 @@ def test_on_slurm_the_timing_rules_ask_for_a_whole_node(repo):
         if "--exclusive" in res["slurm_extra"]
     }
     assert exclusive == set(TIMING_RULES) == set(profile["set-threads"])
+
+
+@pytest.mark.parametrize("profile", ["default", "slurm"])
+def test_both_workflow_profiles_rerun_what_a_stopped_run_left_incomplete(repo, profile):
+    """profiles/default is read without a flag; profiles/slurm replaces it where it is named,
+    so each carries rerun-incomplete."""
+    parser = get_argument_parser(profiles=[repo / "profiles" / profile])
+    assert parser.parse_args([]).rerun_incomplete
+
+
+def test_a_stopped_run_resumes_with_the_same_command(repo, mirror, tmp_path):
+    """A job stopped part way leaves its output marked incomplete (.snakemake/incomplete/, as
+    Snakemake marks a job that starts): Snakemake alone then refuses to go on without
+    --rerun-incomplete; with the workflow's default profile the same command makes it again."""
+    workdir = tmp_path / "repo"
+    shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
+    target = "resources/airfoil/airfoil_self_noise.dat"
+    command = ["--cores", "1", "--config", f"data_mirror={mirror}", "--", target]
+    snakemake(workdir, *command)
+    marks = FilePersistence(path=workdir / ".snakemake")
+    marks._mark_incomplete(target, None)  # as Persistence.started does for a job's outputs
+    bare = snakemake(workdir, "--workflow-profile", "none", "-n", *command, check=False)
+    assert bare.returncode and "IncompleteFilesException" in bare.stdout + bare.stderr
+    snakemake(workdir, *command)
+    assert not os.listdir(workdir / ".snakemake" / "incomplete")
+    assert (workdir / target).stat().st_size
 
 
 def test_a_run_across_nodes_asks_slurm_for_them(repo, tmp_path):

@@ -33,7 +33,7 @@ from d2lrepro.core import devices, logs, plotting, reference
 from d2lrepro.core.models import mlp
 from d2lrepro.core.results import failed, metric, not_applicable, one_line, unmeasured
 from d2lrepro.core.timing import NAN_TIMING, naive_time, paired_ratio, time_fn, timing_rows
-from d2lrepro.performance import compile_phases, hybridize_cold, hybridize_symbolic, isa_probe
+from d2lrepro.performance import compile_phases, hybridize_cold, hybridize_symbolic
 
 log = logging.getLogger(__name__)
 MODES = ("eager", "script", "compile")
@@ -57,7 +57,6 @@ def convert(net: nn.Module, mode: str) -> Callable:
         with _quiet_jit():
             return torch.jit.script(net)
     if mode == "compile":
-        isa_probe.quicken()  # torch before 2.13 checks the CPU slowly in each process
         # more threads would start (on CUDA) a pool of compiling processes beside the timings
         return torch.compile(net, dynamic=False, options={"compile_threads": 1})
     raise ValueError(f"unknown mode {mode!r}")

@@ -2,12 +2,12 @@
 (``hyb.bench.compile``). That first compilation builds and loads small C++ programs to learn
 which vector instructions the CPU has (about 15 s on the 2-core test machine, where compiling
 the MLP itself takes 3 s), and torch keeps what it built on disk, in its inductor cache, for
-every later process of the user (each still loads them, quickly since torch 2.13 and with
-:mod:`.isa_probe` before). A light job (one core, no GPU) pays it beside other jobs, so
-that the timing job, which holds every core and the GPU, does not hold them while torch builds.
-The compile mode's cold loop (``hyb.batch{B}.compile.naive_s``) then times compiling the MLP,
-not probing the machine; no claim judges that first call. On a cluster, whose nodes do not
-share that cache, hybridize pays it itself.
+every later process of the user (each still loads them, quickly). A light job (one core, no
+GPU) pays it beside other jobs, so that the timing job, which holds every core and the GPU, does
+not hold them while torch builds. The compile mode's cold loop
+(``hyb.batch{B}.compile.naive_s``) then times compiling the MLP, not probing the machine; no
+claim judges that first call. On a cluster, whose nodes do not share that cache, hybridize pays
+it itself.
 """
 
 from __future__ import annotations
