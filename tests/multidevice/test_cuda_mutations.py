@@ -4,7 +4,6 @@ small plausible way, must turn the claim "not reproduced" where the same call un
 fake_cuda.py at tiny sizes, where the unbroken and the broken code run and measure, and the
 verdicts, which need a GPU's numbers, are skipped."""
 
-import statistics
 import time
 
 import pytest
@@ -13,7 +12,6 @@ import yaml
 
 from conftest import REPO, assert_not_reproduced, skip_unless_reproduced, this_machine
 from d2lrepro.core import devices
-from d2lrepro.core.results import metric
 from d2lrepro.performance import asynchrony, autopar, hardware
 from fake_cuda import GPUS, REAL, real_gpu, sized
 
@@ -179,28 +177,30 @@ def test_pieces_read_in_mib_copy_as_fast_as_the_whole(monkeypatch):
 
 
 def launch_rows() -> list[dict]:
-    """launch.cuda.us as hardware.overheads writes it: hardware.launch_us on the first GPU."""
+    """launch.cuda.us and its IQR as hardware.overheads writes them: hardware.launch_seconds
+    on the first GPU."""
     device = torch.device("cuda", 0)
-    return [metric("launch.cuda.us", hardware.launch_us(device), "µs", str(device))]
+    names = ("launch.cuda.us", "launch.cuda.iqr_us")
+    return hardware.microseconds(names, hardware.launch_seconds(device), device)
 
 
 def test_a_queue_timed_whole_is_no_launch(monkeypatch):
-    """hw.launch (3.16 to 31.6 µs per launch). Mutation: launch_us with the division by the
+    """hw.launch (3.16 to 31.6 µs per launch). Mutation: launch_seconds with the division by the
     launches left out, so it reports a whole queue of 1000 in-place adds, not the time of one
     launch: at least a millisecond on any GPU, so it fails whether or not the unbroken launch
     reproduces here."""
 
-    def queue_us(device, launches=1000):
+    def queue_seconds(device, launches=1000, queues=10):
         x = torch.zeros(1, device=device)
         times = []
-        for _ in range(6):
+        for _ in range(queues + 1):
             hardware.synchronize(device)
             start = time.perf_counter()
             for _ in range(launches):
                 x.add_(1)
             hardware.synchronize(device)
             times.append(time.perf_counter() - start)  # / launches left out
-        return statistics.median(times[1:]) * 1e6
+        return times[1:]
 
-    monkeypatch.setattr(hardware, "launch_us", queue_us)
+    monkeypatch.setattr(hardware, "launch_seconds", queue_seconds)
     broken("hw.launch", launch_rows())

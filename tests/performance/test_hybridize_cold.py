@@ -138,4 +138,9 @@ def test_each_pair_times_a_network_of_its_own_and_the_sign_test_counts_the_wins(
     rows = hybridize_cold.cold_pairs("n", 1, 1, "cpu", seed=10, pairs=4, run=run)
     assert seeds == [11, 12, 13, 14]
     values = {r["metric"]: r["value"] for r in rows}
-    assert values == {"n.script_faster_pairs": 2, "n.pairs": 4, "n.script_faster_sign_p": 11 / 16}
+    assert values == {
+        "n.script_faster_pairs": 2,
+        "n.pairs": 4,
+        "n.script_faster_sign_p": 11 / 16,
+        "n.least_p": 1 / 16,  # 4 pairs cannot reach p < 0.05, even all agreeing
+    }

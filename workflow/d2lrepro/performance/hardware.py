@@ -2,15 +2,14 @@
 random reads (latency, :mod:`d2lrepro.performance.latency`), and host <-> device copies.
 
 Metrics: ``lat.{l1,l2,mib256}_ns``, ``lat.{l2_over_l1,mib256_over_l2}{,_iqr}``;
-``bandwidth.{h2d,d2h}.{pinned,pageable}.mib{N}.gbps``; ``latency.h2d.pinned.mib1.us``;
-``transfers.{cpu,cuda}.{one,many}.{median,iqr}_s``; ``launch.{cpu,cuda}.us``.
+``bandwidth.{h2d,d2h}.{pinned,pageable}.mib{N}.gbps``; ``latency.h2d.pinned.mib1.{us,iqr_us}``;
+``transfers.{cpu,cuda}.{one,many}.{median,iqr}_s``; ``launch.{cpu,cuda}.{us,iqr_us}``.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import statistics
 import time
 
 import pandas as pd
@@ -19,7 +18,7 @@ import torch
 from d2lrepro.core import devices, logs, plotting
 from d2lrepro.core.devices import synchronize, unavailable
 from d2lrepro.core.results import metric, not_applicable
-from d2lrepro.core.timing import intra_op_threads, time_fn
+from d2lrepro.core.timing import intra_op_threads, spread, time_fn
 from d2lrepro.performance.latency import (
     KIB,
     MIB,
@@ -61,18 +60,28 @@ def bandwidth(
             max_run_time,
         )
         rows.append(metric(name, mib * MIB / timing["median"] / 1e9, "GB/s", str(device)))
-    name = "latency.h2d.pinned.mib1.us"
-    rows.append(
-        not_applicable(name, reason, "µs")
-        if reason
-        else metric(name, copy_latency_us(device), "µs", str(device))
-    )
-    return rows
+    if reason:
+        return rows + [not_applicable(n, reason, "µs") for n in LATENCY_METRICS]
+    return rows + microseconds(LATENCY_METRICS, copy_latency(device), device)
 
 
-def copy_latency_us(device: torch.device, mib: int = 1, repeats: int = 50) -> float:
-    """Microseconds of one pinned host-to-device copy of ``mib`` MiB, the device idle before
-    and waited for after each (the book's latency, not a queue's throughput): the median."""
+# The median and the IQR of a copy's latency, and of a launch (launch.{cpu,cuda}.*).
+LATENCY_METRICS = ("latency.h2d.pinned.mib1.us", "latency.h2d.pinned.mib1.iqr_us")
+
+
+def microseconds(names, seconds: list[float], device: torch.device) -> list[dict]:
+    """The median and the IQR of ``seconds`` in µs, as the metrics ``names``."""
+    timing = spread(seconds)
+    return [
+        metric(name, timing[stat] * 1e6, "µs", str(device))
+        for name, stat in zip(names, ("median", "iqr"))
+    ]
+
+
+def copy_latency(device: torch.device, mib: int = 1, repeats: int = 50) -> list[float]:
+    """Seconds of each pinned host-to-device copy of ``mib`` MiB, the device idle before
+    and waited for after each (the book's latency, not a queue's throughput), after one
+    untimed."""
     host = torch.empty(mib * MIB, dtype=torch.uint8, pin_memory=True)
     gpu = torch.empty(mib * MIB, dtype=torch.uint8, device=device)
     times = []
@@ -82,7 +91,7 @@ def copy_latency_us(device: torch.device, mib: int = 1, repeats: int = 50) -> fl
         gpu.copy_(host, non_blocking=True)
         torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
-    return statistics.median(times[1:]) * 1e6
+    return times[1:]
 
 
 def transfer_cost(
@@ -111,20 +120,20 @@ def transfer_cost(
     return rows
 
 
-def launch_us(device: torch.device, launches: int = 1000) -> float:
-    """Microseconds per operation of a queue of ``launches`` in-place adds on a one-element
-    tensor: on a GPU the cost of launching a kernel, on the CPU of dispatching an operator;
-    the median of 5 queues, the device idle before each and waited for after."""
+def launch_seconds(device: torch.device, launches: int = 1000, queues: int = 10) -> list[float]:
+    """Seconds per operation of each of ``queues`` queues of ``launches`` in-place adds on a
+    one-element tensor (after one untimed): on a GPU the cost of launching a kernel, on the
+    CPU of dispatching an operator; the device idle before each and waited for after."""
     x = torch.zeros(1, device=device)
     times = []
-    for _ in range(6):
+    for _ in range(queues + 1):
         synchronize(device)
         start = time.perf_counter()
         for _ in range(launches):
             x.add_(1)
         synchronize(device)
         times.append((time.perf_counter() - start) / launches)
-    return statistics.median(times[1:]) * 1e6
+    return times[1:]
 
 
 def overheads(cfg: dict) -> list[dict]:
@@ -134,13 +143,14 @@ def overheads(cfg: dict) -> list[dict]:
     rows = []
     for kind in ("cpu", "cuda"):
         names = [f"transfers.{kind}.{n}.{s}_s" for n in ("one", "many") for s in ("median", "iqr")]
+        launches = (f"launch.{kind}.us", f"launch.{kind}.iqr_us")
         if kind == "cuda" and reason:
             rows += [not_applicable(n, reason, "s") for n in names]
-            rows.append(not_applicable("launch.cuda.us", reason, "µs"))
+            rows += [not_applicable(n, reason, "µs") for n in launches]
             continue
         device = torch.device(kind, 0) if kind == "cuda" else torch.device("cpu")
         rows += transfer_cost(device, cfg["transfer_mib"], cfg["transfer_chunk_kib"])
-        rows.append(metric(f"launch.{kind}.us", launch_us(device), "µs", str(device)))
+        rows += microseconds(launches, launch_seconds(device), device)
     for row in rows:
         log.info("%s: %.4g %s %s", row["metric"], row["value"], row["unit"], row["note"])
     return rows

@@ -15,7 +15,7 @@ from d2lrepro.core import paths, provenance, shortfall
 from d2lrepro.core.results import FAILED, outside_domain, text
 from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
 from d2lrepro.pipeline import checks
-from d2lrepro.pipeline.scaling import missing_metrics, scaled_reason
+from d2lrepro.pipeline.scaling import judged_at_scale, missing_metrics, scaled_reason
 from d2lrepro.pipeline.settings import read_yaml
 
 SCHEMA = paths.CLAIMS_SCHEMA
@@ -46,6 +46,7 @@ COLUMNS = [
     "measured",
     "verdict",
     "reason",
+    "scale",
     "device",
     "hosts",
     "evidence",
@@ -365,7 +366,9 @@ def evaluate_claim(
     no_number += [o.measured for o in outcomes if not o.finite]
     not_judged = _not_judged(claim, used, records, status, scaled, missing, no_number)
     verdict, reason = not_judged or _judged(outcomes, used, _quiet(claim, values, units, name))
-    return row | {"measured": measured, "verdict": verdict, "reason": reason}
+    # A claim judged beside settings the preset changed in its experiment says which.
+    scale = "" if verdict == NOT_APPLICABLE else judged_at_scale(claim, deviations)
+    return row | {"measured": measured, "verdict": verdict, "reason": reason, "scale": scale}
 
 
 def evaluate(

@@ -26,7 +26,7 @@ from d2lrepro.pipeline.claims import (
     whose_words,
 )
 from d2lrepro.pipeline.findings import KINDS, devices_here, findings, folded, not_judged
-from d2lrepro.pipeline.scaling import SCALED_REASON
+from d2lrepro.pipeline.scaling import SCALED_REASON, experiment_of
 from d2lrepro.pipeline.settings import Settings
 
 TEMPLATE = paths.REPORT_TEMPLATE
@@ -99,6 +99,32 @@ def with_explanations(claims: pd.DataFrame, ledger: dict) -> pd.DataFrame:
     by_id = {c["id"]: c for s in ledger["sections"] for c in s["claims"]}
     whose = [whose_words(claimant(ledger, by_id[i])[0]) for i in claims["id"]]
     return claims.assign(shown_reason=shown, whose=whose)
+
+
+def scale_sentence(section: dict, rows: list[dict], settings: Settings) -> str:
+    """What the preset changed of a section's experiments, made from its deviations and the
+    claims' verdicts: which claims it left to the book's scale, and which it judged at its
+    own (each says what in its row); that it changed nothing only where it did not."""
+    experiments = {experiment_of(c["evidence"]) for c in section["claims"]}
+    changed = [d.key for d in settings.deviations if d.key.split(".")[0] in experiments]
+    if not changed:
+        return (
+            f"The {settings.preset} preset runs this section's experiments at the book's settings."
+        )
+    scaled = [r["id"] for r in rows if r["reason"].startswith(SCALED_REASON)]
+    at_scale = [r["id"] for r in rows if r["scale"]]
+    said = [f"The {settings.preset} preset changed {len(changed)} of this section's settings"]
+    if scaled:
+        said.append(
+            f"so {', '.join(scaled)} {'is' if len(scaled) == 1 else 'are'} judged only at the"
+            " book's scale"
+        )
+    if at_scale:
+        said.append(
+            f"{', '.join(at_scale)} {'was' if len(at_scale) == 1 else 'were'} judged at this"
+            " preset's scale, as each says"
+        )
+    return "; ".join(said) + " (the set-up lists every setting it changed)."
 
 
 def tally(rows: list[dict]) -> dict:
@@ -182,7 +208,7 @@ def render(
                 "rows": [r for r in rows if r["verdict"] != NOT_APPLICABLE],
                 "folded": folded(rows, settings.preset),
                 "counts": tally(rows),
-                "scaled": [r["id"] for r in rows if r["reason"].startswith(SCALED_REASON)],
+                "scale_sentence": scale_sentence(section, rows, settings),
             }
         )
     records = claims.to_dict("records")

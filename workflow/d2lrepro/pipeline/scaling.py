@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -129,6 +130,39 @@ def missing_metrics(names, present, depends_on: list[str], deviations: list, whe
     return missing
 
 
+def experiment_of(evidence: str) -> str:
+    """The config key of the experiment whose summary wrote ``evidence``: the folder it lies
+    in (results/<chapter>/<experiment>/metrics.csv; results/data/ for the data's)."""
+    return Path(evidence).parent.name
+
+
+def _shown(deviation: tuple) -> str:
+    key, book, value = deviation
+    return f"{key} = {value} (book: {'all' if book is None else book})"
+
+
+def judged_at_scale(claim: dict, deviations: list) -> str:
+    """The settings the preset changed in the experiment of a ``claim`` (its evidence's) that
+    its ``depends_on`` leaves out, so that the claim is judged at this scale and says so
+    ("data_parallel.seeds = [0] (book: [0, 1, 2])"); "" where it changed none. A change
+    under a run the claim does not read (another network's runs) is not the claim's."""
+    depends_on = claim.get("depends_on", [])
+    experiment, hits = experiment_of(claim["evidence"]), _hits(depends_on, deviations)
+
+    def own(key: str) -> bool:
+        if key.split(".")[0] != experiment:
+            return False
+        # Beside a setting it depends on, deeper than the experiment: another run's.
+        for named in depends_on:
+            a, b = key.split("."), named.split(".")
+            common = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            if common > 1 and common < len(a) and common < len(b):
+                return False
+        return True
+
+    return "; ".join(_shown(d) for d in deviations if own(d[0]) and d not in hits)
+
+
 def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: dict) -> str:
     """Why a claim is judged only at the book's scale, when the preset changed a setting it
     depends on ("" when it changed none): what was scaled or left out, and how long training
@@ -140,7 +174,7 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: d
     hits = _hits(depends_on, deviations)
     if not hits:
         return ""
-    scaled = [f"{k} = {v} (book: {'all' if b is None else b})" for k, b, v in hits if v != LEFT_OUT]
+    scaled = [_shown(h) for h in hits if h[2] != LEFT_OUT]
     left_out = [k for k, _, v in hits if v == LEFT_OUT]
     changes = [f"scaled {', '.join(scaled)}"] * bool(scaled) + [
         f"left out {', '.join(left_out)}"
