@@ -2,9 +2,9 @@
 z = x * y + 2 on the GPU, and the pinned host memory that the copies of an unsynchronized CUDA
 queue hold.
 
-Metrics: ``async.numpy_s`` and ``async.numpy_iqr_s``; ``async.cuda.{nosync,sync}_s`` (medians), their ``_iqr_s`` and
-``nosync_over_sync``; ``async.z0``, ``async.z1`` (on the GPU, as in the book);
-``async.memory.{nosync,sync}_copies_in_flight``.
+Metrics: ``async.numpy_s`` and ``async.numpy_iqr_s``; ``async.cuda.{nosync,sync}_s``
+(medians), their ``_iqr_s`` and ``nosync_over_sync``; ``async.z0``, ``async.z1`` (on the GPU,
+as in the book); ``async.memory.{nosync,sync}_copies_in_flight``.
 """
 
 from __future__ import annotations
