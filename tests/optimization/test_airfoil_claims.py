@@ -299,6 +299,103 @@ def test_adadelta_concise_eps_follows_the_eps(airfoil_data, monkeypatch):
     assert verdict_of(claim, summary(airfoil_data, setting)) == claims.NOT_REPRODUCED
 
 
+def leaky(rho, average, x):
+    """The book's leaky average: ρ weighs the old average, 1 − ρ the new term."""
+    return rho * average + (1 - rho) * x
+
+
+def swapped_leaky(rho, average, x):
+    """ρ on the wrong term: 1 − ρ weighs the old average, ρ the new term."""
+    return leaky(1 - rho, average, x)
+
+
+def adadelta_mutant(monkeypatch, s_leak=leaky, delta_leak=leaky, root=None):
+    """The from-scratch Adadelta with one piece replaced: ``s_leak(ρ, s, g²)`` and
+    ``delta_leak(ρ, Δx, g′²)`` for its two leaky averages, ``root(x, ε)`` for √(x + ε)."""
+    root = root or (lambda x, eps: torch.sqrt(x + eps))
+
+    def rule(p, g, state, hyper, eps=1e-5):
+        rho, s, delta = hyper["rho"], state["s"], state["delta"]
+        s.copy_(s_leak(rho, s, g**2))
+        rescaled = root(delta, eps) / root(s, eps) * g
+        p.sub_(rescaled)
+        delta.copy_(delta_leak(rho, delta, rescaled**2))
+
+    with_rule(monkeypatch, "adadelta", rule)
+
+
+def yogi_mutant(monkeypatch, change):
+    """The from-scratch Yogi with ``change(s, g², β2)`` as the step of s."""
+
+    def rule(p, g, state, hyper, eps=1e-3):
+        beta1, beta2, v, s, t = 0.9, 0.999, state["v"], state["s"], state["t"]
+        v.copy_(beta1 * v + (1 - beta1) * g)
+        s.add_(change(s, g**2, beta2))
+        v_hat, s_hat = v / (1 - beta1**t), s / (1 - beta2**t)
+        p.sub_(hyper["lr"] * v_hat / (torch.sqrt(s_hat) + eps))
+        state["t"] = t + 1
+
+    with_rule(monkeypatch, "yogi", rule)
+
+
+# Each claim on an update rule, the settings whose audits it reads, and the small plausible
+# mutations of the rule that must fail it.
+RULE_MUTATIONS = {
+    "adadelta.averages": (
+        ["adadelta.scratch", "adadelta.concise"],
+        {
+            "rho-on-the-new-g2": partial(adadelta_mutant, s_leak=swapped_leaky),
+            "rho-on-the-new-step": partial(adadelta_mutant, delta_leak=swapped_leaky),
+            "eps-outside-the-roots": partial(
+                adadelta_mutant, root=lambda x, eps: torch.sqrt(x) + eps
+            ),
+            "the-other-eps": adadelta_eps,
+        },
+    ),
+    "adam.bias_correction": (
+        ["adam.scratch_lr0.01", "adam.concise"],
+        {"no-bias-correction": adam_without_bias_correction, "betas-swapped": adam_betas_swapped},
+    ),
+    "adam.yogi_update": (
+        ["adam.yogi"],
+        {
+            "sign-flipped": partial(
+                yogi_mutant, change=lambda s, g2, b2: (1 - b2) * torch.sign(s - g2) * g2
+            ),
+            "adams-update": partial(yogi_mutant, change=lambda s, g2, b2: (1 - b2) * (g2 - s)),
+            "no-bias-correction": adam_without_bias_correction,
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("claim", sorted(RULE_MUTATIONS))
+def test_each_rule_claim_reads_the_real_optimizers_as_reproduced(airfoil_data, claim):
+    settings, _ = RULE_MUTATIONS[claim]
+    assert verdict_of(claim, summary(airfoil_data, settings)) == claims.REPRODUCED
+
+
+@pytest.mark.parametrize(
+    "claim, mutation",
+    [(claim, mutation) for claim, (_, found) in RULE_MUTATIONS.items() for mutation in found],
+)
+def test_each_rule_claim_fails_its_mutations(airfoil_data, monkeypatch, claim, mutation):
+    settings, found = RULE_MUTATIONS[claim]
+    found[mutation](monkeypatch)
+    assert verdict_of(claim, summary(airfoil_data, settings)) == claims.NOT_REPRODUCED
+
+
+def test_each_rule_claim_reads_each_of_its_bounds():
+    """Each gap passes just inside its bound and fails just beyond it."""
+    for claim in RULE_MUTATIONS:
+        checks = shipped_claims()[claim]["checks"]
+        inside = [metric(c["metric"], 0.9 * c["bound"]) for c in checks]
+        assert verdict_of(claim, inside) == claims.REPRODUCED
+        for i, check in enumerate(checks):
+            beyond = inside[:i] + [metric(check["metric"], 1.1 * check["bound"])] + inside[i + 1 :]
+            assert verdict_of(claim, beyond) == claims.NOT_REPRODUCED, check["metric"]
+
+
 def books_adadelta_gaps(edition: str) -> pd.Series:
     """The concise curve less the scratch one in ``edition``'s Adadelta plots, at the epochs
     where both are on the chart."""

@@ -31,7 +31,11 @@ OBJECTIVE = {"scratch": "half_squared", "torch": "squared"}
 SCALE = {"half_squared": 1.0, "squared": 2.0}
 # train_ch11's plot: ylim [0.22, 0.35]; the book's curves lack the points above its top.
 BOOK_YLIM = (0.22, 0.35)
-COLUMNS = ["epoch", "examples", "loss", "elapsed", "eff_lr", "state_gap", "step_gap", "diverged"]
+# Every gap the audits of the optimizers' state and steps record
+# (:mod:`d2lrepro.optimization.audits`, which imports torch: the summary's job needs none), as
+# columns of the runs, NaN where a run keeps no audit or its audit lacks the gap.
+GAPS = ("state_gap", "step_gap", "s_gap", "delta_gap", "v_gap", "s_step_gap", "first_step_gap")
+COLUMNS = ["epoch", "examples", "loss", "elapsed", "eff_lr", *GAPS, "diverged"]
 # Where the book's airfoil loops start: train_ch11 from b = 0, train_concise_ch11 from
 # nn.Linear's default bias.
 BOOK_START = {"scratch": "ch11", "torch": "concise"}
@@ -109,7 +113,6 @@ def train_airfoil(
             untimed = 0.0
             with torch.no_grad():
                 value = loss(features, labels).item()
-            state_gap, step_gap = audit.take() if audit else (math.nan, math.nan)
             rows.append(
                 {
                     "epoch": n / len(labels),
@@ -117,8 +120,7 @@ def train_airfoil(
                     "loss": value,
                     "elapsed": elapsed,
                     "eff_lr": eff_lr(),
-                    "state_gap": state_gap,
-                    "step_gap": step_gap,
+                    **(audit.take() if audit else {}),
                 }
             )
             if exploded(value, rows[0]["loss"]):
@@ -131,12 +133,12 @@ def train_airfoil(
 def updater(optimizer: str, hyper: dict, params: list, implementation: str):
     """One step of ``optimizer`` on ``params`` as ``implementation`` takes it ('scratch': the
     chapter's update rules; 'torch': torch.optim), returning the seconds of it to leave out of
-    the timing; with the audit of from-scratch Adagrad's weights
-    (:class:`~d2lrepro.optimization.optimizers.AdagradAudit`, its state and steps checked
-    outside the timer; None for the others) and the weights' effective lr so far (NaN but
-    for from-scratch Adagrad)."""
+    the timing; with the audit of the weights' state and steps where one is kept
+    (:func:`~d2lrepro.optimization.audits.audit_for`: from-scratch Adagrad, Adadelta, Adam and
+    Yogi, torch.optim's Adadelta and Adam; checked outside the timer; None for the others) and
+    the weights' effective lr so far (NaN but for from-scratch Adagrad)."""
+    from d2lrepro.optimization.audits import TORCH_STATE, audit_for
     from d2lrepro.optimization.optimizers import (
-        AdagradAudit,
         adagrad_effective_lr,
         init_states,
         step,
@@ -146,35 +148,48 @@ def updater(optimizer: str, hyper: dict, params: list, implementation: str):
     if implementation == "torch":
         trainer = torch_optimizer(optimizer, params, hyper)
 
-        def update() -> float:
+        def raw_step() -> None:
             trainer.step()
             trainer.zero_grad()
-            return 0.0
 
-        return update, None, lambda: math.nan
-    if implementation != "scratch":
+        def state() -> dict:
+            kept = trainer.state[params[0]]
+            return {book: kept[name] for book, name in TORCH_STATE[optimizer].items()}
+
+    elif implementation == "scratch":
+        states = init_states(optimizer, params)
+        raw_step = partial(step, optimizer, params, states, hyper)
+
+        def state() -> dict:
+            return states[0]
+
+    else:
         raise ValueError(f"implementation must be 'scratch' or 'torch', not {implementation!r}")
-    states = init_states(optimizer, params)
-    scratch_step = partial(step, optimizer, params, states, hyper)
-    if optimizer != "adagrad":
+
+    def eff_lr() -> float:
+        if optimizer == "adagrad" and implementation == "scratch":
+            return adagrad_effective_lr(hyper["lr"], states[0]["s"])
+        return math.nan
+
+    audit = audit_for(optimizer, implementation, hyper, params[0])
+    if audit is None:
 
         def update() -> float:
-            scratch_step()
+            raw_step()
             return 0.0
 
-        return update, None, lambda: math.nan
-    audit = AdagradAudit(hyper["lr"], params[0])
+        return update, None, eff_lr
 
     def audited() -> float:
         t0 = time.perf_counter()
         audit.before()
         t1 = time.perf_counter()
-        scratch_step()
+        raw_step()
         t2 = time.perf_counter()
-        audit.after(states[0]["s"])
+        audit.after(state())
         return (t1 - t0) + (time.perf_counter() - t2)
 
-    return audited, audit, lambda: adagrad_effective_lr(hyper["lr"], states[0]["s"])
+    return audited, audit, eff_lr
 
 
 def shuffled_batches(num_examples: int, epochs: int, batch_size: int, generator):

@@ -14,7 +14,7 @@ import pandas as pd
 
 from d2lrepro.core import plotting, provenance, reference, results
 from d2lrepro.core.results import failed, iqr, metric, not_applicable
-from d2lrepro.optimization.airfoil import BOOK_YLIM, CODE
+from d2lrepro.optimization.airfoil import BOOK_YLIM, CODE, GAPS
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +56,9 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     """Per setting: median final loss over seeds, its spread, sec/epoch (median and IQR over
     seeds), divergence, and how far the median curve over seeds strays from the band of the
     book's editions, its clipped top included (``curve_excess``); for from-scratch Adagrad the
-    slope of its effective lr and the largest gaps of its state and steps from the gradients it
-    was fed (``state_gap``, ``step_gap``: :class:`~d2lrepro.optimization.optimizers.AdagradAudit`,
-    the worst over seeds and steps); a setting where a seed diverged is failed. Over the
+    slope of its effective lr; for an audited optimizer the largest gaps of its state and steps
+    from the gradients it was fed (:mod:`~d2lrepro.optimization.audits`, the worst over seeds
+    and steps); a setting where a seed diverged is failed. Over the
     settings with a book curve: the slowest and fastest sec/epoch, noted with their setting and
     code ("adadelta.concise (torch.optim)"), not applicable where none ran or where they ran
     on different hosts. Each row names the devices of the runs it comes from."""
@@ -69,6 +69,7 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         per_epoch[name] = (seconds.median(), iqr(seconds))
         bad = group.groupby("seed")["diverged"].any()
         device = provenance.devices_of(group)
+        gaps = [g for g in GAPS if g in group and group[g].notna().any()]  # its audit's
         rows += [
             metric(f"{name}.sec_per_epoch", per_epoch[name][0], "s", device),
             metric(f"{name}.sec_per_epoch_iqr", per_epoch[name][1], "s", device),
@@ -76,9 +77,9 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         ]
         if bad.any():
             why = f"{name}: seeds {list(bad[bad].index)} of {len(bad)} diverged"
-            names = ("final_loss", "final_loss_range", "curve_excess")
+            names = ("final_loss", "final_loss_range", "curve_excess", *gaps)
             if "eff_lr" in group and group["eff_lr"].notna().any():  # from-scratch Adagrad
-                names += ("eff_lr_slope", "state_gap", "step_gap")
+                names += ("eff_lr_slope",)
             rows += [failed(f"{name}.{n}", why, device=device) for n in names]
         else:
             median = group.groupby("epoch")["loss"].median()
@@ -97,8 +98,8 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
                     decay_exponent(r["examples"], r["eff_lr"]) for _, r in group.groupby("seed")
                 ]
                 rows.append(metric(f"{name}.eff_lr_slope", float(np.median(slopes)), device=device))
-            for gap in ("state_gap", "step_gap"):  # the worst over every seed and step
-                if gap in group and group[gap].notna().all():
+            for gap in gaps:  # the worst over every seed and step
+                if group[gap].notna().all():
                     rows.append(metric(f"{name}.{gap}", float(group[gap].max()), "|Δ|", device))
     in_book = {n: v for n, v in per_epoch.items() if n in set(book["id"])}
     hosts = sorted(runs.loc[runs["setting"].isin(in_book), "host"].unique())

@@ -10,7 +10,6 @@ and the airfoil sweeps these rules serve
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -37,44 +36,6 @@ def adagrad_effective_lr(lr: float, s: torch.Tensor) -> float:
     """Adagrad's step size per unit gradient, η / √(s + ε), from its state ``s`` (the running
     sum of squared gradients): the median over the coordinates."""
     return (lr / torch.sqrt(s + ADAGRAD_EPS)).median().item()
-
-
-class AdagradAudit:
-    """Adagrad's state and steps set against the gradients it was fed, recorded apart from it
-    (float64): ``state_gap``, the largest relative gap between the state s and the running sum
-    of the squared gradients, and ``step_gap``, between the step a parameter took and
-    η g / √(Σ g² + ε) computed from those gradients (relative to that step's norm); each the
-    largest since the last :meth:`take`. A right Adagrad gives float rounding; an accumulator
-    that keeps only the last g², sums |g| or a step without the square root give far more."""
-
-    def __init__(self, lr: float, param: torch.Tensor):
-        self.lr, self.param = lr, param
-        self.total = torch.zeros(param.shape, dtype=torch.float64)
-        self.state_gap = self.step_gap = 0.0
-        self.audited = 0  # steps audited since the last take(): none reads NaN, not 0
-
-    def before(self) -> None:
-        self.grad = self.param.grad.detach().to(torch.float64).clone()
-        self.start = self.param.detach().to(torch.float64).clone()
-
-    def after(self, s: torch.Tensor) -> None:
-        g, total = self.grad, self.total
-        self.audited += 1
-        total += g**2
-        state = (s.to(torch.float64) - total).abs() / total.clamp_min(1e-300)
-        self.state_gap = max(self.state_gap, state.max().item())
-        expected = self.lr * g / torch.sqrt(total + ADAGRAD_EPS)
-        taken = self.start - self.param.detach().to(torch.float64)
-        norm = torch.linalg.vector_norm(expected).item()
-        if norm > 0:
-            step = torch.linalg.vector_norm(taken - expected).item() / norm
-            self.step_gap = max(self.step_gap, step)
-
-    def take(self) -> tuple[float, float]:
-        gaps = (self.state_gap, self.step_gap) if self.audited else (math.nan, math.nan)
-        self.state_gap = self.step_gap = 0.0
-        self.audited = 0
-        return gaps
 
 
 def _rmsprop(p, g, state, hyper, eps=1e-6):
