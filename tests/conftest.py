@@ -293,8 +293,9 @@ def skip_if_shared(verdict: str, expected: str, others: float, what: str) -> Non
         pytest.skip(f"{what}: other processes kept {others:.2f} cores busy while it was timed")
 
 
-def training_history(losses, acc=0.8, seconds=2.0, seed=0, rate=100.0, examples=1024):
-    """A run's history as the multi-device workers write it: one row per epoch of ``losses``."""
+def training_history(losses, acc=0.8, seconds=2.0, seed=0, rate=100.0, examples=1024, **columns):
+    """A run's history as the multi-device workers write it: one row per epoch of ``losses``,
+    with any further ``columns`` (``batch_rates``, ``devices_used``, ...)."""
     return pd.DataFrame(
         {
             "seed": seed,
@@ -309,6 +310,7 @@ def training_history(losses, acc=0.8, seconds=2.0, seed=0, rate=100.0, examples=
             "batch_size": 256,
             "diverged": [diverged(losses[: i + 1]) for i in range(len(losses))],
         }
+        | columns
     )
 
 

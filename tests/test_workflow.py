@@ -733,16 +733,18 @@ def test_a_job_asks_for_no_more_gpus_than_the_run_has(repo, gpus, given, limit, 
 
 @pytest.mark.parametrize("gpus, given", [(1, []), (2, ["gpu=1"])])
 def test_a_job_short_of_devices_is_planned_light(repo, gpus, given):
-    """On a machine (or a run) of one GPU, the jobs that need 2 devices take one core and no
-    GPU, and carry the reason; the cost model and the book's one-process code run what one
-    device can on one core and a share of the GPU; so do the 1-device runs, whose times no
-    claim judges without a 2-device run, and their `unjudged` resource says why."""
+    """On a machine (or a run) of one GPU, the parameter servers take one core and no GPU,
+    and carry the reason; the book's one-process code runs what one device can on one core
+    and a share of the GPU; so do the 1-device runs, whose times no claim judges without a
+    2-device run, and their `unjudged` resource says why. The 2-device runs and the cost
+    model's printed examples run 2 workers sharing a share of the GPU, a core each, and
+    their times are unjudged too."""
     each = plan_on_gpus(repo, gpus, "book", given)["each"]
     why = "needs 2 devices, the job that measured it could use 1 (1 GPU)"
-    for name in ("data_parallel_run.lenet.2.0", "parameter_server"):
-        assert each[name] == [1, 0, 0, why, ""], name
-    for name in ("cost_model", "single_process"):
-        assert each[name] == [1, 0, 1, why, ""], name
+    assert each["parameter_server"] == [1, 0, 0, why, ""]
+    assert each["single_process"] == [1, 0, 1, why, ""]
+    for name in ("data_parallel_run.lenet.2.0", "cost_model"):
+        assert each[name] == [2, 0, 1, "", why], name
     for run in ("lenet.1", "resnet18.1", "resnet18_momentum.1"):
         assert each[f"data_parallel_run.{run}.0"] == [1, 0, 1, "", why], run
 

@@ -1,11 +1,12 @@
 import ast
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
-from d2lrepro.core import devices
+from d2lrepro.core import devices, paths
 from d2lrepro.pipeline import settings
 
 WHO = "the job that measured it could use"
@@ -31,6 +32,33 @@ def test_fewer_gpus_than_workers_makes_every_worker_a_cpu_process(cuda_count):
     # the workflow compares like with like: 2 devices on a 1-GPU machine do not run, and 2
     # CUDA devices lack the same: one phrasing for one shortfall
     assert devices.unavailable(2) == devices.unavailable(cuda=2) == TWO_ON_ONE_GPU
+
+
+def test_workers_allowed_to_share_share_the_one_gpu_over_gloo(cuda_count, monkeypatch):
+    """A run about the algorithm (its launcher sets SHARE_GPUS) on one GPU: both workers on
+    it, over gloo (NCCL refuses two ranks on one GPU), said so; with a GPU each, NCCL; without
+    the launcher's leave, workers that outnumber the GPUs fall back to pinned cores."""
+    from d2lrepro.multidevice.parts import process_group
+
+    cuda_count(1)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert devices.unavailable(2, share=True) == "" and devices.unavailable(2) == TWO_ON_ONE_GPU
+    assert devices.unavailable(2, cuda=2, share=True) == TWO_ON_ONE_GPU  # GPUs of its own
+    assert devices.device_for(1, 2) == torch.device("cpu")
+    monkeypatch.setenv(devices.SHARE_GPUS, "1")
+    shared = [devices.device_for(r, 2) for r in (0, 1)]
+    assert shared == [torch.device("cuda", 0)] * 2
+    assert process_group.backend(shared[0]) == "gloo"
+    assert devices.devices_used(shared) == 1
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H200")
+    assert devices.describe(shared) == "2 workers sharing 1 GPU (NVIDIA H200)"
+    cuda_count(2)
+    own = [devices.device_for(r, 2) for r in (0, 1)]
+    assert own == [torch.device("cuda", 0), torch.device("cuda", 1)]
+    assert process_group.backend(own[0]) == "nccl" and devices.devices_used(own) == 2
+    assert devices.describe(own) == "2 x NVIDIA H200"
+    assert process_group.backend(torch.device("cpu")) == "gloo"
+    assert devices.devices_used([torch.device("cpu")] * 2) == 2
 
 
 def test_two_gpus_give_each_worker_its_own(cuda_count):
@@ -98,6 +126,27 @@ def test_the_plan_finds_a_job_short_of_devices_as_the_job_would(
         monkeypatch.setattr(devices, "usable_cores", lambda: cores)
         assert devices.unavailable(2) == reason
         assert planned.get("gpus", gpus) == gpus
+
+
+@pytest.mark.parametrize(
+    "machine_gpus, limit, cores, reason",
+    [
+        (1, None, 16, ""),  # 2 workers share the GPU
+        (2, 1, 16, ""),  # --resources gpu=1 on 2 GPUs
+        (1, 0, 1, "needs 2 devices, the job that measured it could use 1 (1 CPU core)"),
+        (0, None, 2, ""),
+    ],
+)
+def test_the_plan_lets_workers_that_may_share_run_on_one_gpu_as_the_job_would(
+    machine_gpus, limit, cores, reason, cuda_count, monkeypatch
+):
+    planned = settings.planned_shortfall(
+        2, machine_gpus=machine_gpus, limit=limit, cores=cores, here=True, share=True
+    )
+    assert planned.get("reason", "") == reason
+    cuda_count(min(machine_gpus, machine_gpus if limit is None else limit))
+    monkeypatch.setattr(devices, "usable_cores", lambda: cores)
+    assert devices.unavailable(2, share=True) == reason
 
 
 @pytest.mark.parametrize(
@@ -184,28 +233,40 @@ def test_place_puts_cpu_conv_weights_channels_last_without_changing_the_outputs(
 def test_a_job_given_one_gpu_of_two_runs_none_of_its_2_gpu_parts(cuda_count, monkeypatch, tmp_path):
     """`--resources gpu=1` on a 2-GPU machine: each job locks one GPU (CUDA_VISIBLE_DEVICES),
     and every part that needs 2 is not applicable, with the reason, instead of failing; what
-    needs one device runs on the job's GPU (the fake CUDA's, on a machine without)."""
-    import fake_cuda
+    needs one device runs on the job's GPU (the fake CUDA's, on a machine without). The runs
+    about the algorithm (data-parallel training, the printed examples) start 2 workers that
+    share the GPU; the cost model, which times their steps, does not run."""
     from d2lrepro.multidevice import (
         cost_model,
         data_parallel,
         parameter_server,
         single_process,
     )
+    from d2lrepro.multidevice.parts import launcher
     from d2lrepro.performance import autopar
 
     cuda_count(1)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     # one phrasing, whether a part needs 2 devices or 2 CUDA devices
     two_devices = two_gpus = TWO_ON_ONE_GPU
+    launched = []
+
+    def launch(module, devices, argv, log_path, *args, share_gpus=False, **kwargs):
+        launched.append((module.__name__.rsplit(".", 1)[1], devices, share_gpus, argv))
+        if "--checkpoint" in argv:  # the training run's, which its job removes once done
+            Path(argv[argv.index("--checkpoint") + 1]).touch()
+
+    monkeypatch.setattr(launcher, "launch", launch)
+    monkeypatch.setattr(paths, "CHECKPOINTS", tmp_path)
     run = {"model": "lenet", "devices": 2, "epochs": 1, "batch_size": 64, "lr": 0.1}
     history, log = tmp_path / "lenet.2.csv", tmp_path / "job.log"
     data_parallel.train("lenet.2", run, 0, None, history, tmp_path / "k", 1, 60, log)
     examples, costs = tmp_path / "examples.csv", {"lenet": tmp_path / "cost_lenet.csv"}
-    with fake_cuda.cuda_here(1):
-        cost_model.launch({"lenet": {}}, costs, examples, 0, 60, log)
-    for path in (history, examples, costs["lenet"]):
-        assert set(pd.read_csv(path)["note"].dropna()) == {two_devices}
+    cost_model.launch({"lenet": {}}, costs, examples, 0, 60, log)
+    assert [launch[:3] for launch in launched] == [("worker", 2, True), ("cost_model", 2, True)]
+    measured = launched[1][3]
+    assert "--cost-model" not in measured and "--examples-out" in measured
+    assert set(pd.read_csv(costs["lenet"])["note"].dropna()) == {two_devices}
     servers = tmp_path / "ps.csv"
     parameter_server.launch({"mb": 1, "repeats": 1, "max_devices": 8}, servers, 60, log)
     ps = pd.read_csv(servers)

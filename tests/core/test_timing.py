@@ -1,5 +1,6 @@
 import time
 
+import pytest
 import torch
 
 from d2lrepro.core import timing
@@ -42,3 +43,19 @@ def test_alternated_turns_the_order_of_the_parts_every_round():
 
 def test_spread_is_the_median_and_iqr_of_the_values():
     assert timing.spread([1.0, 2.0, 3.0, 4.0, 5.0]) == {"median": 3.0, "iqr": 2.0, "runs": 5}
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:0"])
+def test_stamps_give_seconds_since_the_first_with_their_counts(device):
+    """On a GPU (the fake CUDA's one on a machine without) each stamp is an event on the
+    device's queue, read once at the end; on the CPU, the clock."""
+    import fake_cuda
+
+    with fake_cuda.cuda_here(1):
+        stamps = timing.Stamps(device)
+        for count in (256, 512, 768):
+            stamps.stamp(count)
+            time.sleep(0.01)
+        seconds = stamps.seconds()
+    assert [count for _, count in seconds] == [256, 512, 768]
+    assert seconds[0][0] == 0 and 0 < seconds[1][0] < seconds[2][0]

@@ -22,6 +22,7 @@ import torch.multiprocessing as mp
 
 from conftest import LENET, fake_fashion_mnist, ok, run
 from conftest import prepared_data as book_data
+from d2lrepro.core import devices
 from d2lrepro.multidevice import cost_model, parameter_server, single_process
 from d2lrepro.performance import asynchrony, autopar, hardware, hybridize
 from fake_cuda import GPUS, REAL, install_for_good, kept_devices, sized
@@ -172,6 +173,24 @@ def test_training_on_gpus(model, world, fashion, tmp_path):
     assert set(history["world_size"]) == {world}
     assert history["devices"].iloc[0].startswith(f"{world} x ")
     assert "CPU core" not in history["devices"].iloc[0]
+
+
+@processes
+@pytest.mark.parametrize("model", [LENET, RESNET], ids=["lenet", "resnet18"])
+def test_two_workers_that_may_share_one_gpu_train_on_it(model, fashion, tmp_path, monkeypatch):
+    """A run about the algorithm on one GPU (its launcher sets SHARE_GPUS): both workers on
+    it, over gloo (NCCL refuses two ranks on one GPU), their replicas identical, and the
+    history says that they shared it."""
+    first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", first)
+    monkeypatch.setenv(devices.SHARE_GPUS, "1")
+    out = tmp_path / "history.csv"
+    argv = [*model, "--data", fashion, "--out", out, "--checkpoint", tmp_path / "run.pt"]
+    ok(run(argv, nproc=2))
+    history = pd.read_csv(out)
+    assert history["devices"].iloc[0].startswith("2 workers sharing 1 GPU (")
+    assert set(history["devices_used"]) == {1} and set(history["world_size"]) == {2}
+    assert (history["replica_gap"] < 1e-6).all() and history["test_acc"].between(0, 1).all()
 
 
 @processes

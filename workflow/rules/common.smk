@@ -160,10 +160,11 @@ def only_here(path):
     return lambda wildcards: path if jobs_run_here() else []
 
 
-def shortfall_of(workers, cuda=0):
+def shortfall_of(workers, cuda=0, share=False):
     """A function of a job's wildcards: why the job cannot run its ``workers`` devices (a
-    number, or a function of the wildcards), at least ``cuda`` of them GPUs, on one node here,
-    as the run is planned (settings.planned_shortfall: {"reason", "gpus"}, else {}). Such a
+    number, or a function of the wildcards), at least ``cuda`` of them GPUs, or, where they may
+    ``share`` GPUs, on the GPUs it would lock, on one node here, as the run is planned
+    (settings.planned_shortfall: {"reason", "gpus"}, else {}). Such a
     job takes one core (see when_short) and writes "not applicable here" for what it lacks:
     without torch or a GPU, or, where it still measures what one device can (job.start's
     when_short), on a share of a GPU. A job submitted to a cluster decides on its node.
@@ -177,6 +178,7 @@ def shortfall_of(workers, cuda=0):
             cores=usable_cores(),
             here=jobs_run_here(),
             cuda=cuda,
+            share=share,
         )
 
     return shortfall

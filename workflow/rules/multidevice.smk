@@ -2,8 +2,8 @@
 # cores (so that its timing is its own) and is not applicable, not failed, where the machine
 # lacks the devices. Where the run's plan already knows that (shortfall_of), the job is a
 # light one: one core, no GPU and no torch, and writes what is not applicable. Where it knows
-# that no claim can judge a job's time (unjudged_time), the job trains on one core and a share
-# of a GPU, as jobs that time nothing do.
+# that no claim can judge a job's time (unjudged_time), the job trains on a core for each worker
+# and a share of a GPU, as jobs that time nothing do.
 
 from d2lrepro.multidevice import data_parallel
 
@@ -41,23 +41,26 @@ SPANNING_NODES = {
 }
 
 
+# The devices of each run (on each of its nodes).
+RUN_DEVICES = lambda w: S["data_parallel"]["runs"][w.run]["devices"]
 # Why a run cannot use its devices here, as the run is planned (run on one node only: one
-# that spans several decides in its job).
+# that spans several decides in its job). Its claims are about the algorithm (accuracy,
+# identical replicas), so its workers may share the GPUs: on one GPU, 2 workers share it.
 DATA_PARALLEL_SHORT = shortfall_of(
-    lambda w: (
-        S["data_parallel"]["runs"][w.run]["devices"]
-        if S["data_parallel"]["runs"][w.run]["nodes"] == 1
-        else 1
-    )
+    lambda w: RUN_DEVICES(w) if S["data_parallel"]["runs"][w.run]["nodes"] == 1 else 1,
+    share=True,
 )
-# A 1-device run's time is judged only against runs of more devices (the speed-ups): where 2
-# devices cannot run here, it trains as jobs that time nothing do.
+# A run's time is judged only in the speed-ups of 2 devices, each of its own, over 1: where
+# they cannot run here (one GPU, one core), every run trains as jobs that time nothing do,
+# with a core for each worker.
 DATA_PARALLEL_UNJUDGED = unjudged_time(
-    shortfall_of(2),
-    lambda w: S["data_parallel"]["runs"][w.run]["devices"] == 1
-    and S["data_parallel"]["runs"][w.run]["nodes"] == 1,
+    shortfall_of(2), lambda w: S["data_parallel"]["runs"][w.run]["nodes"] == 1
 )
-DATA_PARALLEL_ONE_CORE = lambda w: DATA_PARALLEL_SHORT(w) or DATA_PARALLEL_UNJUDGED(w)
+DATA_PARALLEL_THREADS = when_short(
+    DATA_PARALLEL_SHORT,
+    1,
+    lambda w: RUN_DEVICES(w) if DATA_PARALLEL_UNJUDGED(w) else timing_threads(w),
+)
 
 
 rule data_parallel_run:
@@ -81,16 +84,12 @@ rule data_parallel_run:
         seed=r"\d+",
     conda:
         ENV
-    threads: when_short(DATA_PARALLEL_ONE_CORE, 1, timing_threads)
+    threads: DATA_PARALLEL_THREADS
     resources:
         **needs(
             8000,
             480,
-            gpus=when_short(
-                DATA_PARALLEL_SHORT,
-                0,
-                lambda w: S["data_parallel"]["runs"][w.run]["devices"],
-            ),
+            gpus=when_short(DATA_PARALLEL_SHORT, 0, RUN_DEVICES),
             shared=DATA_PARALLEL_UNJUDGED,
         ),
         **shortfall_resources(DATA_PARALLEL_SHORT),
@@ -112,8 +111,15 @@ rule data_parallel_run:
 # one launch (a torchrun start costs seconds).
 COST_STEPS = list(S["cost_model"])
 # Without 2 devices, the job makes only the printed example of one device: on one core and a
-# share of a GPU, as jobs that time nothing do.
-COST_MODEL_SHORT = shortfall_of(2)
+# share of a GPU, as jobs that time nothing do. The printed examples are about the code, so
+# their 2 workers may share a GPU; the cost model times their steps, which needs 2 devices of
+# their own: without them (one GPU), the 2 workers make the printed examples only, as jobs
+# that time nothing do.
+COST_MODEL_SHORT = shortfall_of(2, share=True)
+COST_MODEL_UNJUDGED = unjudged_time(shortfall_of(2), lambda w: True)
+COST_MODEL_THREADS = when_short(
+    COST_MODEL_SHORT, 1, lambda w: 2 if COST_MODEL_UNJUDGED(w) else timing_threads(w)
+)
 
 
 rule cost_model:
@@ -129,10 +135,16 @@ rule cost_model:
         "benchmarks/cost_model.tsv"
     conda:
         ENV
-    threads: when_short(COST_MODEL_SHORT, 1, timing_threads)
+    threads: COST_MODEL_THREADS
     resources:
-        **needs(8000, 60, gpus=2, shared=COST_MODEL_SHORT),
+        **needs(
+            8000,
+            60,
+            gpus=2,
+            shared=lambda w: bool(COST_MODEL_SHORT(w) or COST_MODEL_UNJUDGED(w)),
+        ),
         **shortfall_resources(COST_MODEL_SHORT),
+        unjudged=COST_MODEL_UNJUDGED,
     params:
         ran_alone=TIMINGS_ALONE,
         costs=S["cost_model"],

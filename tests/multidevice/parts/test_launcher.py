@@ -75,7 +75,7 @@ def test_a_free_port_can_be_bound():
 
 
 def test_each_node_must_hold_its_share_of_the_devices(monkeypatch):
-    monkeypatch.setattr(launcher, "unavailable", lambda devices: f"asked for {devices}")
+    monkeypatch.setattr(launcher, "unavailable", lambda devices, share: f"asked for {devices}")
     monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
     assert launcher.allocated_nodes() == 2
     assert launcher.nodes_unavailable(2, 8) == "asked for 4"

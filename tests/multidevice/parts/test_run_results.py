@@ -72,8 +72,9 @@ def test_resnet18_speedups_on_throughput_against_the_editions_less_20_percent():
     for model, claim in (("resnet18", "mgpuc.2gpu"), ("resnet18_momentum", "mgpuc.paddle.2gpu")):
 
         def verdict(rate2, model=model, claim=claim, **two):
-            rows = compare(history([2.3], rate=100.0), history([2.3], rate=rate2, **two), model)
-            return verdict_of(claim, list(rows.values()))
+            one = history([2.3], rate=100.0, batch_rates="95 100 105")
+            two = history([2.3], rate=rate2, batch_rates=f"{rate2 - 2} {rate2 + 2}", **two)
+            return verdict_of(claim, list(compare(one, two, model).values()))
 
         assert verdict(140) == REPRODUCED
         assert verdict(120) == NOT_REPRODUCED
@@ -124,10 +125,45 @@ def test_a_seed_one_run_lacks_is_left_out_of_its_speedup_and_spread():
     assert "share no seed" in apart["lenet.speedup"]["note"]
 
 
-def test_one_timed_ratio_has_no_spread_and_says_so():
-    compared = compare(history([2.3] * 2), history([2.3] * 2, rate=[1.0, 150.0]))
-    assert compared["lenet.speedup_iqr"]["value"] == 0
+def test_one_timed_epoch_has_the_spread_of_its_batches_every_pairing_of_them():
+    one = history([2.3] * 2, rate=[1.0, 100.0], batch_rates=["", "90 100 110"])
+    two = history([2.3] * 2, rate=[1.0, 150.0], batch_rates=["", "140 160"])
+    compared = compare(one, two)
+    assert compared["lenet.speedup"]["value"] == 1.5  # the epochs' rates, not the batches'
+    ratios = [b / a for a in (90, 100, 110) for b in (140, 160)]
+    assert compared["lenet.speedup_iqr"]["value"] == pytest.approx(results.iqr(ratios))
+    assert run_results.BY_BATCH in compared["lenet.speedup_iqr"]["note"]
+
+
+@pytest.mark.parametrize("rates", [{}, {"batch_rates": "100"}], ids=["none", "one batch"])
+def test_one_timed_ratio_has_no_spread_and_says_so(rates):
+    """One timed epoch of one seed and no two batches to pair (or none recorded, as by the
+    book's one-process code): the spread is not applicable, never a spread of 0."""
+    compared = compare(history([2.3] * 2, **rates), history([2.3] * 2, rate=[1.0, 150.0], **rates))
+    assert compared["lenet.speedup"]["value"] == 1.5
+    spread = compared["lenet.speedup_iqr"]
+    assert spread["status"] == results.NOT_APPLICABLE and math.isnan(spread["value"])
+    assert run_results.NO_SPREAD in spread["note"]
     assert run_results.NO_SPREAD in compared["lenet.speedup"]["note"]
+
+
+def test_two_workers_sharing_one_gpu_are_judged_on_accuracy_and_say_so_of_their_speed():
+    """On one GPU, lenet.2's 2 workers share it: its accuracy claims are judged as anywhere,
+    and its speed-up says that the GPU was shared; a claim of 2 GPUs is judged by the records
+    of the jobs, which could use 1 GPU."""
+    gpu = {"cuda_devices": 1, "usable_cores": 16}
+    one = history([2.3, 1.0], devices="1 x NVIDIA H200", devices_used=1, world_size=1)
+    shared = "2 workers sharing 1 GPU (NVIDIA H200)"
+    two = history([2.3, 1.0], devices=shared, devices_used=1, world_size=2)
+    rows = run_results.metrics({"lenet.1": one, "lenet.2": two}, BOOK)
+    by = by_name(rows)
+    assert by["lenet.2.test_acc"]["device"] == shared and by["lenet.2.test_acc"]["status"] == ""
+    assert "workers shared 1 GPU" in by["lenet.speedup"]["note"]
+    assert judged("mgpu.2gpu", rows, gpu)["verdict"] == REPRODUCED
+    assert shared in judged("mgpu.2gpu", rows, gpu)["device"]
+    # where each worker had its own device, nothing is said
+    own = history([2.3, 1.0], devices_used=2, world_size=2)
+    assert "shared" not in compare(one, own)["lenet.speedup"]["note"]
 
 
 def test_no_meaningful_speedup_is_judged_with_its_spread():

@@ -66,7 +66,9 @@ def test_two_workers_train_like_one(data, tmp_path, cpu_only):
         and set(two["world_size"]) == {2}
         and set(one["world_size"]) == {1}
     )
-    assert two["devices"].iloc[0].startswith("2 x ")
+    assert two["devices"].iloc[0].startswith("2 x ") and set(two["devices_used"]) == {2}
+    # a rate for each whole batch after the first: 512 examples in batches of 64
+    assert [len(str(rates).split()) for rates in two["batch_rates"]] == [7, 7]
     assert (two["samples_per_s"] > 0).all() and two["test_acc"].between(0, 1).all()
     rel = close(two)
     assert two["train_loss"].tolist() == pytest.approx(one["train_loss"].tolist(), rel=rel)
@@ -77,10 +79,13 @@ def test_two_workers_train_like_one(data, tmp_path, cpu_only):
 
 
 def test_the_steady_rate_leaves_out_the_first_batch_and_a_partial_last_one():
-    # 4 batches of 256 then 100: the first takes 2 s (warm-up), each other 1 s (the last 0.5).
-    assert worker.steady_rate([(2.0, 256), (5.0, 1024)], 5.5, 1124) == 768 / 3
-    assert worker.steady_rate([(2.0, 256)], 5.0, 1024) == 768 / 3  # whole batches only
-    assert math.isnan(worker.steady_rate([(2.0, 512)], 2.0, 512))  # one batch
+    # 4 batches of 256 then 100, marked at the end of each whole one: the first takes 2 s
+    # (warm-up), the second 1 s, the others 0.5 s each (the partial last one is not marked).
+    marks = [(2.0, 256), (3.0, 512), (3.5, 768), (4.0, 1024)]
+    assert worker.steady_rate(marks) == 768 / 2
+    assert worker.batch_rates(marks) == [256.0, 512.0, 512.0]
+    assert math.isnan(worker.steady_rate([(2.0, 512)]))  # one batch
+    assert worker.batch_rates([(2.0, 512)]) == []
 
 
 @pytest.mark.cuda

@@ -1,4 +1,5 @@
-"""Timers: one synchronize-and-clock context, torch.utils.benchmark, the book's naive loop."""
+"""Timers: one synchronize-and-clock context, points in time on a device's queue,
+torch.utils.benchmark, the book's naive loop."""
 
 from __future__ import annotations
 
@@ -31,6 +32,36 @@ class Clock:
     def __exit__(self, *exc) -> None:
         synchronize(*self.devices)
         self.seconds = time.perf_counter() - self._start
+
+
+class Stamps:
+    """Points in time of the work queued on ``device``, each with a count (of examples done,
+    say): on a GPU a CUDA event recorded on the device's current stream, so that stamping waits
+    for nothing and leaves the queue full; on the CPU, whose operations finish before they
+    return, the clock."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.stamps: list[tuple[object, int]] = []
+
+    def stamp(self, count: int) -> None:
+        if self.device.type == "cuda":
+            at = torch.cuda.Event(enable_timing=True)
+            at.record(torch.cuda.current_stream(self.device))
+        else:
+            at = time.perf_counter()
+        self.stamps.append((at, count))
+
+    def seconds(self) -> list[tuple[float, int]]:
+        """(seconds since the first stamp, its count) of each stamp, once the device has
+        reached the last one."""
+        if not self.stamps:
+            return []
+        first = self.stamps[0][0]
+        if self.device.type != "cuda":
+            return [(at - first, count) for at, count in self.stamps]
+        self.stamps[-1][0].synchronize()
+        return [(first.elapsed_time(at) / 1e3, count) for at, count in self.stamps]
 
 
 def time_fn(fn: Callable, device, min_run_time: float = 0.2, max_run_time: float = 10.0) -> dict:

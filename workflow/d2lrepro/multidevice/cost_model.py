@@ -186,12 +186,15 @@ def launch(
     written to ``outputs[model]``, and the section's printed examples, written to
     ``examples``; or why they cannot be measured here (the ``shortfall`` the run's plan
     found, else what the job finds). Without 2 devices the example that needs one
-    (:data:`ONE_DEVICE`) is made on the job's device, in its own process."""
+    (:data:`ONE_DEVICE`) is made on the job's device, in its own process. The printed examples
+    are the code's, whatever the devices: their 2 workers may share a GPU. The cost model
+    times each worker's step, so it needs 2 devices of their own: where the 2 workers share
+    a GPU, they make the printed examples only."""
     from d2lrepro.core.devices import device_for, unavailable
     from d2lrepro.multidevice.parts import launcher
     from d2lrepro.multidevice.parts.allreduce_by_hand import params_example
 
-    reason = shortfall or unavailable(2)
+    reason = shortfall or unavailable(2, share=True)
     if reason:
         for path in outputs.values():
             write_not_applicable(path, reason)
@@ -199,11 +202,16 @@ def launch(
         two = [not_applicable(m, reason) for m in EXAMPLE_METRICS if m not in ONE_DEVICE]
         write_metrics(made + two, examples)
         return
-    spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
-    argv = ["--cost-model", json.dumps(spec), "--examples-out", str(examples)]
-    argv += ["--seed", str(seed), "--timeout", str(timeout)]
+    argv = ["--examples-out", str(examples), "--seed", str(seed), "--timeout", str(timeout)]
+    timing = unavailable(2)
+    if timing:
+        for path in outputs.values():
+            write_not_applicable(path, timing)
+    else:
+        spec = {m: {**cost, "out": str(outputs[m])} for m, cost in costs.items()}
+        argv += ["--cost-model", json.dumps(spec)]
     # The workers run this module's main: named here, its imports are the rule's inputs.
-    launcher.launch(sys.modules[main.__module__], 2, argv, log_path)
+    launcher.launch(sys.modules[main.__module__], 2, argv, log_path, share_gpus=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -81,7 +81,9 @@ def train(
 ) -> None:
     """Train run ``name`` of the config on its devices, or record why it cannot run here: the
     ``shortfall`` the run's plan found (then nothing here starts torch), else what the job
-    finds.
+    finds. Its claims are about the algorithm (accuracy, identical replicas), so its workers
+    may share the job's GPUs: on one GPU, 2 workers share it, and its rows say so
+    (:func:`~d2lrepro.core.devices.describe`).
 
     The checkpoint lives outside the outputs, so an interrupted job resumes from it; its name
     carries the run's settings, so a changed setting never resumes from a stale one."""
@@ -92,7 +94,7 @@ def train(
         # light one needs.
         from d2lrepro.multidevice.parts.launcher import nodes_unavailable
 
-        reason = nodes_unavailable(nodes, run["devices"])
+        reason = nodes_unavailable(nodes, run["devices"], share=True)
     if reason:
         write_not_applicable(history, reason)
         write_csv([], topk, TOPK_COLUMNS)
@@ -127,6 +129,7 @@ def train(
         log_path,
         nodes,
         run_id=f"{name}-{key}-{os.environ.get('SLURM_JOB_ID', os.getpid())}",
+        share_gpus=True,
     )
     checkpoint.unlink()
 

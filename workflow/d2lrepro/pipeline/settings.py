@@ -181,18 +181,22 @@ def planned_shortfall(
     cores: int,
     here: bool,
     cuda: int = 0,
+    share: bool = False,
 ) -> dict:
     """Why a job that runs ``workers`` devices, at least ``cuda`` of them GPUs, cannot run them
     on this machine, decided as the run is planned, so that such a job neither starts torch
     nor takes cores or a GPU to say so: ``{"reason": ..., "gpus": the GPUs it would have been
     given}``, else ``{}``. The job would lock ``workers`` of the machine's GPUs, at most the
     run's ``limit`` (its `gpu` resource), or, with none, run on its ``cores``, as
-    :func:`d2lrepro.core.devices.unavailable` judges it in the job. A job planned for another
-    machine (``here`` false: a cluster's node) decides there."""
+    :func:`d2lrepro.core.devices.unavailable` judges it in the job; a job whose workers may
+    ``share`` GPUs lacks nothing where it would have one. A job planned for another machine
+    (``here`` false: a cluster's node) decides there."""
     if not here:
         return {}
     wanted = max(workers, cuda)
     gpus = gpu_request(wanted, machine_gpus=machine_gpus, book=False, limit=limit)
+    if share and gpus and not cuda:
+        return {}
     reason = shortfall.reason(workers, cuda=cuda, have_cuda=gpus, cores=cores)
     return {"reason": reason, "gpus": gpus} if reason else {}
 

@@ -15,7 +15,7 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from d2lrepro.core import models
-from d2lrepro.core.devices import place, world_size
+from d2lrepro.core.devices import describe, place, run_devices, shares_gpus, world_size
 from d2lrepro.core.results import metric
 
 log = logging.getLogger(__name__)
@@ -117,11 +117,13 @@ def printed_examples(device: torch.device) -> list[dict]:
     """The section's printed examples, made by 2 workers on their own devices: LeNet's fresh
     parameters copied to worker 0's device (:func:`params_example`), the allreduce of [[1, 1]]
     held by worker 0 and [[2, 2]] held by worker 1, and the rows each worker takes of a 4x5
-    batch and of the blog notes' 6x4 batch. Every worker returns every worker's rows."""
+    batch and of the blog notes' 6x4 batch. Every worker returns every worker's rows, each
+    naming its device, or, where the workers share a GPU, that they do
+    (:func:`~d2lrepro.core.devices.describe`)."""
     rank, world = dist.get_rank(), world_size()
     if world != 2:
         raise ValueError(f"the printed examples need 2 workers, not {world}")
-    where = str(device)
+    where = describe(run_devices(world)) if shares_gpus(world) else str(device)
     rows = params_example(device) if rank == 0 else []
     held = dist_allreduce_(torch.full((1, 2), float(rank + 1), device=device))
     rows += [metric(f"allreduce.shard{rank}.{j}", held[0, j].item(), device=where) for j in (0, 1)]

@@ -19,7 +19,7 @@ from types import ModuleType
 
 from torch.distributed import run as torchrun
 
-from d2lrepro.core.devices import unavailable
+from d2lrepro.core.devices import SHARE_GPUS, unavailable
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,21 @@ def command(module: ModuleType, devices: int, argv: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
+def _sharing(share_gpus: bool):
+    """Let the workers started in the block share the job's GPUs (``share_gpus``), or not:
+    :data:`~d2lrepro.core.devices.SHARE_GPUS` in the environment they inherit."""
+    saved = os.environ.pop(SHARE_GPUS, None)
+    if share_gpus:
+        os.environ[SHARE_GPUS] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(SHARE_GPUS, None)
+        if saved is not None:
+            os.environ[SHARE_GPUS] = saved
+
+
+@contextlib.contextmanager
 def _output_to(log_path):
     """Send this process's stdout and stderr, and so its children's, to ``log_path``."""
     sys.stdout.flush()
@@ -109,33 +124,43 @@ def _output_to(log_path):
 
 
 def launch(
-    module: ModuleType, devices: int, argv: list[str], log_path, nodes: int = 1, run_id: str = ""
+    module: ModuleType,
+    devices: int,
+    argv: list[str],
+    log_path,
+    nodes: int = 1,
+    run_id: str = "",
+    share_gpus: bool = False,
 ) -> None:
     """Run ``module`` on ``devices`` workers. The job's own process is the worker of a 1-device
     run and torchrun's agent for more on one node (its workers write to the log), which saves a
-    Python and torch start; across nodes srun starts an agent per node."""
-    if nodes > 1:
-        cmd = across_nodes(module, nodes, devices, argv, run_id)
-        log.info("as %s", " ".join(cmd))
-        with open(log_path, "a") as stream:
-            subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=True)
-        return
-    log.info("as %s", " ".join(command(module, devices, argv)))
-    if devices == 1:
-        module.main(argv)
-        return
-    with _output_to(log_path):
-        torchrun.main(torchrun_argv(module, devices, argv))
+    Python and torch start; across nodes srun starts an agent per node. With ``share_gpus``
+    (a run about the algorithm, not the GPUs' speed) workers that outnumber the job's GPUs
+    share them (:func:`~d2lrepro.core.devices.shares_gpus`), over gloo
+    (:func:`~d2lrepro.multidevice.parts.process_group.backend`)."""
+    with _sharing(share_gpus):
+        if nodes > 1:
+            cmd = across_nodes(module, nodes, devices, argv, run_id)
+            log.info("as %s", " ".join(cmd))
+            with open(log_path, "a") as stream:
+                subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=True)
+            return
+        log.info("as %s", " ".join(command(module, devices, argv)))
+        if devices == 1:
+            module.main(argv)
+            return
+        with _output_to(log_path):
+            torchrun.main(torchrun_argv(module, devices, argv))
 
 
-def nodes_unavailable(nodes: int, devices: int) -> str:
+def nodes_unavailable(nodes: int, devices: int, share: bool = False) -> str:
     """Why a run of ``devices`` devices over ``nodes`` nodes cannot happen in this job; ""
     when it can. Each node must hold its share of the devices (the config check makes sure
-    they split evenly)."""
+    they split evenly), on GPUs it may ``share`` (:func:`~d2lrepro.core.devices.unavailable`)."""
     have = allocated_nodes()
     if nodes > have:
         return (
             f"needs {nodes} nodes, this job has {have}: run it on a SLURM cluster"
             " (snakemake --workflow-profile profiles/slurm asks for the nodes)"
         )
-    return unavailable(devices // nodes)
+    return unavailable(devices // nodes, share=share)

@@ -14,15 +14,24 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from d2lrepro.core.devices import device_for, node_workers, pin_to_core
+from d2lrepro.core.devices import device_for, node_workers, pin_to_core, shares_gpus
+
+
+def backend(device: torch.device) -> str:
+    """The process group's backend for a worker on ``device``: NCCL where each worker has a GPU
+    of its own; gloo on a CPU core, and where the workers share GPUs
+    (:func:`~d2lrepro.core.devices.shares_gpus`): NCCL refuses two ranks on one GPU, and gloo
+    all-reduces, reduces and broadcasts CUDA tensors through host memory."""
+    return "nccl" if device.type == "cuda" and not shares_gpus(node_workers()) else "gloo"
 
 
 def join(device: torch.device, timeout: timedelta) -> None:
-    """Join the run's process group, NCCL on a GPU and gloo on a CPU core, and run one
-    collective: on a GPU the communicator forms now, on ``device`` (``device_id``), and the
-    first collective's set-up is paid here, not by the first timed epoch."""
+    """Join the run's process group (:func:`backend`) and run one collective: on NCCL the
+    communicator forms now, on ``device`` (``device_id``), and the first collective's set-up
+    is paid here, not by the first timed epoch."""
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    if backend(device) == "nccl":
         dist.init_process_group("nccl", timeout=timeout, device_id=device)
     else:
         dist.init_process_group("gloo", timeout=timeout)

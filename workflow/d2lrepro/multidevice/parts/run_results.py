@@ -47,7 +47,11 @@ UNITS = {"sec_per_epoch": "s", "speedup": "x", "speedup_iqr": "x"} | dict.fromke
 )
 # The metrics of two runs' speed: the speed-up, its spread and the scaling efficiency.
 SPEED = ("speedup", "speedup_iqr", "efficiency")
-NO_SPREAD = "one timed epoch of one seed: no spread measured, so the speed-up is judged as measured"
+NO_SPREAD = "no spread measured: one seed, one timed epoch and one timed batch on each device count"
+BY_BATCH = (
+    "its spread: the IQR of the ratios of each timed batch's examples/s on 2 devices to each"
+    " one's on 1 (one seed, one timed epoch)"
+)
 
 
 # Runs of the book's one-process code (single_process) are named apart from the
@@ -201,6 +205,21 @@ def unequal_work(one: pd.DataFrame, two: pd.DataFrame) -> str:
     return ""
 
 
+def batch_ratios(one: pd.DataFrame, two: pd.DataFrame) -> list[float]:
+    """Each timed batch's examples/s on 2 devices (run ``two``'s ``batch_rates``, of the
+    epochs that :func:`timed_epochs` times) over each timed batch's on 1 (``one``'s), every
+    pairing of the two: the runs are separate jobs whose batches do not correspond (2 devices
+    often train a larger global batch, so fewer of them), so no pairing is more right than
+    another. Their spread is that of the ratio of single batches, wider than that of the
+    epochs' rates whose ratio is the speed-up: a margin beyond it is a safe one. Empty where a
+    run recorded no batch rates (the book's one-process code)."""
+    rates = [timed_epochs(h)[0].get("batch_rates") for h in (one, two)]
+    if any(r is None for r in rates):
+        return []
+    a, b = ([float(x) for cell in r.dropna() for x in str(cell).split()] for r in rates)
+    return [y / x for x in a for y in b]
+
+
 def paired_speedup(one: pd.DataFrame, two: pd.DataFrame) -> tuple[float, float, str]:
     """Run ``two``'s speed-up over ``one``, its spread and a note, over the seeds both ran:
     each seed's median timed :func:`steady_rates` on 2 devices over its median on 1, the
@@ -208,17 +227,38 @@ def paired_speedup(one: pd.DataFrame, two: pd.DataFrame) -> tuple[float, float, 
     differs from seed to seed is in it; a drift common to every 1-device job against every
     2-device one is not);
     with one seed, the IQR of its epoch-by-epoch ratios (each timed epoch on 2 devices over
-    the same epoch on 1) instead; with one timed ratio, no spread (0), which the note says."""
+    the same epoch on 1) instead; with one timed epoch, the IQR of its batches' ratios
+    (:func:`batch_ratios`, which the note says); with one timed batch on each device count,
+    no spread (NaN), which the note says."""
     a, b = (steady_rates(timed_epochs(h)[0].set_index(["seed", "epoch"])) for h in (one, two))
     per_seed = (b.groupby("seed").median() / a.groupby("seed").median()).dropna()
     by_epoch = (b / a).dropna()
     if per_seed.empty:
         return math.nan, math.nan, "the two runs share no seed: no speed-up to measure"
+    speedup = float(per_seed.median())
     if len(per_seed) > 1:
-        return float(per_seed.median()), iqr(per_seed), ""
+        return speedup, iqr(per_seed), ""
     if len(by_epoch) > 1:
-        return float(per_seed.median()), iqr(by_epoch), ""
-    return float(per_seed.median()), 0.0, NO_SPREAD
+        return speedup, iqr(by_epoch), ""
+    seed = per_seed.index[0]
+    by_batch = batch_ratios(*(h[h["seed"] == seed] for h in (one, two)))
+    if len(by_batch) > 1:
+        return speedup, iqr(by_batch), BY_BATCH
+    return speedup, math.nan, NO_SPREAD
+
+
+def shared_gpus(history: pd.DataFrame) -> str:
+    """Why a run's times are not those of devices of its own: its workers shared GPUs (they
+    ran on fewer devices than they were, ``devices_used``); "" where each had its own."""
+    if "devices_used" not in history:
+        return ""
+    used, world = history["devices_used"].min(), history["world_size"].max()
+    if used >= world:
+        return ""
+    return (
+        f"its {world} workers shared {used} GPU{'s' if used != 1 else ''}: not a speed-up of"
+        " devices of their own"
+    )
 
 
 def comparison_metrics(
@@ -229,7 +269,10 @@ def comparison_metrics(
     difference (absolute, and 2 devices minus 1); these inherit "not applicable" or
     "failed" from the runs they compare, and the speed-up is not applicable where the runs'
     epochs are not the same work (:func:`unequal_work`); it carries the throughputs' notes (a
-    run of one epoch) and says where it has no spread."""
+    run of one epoch), says whose spread it has, and where the workers of ``<model>.2``
+    shared GPUs (:func:`shared_gpus`: the records of its job name the GPUs it had, by which a
+    claim that needs 2 GPUs is judged). Where it has no spread, its spread is not applicable,
+    with why."""
     one, two = f"{model}.1", f"{model}.2"
     rate = "steady_samples_per_s"
     needed = [rows[f"{run}.{n}"] for run in (one, two) for n in (rate, "test_acc")]
@@ -240,13 +283,16 @@ def comparison_metrics(
             return [make(f"{model}.{n}", "; ".join(notes), UNITS.get(n, "")) for n in names]
     value = {r["metric"]: r["value"] for r in needed}
     speedup, spread, alone = paired_speedup(histories[one], histories[two])
-    notes = {rows[f"{run}.{rate}"]["note"] for run in (one, two)} | {alone}
+    notes = {rows[f"{run}.{rate}"]["note"] for run in (one, two)}
+    notes |= {alone, shared_gpus(histories[two])}
     note = "; ".join(sorted(notes - {""}))
     speed = [
         metric(f"{model}.speedup", speedup, "x", note=note),
         metric(f"{model}.speedup_iqr", spread, "x", note=note),
         metric(f"{model}.efficiency", speedup / 2, note=note),
     ]
+    if alone == NO_SPREAD:
+        speed[1] = not_applicable(f"{model}.speedup_iqr", note, "x")
     if "examples" in histories[one] and (why := unequal_work(histories[one], histories[two])):
         speed = [not_applicable(f"{model}.{n}", why, UNITS.get(n, "")) for n in SPEED]
     return speed + [

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,18 +37,28 @@ import torch
 import torch.distributed as dist
 
 from d2lrepro.core.data import Data, evaluate_accuracy, load_checkpoint, load_data, save
-from d2lrepro.core.devices import describe, run_devices, world_size
+from d2lrepro.core.devices import describe, devices_used, run_devices, world_size
 from d2lrepro.core.results import HISTORY_COLUMNS, TOPK_COLUMNS, diverged, write_csv
-from d2lrepro.core.timing import Clock, synchronize
+from d2lrepro.core.timing import Clock, Stamps
 from d2lrepro.multidevice.parts.allreduce_by_hand import replica_gap, scratch_setup, shard
 from d2lrepro.multidevice.parts.ddp import concise_setup
 from d2lrepro.multidevice.parts.process_group import joined
 
 MODELS = ("lenet", "resnet18")
 # Beside HISTORY_COLUMNS: an epoch's examples, its throughput on its whole batches after
-# the first (:func:`steady_rate`), and how far the workers' parameters lie apart at its end
-# (:func:`~d2lrepro.multidevice.parts.allreduce_by_hand.replica_gap`).
-RUN_COLUMNS = [*HISTORY_COLUMNS, "examples", "steady_samples_per_s", "replica_gap"]
+# the first (:func:`steady_rate`) and that of each of them, space-separated
+# (:func:`batch_rates`), how far the workers' parameters lie apart at its end
+# (:func:`~d2lrepro.multidevice.parts.allreduce_by_hand.replica_gap`), and how many devices
+# its workers ran on (:func:`~d2lrepro.core.devices.devices_used`: fewer than the workers
+# where they shared GPUs).
+RUN_COLUMNS = [
+    *HISTORY_COLUMNS,
+    "examples",
+    "steady_samples_per_s",
+    "batch_rates",
+    "replica_gap",
+    "devices_used",
+]
 log = logging.getLogger("d2lrepro.multidevice.parts.worker")
 
 
@@ -74,18 +83,19 @@ def order_seed(seed: int, world: int) -> int:
     return seed + 1000 * (world - 1)
 
 
-def steady_rate(marks: list[tuple[float, int]], seconds: float, examples: int) -> float:
-    """Examples per second from the end of an epoch's first batch to the start of a partial
-    last batch (or the epoch's end), given ``marks`` (seconds, examples done) at those points:
-    warm-up, which would weigh more on a run of fewer batches, and a partial batch, which runs
-    at another rate, are left out. NaN without a whole batch after the first."""
-    (t0, n0), (t1, n1) = marks[0], marks[1] if len(marks) > 1 else (seconds, examples)
+def steady_rate(marks: list[tuple[float, int]]) -> float:
+    """Examples per second from the end of an epoch's first batch to the end of its last whole
+    one, given ``marks`` (seconds, examples done) at the end of each of these batches: warm-up,
+    which would weigh more on a run of fewer batches, and a partial last batch, which runs at
+    another rate, are left out. NaN without a whole batch after the first."""
+    (t0, n0), (t1, n1) = marks[0], marks[-1]
     return (n1 - n0) / (t1 - t0) if n1 > n0 else math.nan
 
 
-def _mark(device: torch.device, start: float, examples: int) -> tuple[float, int]:
-    synchronize(device)
-    return time.perf_counter() - start, examples
+def batch_rates(marks: list[tuple[float, int]]) -> list[float]:
+    """Examples per second of each whole batch after an epoch's first, from the ``marks`` of
+    :func:`steady_rate`: the spread of a speed-up measured on one epoch comes from them."""
+    return [(n1 - n0) / (t1 - t0) for (t0, n0), (t1, n1) in zip(marks, marks[1:])]
 
 
 def _reduced(counts: torch.Tensor) -> torch.Tensor:
@@ -115,6 +125,7 @@ class Replica:
     config: dict  # what a checkpoint must agree on (_config)
     world: int
     devices: str  # the run's devices, in words
+    devices_used: int  # how many devices its workers ran on (devices_used)
 
 
 def _set_up(args: argparse.Namespace, device: torch.device) -> Replica:
@@ -129,6 +140,7 @@ def _set_up(args: argparse.Namespace, device: torch.device) -> Replica:
         config,
         world,
         describe(run_devices(world)),
+        devices_used(run_devices(world)),
     )
 
 
@@ -183,28 +195,27 @@ def train(args: argparse.Namespace, device: torch.device, rank: int) -> tuple[li
 def train_epoch(args, replica: Replica, order, rank: int, epoch: int, topk_rows: list):
     """Epoch ``epoch``, timed, over the examples in ``order``, this worker taking its shard of
     each minibatch: the loss sum, top-1 and top-5 hits and examples over every worker, the
-    epoch's seconds and the marks of :func:`steady_rate`. With ``--topk-out``, rank 0 adds
-    a row to ``topk_rows`` every ``--topk-every`` batches (the running means so far)."""
+    epoch's seconds and the marks of :func:`steady_rate`, stamped on the device's queue as
+    each batch's work is queued (:class:`~d2lrepro.core.timing.Stamps`: no batch waits for
+    its stamp). With ``--topk-out``, rank 0 adds a row to ``topk_rows`` every
+    ``--topk-every`` batches (the running means so far)."""
     data, device, n = replica.data, order.device, len(order)
     # loss sum, top-1 hits, top-5 hits, examples
     counts = torch.zeros(4, dtype=torch.float64, device=device)
-    marks = []  # see steady_rate
+    marks = Stamps(device)  # at the end of the first batch and of each whole one after it
     with Clock(device) as clock:
-        start = time.perf_counter()
         for batch, i in enumerate(range(0, n, args.batch_size), start=1):
             idx = order[i : i + args.batch_size]
-            if batch > 1 and len(idx) < args.batch_size:
-                marks.append(_mark(device, start, i))
             mine = shard(idx, rank, replica.world)
             y = data.train_y[mine]
             y_hat, loss = replica.step(data.train_x[mine], y, len(idx))
-            if batch == 1:
-                marks.append(_mark(device, start, len(idx)))
             hits = y_hat.topk(min(5, y_hat.shape[1]), dim=1).indices == y[:, None]
             counts[0] += loss
             counts[1] += hits[:, 0].sum()
             counts[2] += hits.any(dim=1).sum()
             counts[3] += len(y)
+            if batch == 1 or len(idx) == args.batch_size:
+                marks.stamp(i + len(idx))
             if args.topk_out is not None and batch % args.topk_every == 0:
                 loss_sum, top1, top5, seen = _reduced(counts).tolist()
                 if rank == 0:
@@ -218,7 +229,7 @@ def train_epoch(args, replica: Replica, order, rank: int, epoch: int, topk_rows:
                         }
                     )
         totals = _reduced(counts).tolist()
-    return totals, clock.seconds, marks
+    return totals, clock.seconds, marks.seconds()
 
 
 def _epoch_row(args, replica: Replica, history: list, epoch: int, measured, gap: float) -> dict:
@@ -234,8 +245,10 @@ def _epoch_row(args, replica: Replica, history: list, epoch: int, measured, gap:
         "seconds": seconds,
         "samples_per_s": seen / seconds,
         "examples": seen,
-        "steady_samples_per_s": steady_rate(marks, seconds, seen),
+        "steady_samples_per_s": steady_rate(marks),
+        "batch_rates": " ".join(f"{rate:.6g}" for rate in batch_rates(marks)),
         "replica_gap": gap,
+        "devices_used": replica.devices_used,
         "devices": replica.devices,
         "world_size": replica.world,
         "model": args.model,
