@@ -146,6 +146,22 @@ def started_by_hand(monkeypatch):
     monkeypatch.delenv(gpu_locks.SUBMITTED, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def figures_a_reader_can_read(monkeypatch):
+    """Every figure a test draws is read as a reader would (plotting.problems) when it is
+    saved: an axis without a label, a line the legend leaves out or a name from the code fails
+    the test that drew it."""
+    from d2lrepro.core import plotting
+
+    saved = plotting.save
+
+    def save(fig, path, footer=None):
+        assert plotting.problems(fig) == [], path
+        saved(fig, path, footer)
+
+    monkeypatch.setattr(plotting, "save", save)
+
+
 # Shared helpers of the test modules (no test module imports another).
 
 # Files and folders a run writes, left out where a test copies the repository.

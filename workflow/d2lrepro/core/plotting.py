@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import io
+import logging
+import re
 import textwrap
 from pathlib import Path
 
@@ -12,6 +15,9 @@ import pandas as pd
 BOOK_FIGSIZE = (3.5, 2.5)
 BOOK_FORMATS = ("-", "m--", "g-.", "r:")
 DPI = 150
+# A saved figure's colours: its flat colours and their anti-aliased edges fit in a palette of
+# this many, and a palette PNG takes about a quarter of a true-colour one's bytes.
+PALETTE = 256
 # The footer's font size (points), and the widest texts' mean character width (in ems) with
 # margin, by which texts are wrapped to the width they may take.
 FOOTER_PT = 5.5
@@ -119,6 +125,17 @@ def note(fig, *texts: str) -> None:
     fig.text(0.5, 0, lines, ha="center", va="bottom", fontsize=pt, gid=NOTE)
 
 
+def _scaled(scaled: list):
+    """Each setting of :data:`SCALE_WORDS` that a preset scaled (``scaled``: [key, book
+    preset's value, this run's value] of each setting that differs), as (the run it is of, ""
+    for every run; what it counts; this run's count; the book preset's)."""
+    for key, book, value in scaled:
+        where, _, name = key.rpartition(".")
+        if name in SCALE_WORDS:
+            words, whole = SCALE_WORDS[name]
+            yield where.partition(".runs.")[2], words, _count(value, whole), _count(book, whole)
+
+
 def scale_note(scaled: list) -> str:
     """A figure's note on the settings a preset scaled (``scaled``: [key, book preset's value,
     this run's value] of each setting that differs), those of :data:`SCALE_WORDS` only:
@@ -127,16 +144,12 @@ def scale_note(scaled: list) -> str:
     after its name, once for the runs scaled alike: "…: 1 of 3 seeds; resnet18.1, resnet18.2:
     1 of 10 epochs, …"."""
     said: dict[str, list[str]] = {}
-    for key, book, value in scaled:
-        where, _, name = key.rpartition(".")
-        if name in SCALE_WORDS:
-            words, whole = SCALE_WORDS[name]
-            ours, books = (_count(v, whole) for v in (value, book))
-            if ours < books:
-                part = f"{ours:,} of {books:,} {words}"
-            else:
-                part = f"{ours:,} {words} (the book preset: {books:,})"
-            said.setdefault(where.partition(".runs.")[2], []).append(part)
+    for run, words, ours, books in _scaled(scaled):
+        if ours < books:
+            part = f"{ours:,} of {books:,} {words}"
+        else:
+            part = f"{ours:,} {words} (the book preset: {books:,})"
+        said.setdefault(run, []).append(part)
     alike: dict[tuple[bool, str], list[str]] = {}  # (of a run, its parts) -> the runs
     for run, p in said.items():
         alike.setdefault((bool(run), ", ".join(p)), []).append(run)
@@ -144,6 +157,39 @@ def scale_note(scaled: list) -> str:
         f"{', '.join(runs) + ': ' if of_run else ''}{p}" for (of_run, p), runs in alike.items()
     ]
     return f"Scaled from the book preset: {'; '.join(parts)}." if parts else ""
+
+
+def mark_scaled(ax, scaled: list) -> str:
+    """Says inside ``ax`` that what it draws ran at a preset's scale: each count of
+    :data:`SCALE_WORDS` the runs had, once ("scaled: 1 seed, 1 epoch, 1,024 or 32 training
+    images"), in a box in its lower right corner; returns the figure's note with the details
+    (:func:`scale_note`), "" when nothing was scaled."""
+    counts: dict[str, list[int]] = {}
+    for _, words, ours, _ in _scaled(scaled):
+        counts.setdefault(words, [])
+        counts[words] += [] if ours in counts[words] else [ours]
+    if not counts:
+        return ""
+    parts = [
+        f"{' or '.join(f'{n:,}' for n in ns)} {words[:-1] if ns == [1] else words}"
+        for words, ns in counts.items()
+    ]
+    pt = readable_pt(ax.figure)
+    width = ax.get_position().width * ax.figure.get_figwidth() * 0.9
+    text = "\n".join(wrap("scaled: " + ", ".join(parts), width, pt))
+    box = {"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.6", "alpha": 0.85}
+    ax.text(
+        0.98,
+        0.04,
+        text,
+        transform=ax.transAxes,
+        ha="right",
+        va="bottom",
+        fontsize=pt,
+        bbox=box,
+        zorder=5,
+    )
+    return scale_note(scaled)
 
 
 def _count(value, whole: int | None) -> int:
@@ -204,12 +250,58 @@ def footer_lines(footer: str, width_in: float) -> list[str]:
     return [line for part in footer.split("; ") for line in wrap(part, width_in, FOOTER_PT)]
 
 
+# A name from the code (a metric or a setting: max_t1_t2, as_written), which no text a figure
+# shows a reader is; a run's name (resnet18_momentum.1), which the config and the report call
+# it by, is none.
+CODE_NAME = re.compile(r"\b[^\W_]+_\w+\b(?!\.\d)")
+
+
+def problems(fig) -> list[str]:
+    """What ``fig`` leaves a reader to guess, one sentence each: an axis without a label (but
+    one sharing it with a labelled panel's, and a panel without data, :func:`no_data`), a
+    labelled line or bar that no legend shows or a legend entry that names none, a panel of
+    several lines with one unlabelled (reference lines across the panel, such as
+    :func:`mark_divergence`'s, apart), and a name from the code in its texts."""
+    from matplotlib.legend import Legend
+    from matplotlib.text import Text
+
+    found = []
+    for i, ax in enumerate(fig.axes):
+        if not (ax.get_visible() and ax.axison and ax.has_data()):
+            continue
+        panel = f"panel {i + 1} ({ax.get_title()})" if ax.get_title() else f"panel {i + 1}"
+        for axis in ["x", "y", "z"][: 3 if ax.name == "3d" else 2]:
+            shared = getattr(ax, f"get_shared_{axis}_axes")().get_siblings(ax)
+            if not any(getattr(a, f"get_{axis}label")().strip() for a in shared):
+                found.append(f"{panel}: its {axis} axis has no label")
+        parts = {id(p) for c in ax.containers for p in c.get_children()}
+        unlabelled = [
+            line
+            for line in ax.lines
+            if id(line) not in parts and line.get_transform() is ax.transData
+        ]
+        if len(unlabelled) > 1 and any(line.get_label().startswith("_") for line in unlabelled):
+            found.append(f"{panel}: {len(unlabelled)} lines, not every one labelled")
+    drawn = {label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]}
+    legends = fig.findobj(Legend)
+    shown = [t.get_text() for legend in legends for t in legend.get_texts()]
+    if legends or len(drawn) > 1:
+        found += [f"{label!r} is in no legend" for label in sorted(drawn - set(shown))]
+        found += [f"legend entry {label!r} names no line" for label in sorted(set(shown) - drawn)]
+    texts = [t.get_text() for t in fig.findobj(Text)]
+    found += [f"a name from the code: {name!r}" for t in texts for name in CODE_NAME.findall(t)]
+    return found
+
+
 def save(fig, path: Path, footer: str | None = None) -> None:
-    """Save as PNG; ``footer`` (the machines and devices that measured the data drawn) goes
-    under the axes, wrapped to the figure's width (a line past its edge would be cut off), and
-    the figure's notes (:func:`note`) above it."""
+    """Save as PNG (:func:`png`); ``footer`` (the machines and devices that measured the data
+    drawn) goes under the axes, wrapped to the figure's width (a line past its edge would be cut
+    off), and the figure's notes (:func:`note`) above it. What the figure lacks for a reader
+    (:func:`problems`) is logged as a warning."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for problem in problems(fig):
+        logging.getLogger(__name__).warning("figure %s: %s", path, problem)
     height_pt = fig.get_figheight() * 72
     bottom = 0.0
     if footer:
@@ -222,5 +314,19 @@ def save(fig, path: Path, footer: str | None = None) -> None:
         lines = text.get_text().count("\n") + 1
         bottom += (lines * text.get_fontsize() * 1.25 + 4) / height_pt
     fig.tight_layout(rect=(0, bottom, 1, 1))
-    fig.savefig(path, dpi=DPI)
+    path.write_bytes(png(fig))
+
+
+def png(fig) -> bytes:
+    """``fig`` as a PNG of :data:`PALETTE` colours (no dithering, which would only add noise to
+    flat colours), at :data:`DPI`; closes the figure."""
+    from PIL import Image
+
+    drawn, saved = io.BytesIO(), io.BytesIO()
+    fig.savefig(drawn, format="png", dpi=DPI)
     pyplot().close(fig)
+    image = Image.open(drawn).convert("RGB")
+    image.quantize(PALETTE, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE).save(
+        saved, format="png", optimize=True
+    )
+    return saved.getvalue()
