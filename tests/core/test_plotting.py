@@ -307,11 +307,39 @@ def test_a_scaled_panel_says_so_inside_it_in_short(tmp_path):
     ]
     fig, ax = drawn(a=[0, 1])
     assert plotting.mark_scaled(ax, scaled) == plotting.scale_note(scaled)
+    assert plotting.mark_scaled(ax, [["x.semantics", ["a"], ["b"]]]) == "" and len(ax.texts) == 1
+    plotting.save(fig, tmp_path / "f.png")
     (tag,) = ax.texts
     said = " ".join(tag.get_text().split())
     assert said == "scaled: 1 seed, 1 epoch, 1,024 or 32 training images"
     renderer = FigureCanvasAgg(fig).get_renderer()
     assert inside(tag.get_window_extent(renderer), ax.get_window_extent(renderer))
     assert report_pt(tag) >= plotting.READABLE_PT
-    assert plotting.mark_scaled(ax, [["x.semantics", ["a"], ["b"]]]) == "" and len(ax.texts) == 1
-    plotting.pyplot().close(fig)
+
+
+@pytest.mark.parametrize("legend", ["upper right", "best"])
+def test_a_panel_s_tag_goes_where_it_hides_no_data_and_no_legend(tmp_path, legend):
+    fig, ax = drawn(a=[0, 0], b=[0.05, 0.05])  # both along the bottom
+    ax.set_ylim(-0.1, 1)
+    plotting.legend_readable(ax, loc=legend)
+    plotting.mark_scaled(ax, [["x.epochs", 30, 1]])
+    plotting.save(fig, tmp_path / "f.png")
+    (tag,) = ax.texts
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    drawn_at = tag.get_window_extent(renderer)
+    assert not drawn_at.overlaps(ax.get_legend().get_window_extent(renderer))
+    assert tag.get_verticalalignment() != "bottom"  # clear of the lines
+
+
+def test_a_tag_that_would_hide_data_everywhere_goes_above_the_panel_and_its_title(tmp_path):
+    fig, ax = plotting.figure()
+    y = [[(i * 7 % 10) / 10 for i in range(40)]]  # a zigzag over the whole panel
+    plotting.plot_lines(ax, range(40), y, "epoch", "loss")
+    ax.set_title("A title")
+    plotting.mark_scaled(ax, [["x.epochs", 30, 1], ["x.seeds", [0, 1, 2], [0]]])
+    plotting.save(fig, tmp_path / "f.png")
+    (tag,) = ax.texts
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    drawn_at = tag.get_window_extent(renderer)
+    assert drawn_at.y0 >= ax.title.get_window_extent(renderer).y1
+    assert inside(drawn_at, fig.bbox)

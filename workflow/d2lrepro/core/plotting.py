@@ -30,6 +30,8 @@ REPORT_HEIGHT_IN = 230 / 96
 READABLE_PT = 7.0
 # The gid of a figure's notes (:func:`note`), which :func:`save` stacks above the footer.
 NOTE = "note"
+# The gid of a panel's tag (:func:`mark_scaled`), which :func:`save` puts where it hides nothing.
+TAG = "tag"
 # How a preset's scaled settings read in a figure (:func:`scale_note`): the last part of a
 # setting's key -> what it counts, and what its null stands for (all of Fashion-MNIST's
 # training or test images).
@@ -162,8 +164,9 @@ def scale_note(scaled: list) -> str:
 def mark_scaled(ax, scaled: list) -> str:
     """Says inside ``ax`` that what it draws ran at a preset's scale: each count of
     :data:`SCALE_WORDS` the runs had, once ("scaled: 1 seed, 1 epoch, 1,024 or 32 training
-    images"), in a box in its lower right corner; returns the figure's note with the details
-    (:func:`scale_note`), "" when nothing was scaled."""
+    images"), in a box that :func:`save` puts where it hides nothing (:func:`place_clear`);
+    returns the figure's note with the details (:func:`scale_note`), "" when nothing was
+    scaled."""
     counts: dict[str, list[int]] = {}
     for _, words, ours, _ in _scaled(scaled):
         counts.setdefault(words, [])
@@ -178,18 +181,62 @@ def mark_scaled(ax, scaled: list) -> str:
     width = ax.get_position().width * ax.figure.get_figwidth() * 0.9
     text = "\n".join(wrap("scaled: " + ", ".join(parts), width, pt))
     box = {"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.6", "alpha": 0.85}
-    ax.text(
-        0.98,
-        0.04,
-        text,
-        transform=ax.transAxes,
-        ha="right",
-        va="bottom",
-        fontsize=pt,
-        bbox=box,
-        zorder=5,
-    )
+    ax.text(0, 0, text, transform=ax.transAxes, fontsize=pt, bbox=box, zorder=5, gid=TAG)
     return scale_note(scaled)
+
+
+# Where :func:`place_clear` may put a text in a panel, in turn: (x, y) in the panel's fractions
+# and the text's alignment there.
+PLACES = [
+    (0.98, 0.04, "right", "bottom"),
+    (0.02, 0.04, "left", "bottom"),
+    (0.98, 0.96, "right", "top"),
+    (0.02, 0.96, "left", "top"),
+    (0.5, 0.04, "center", "bottom"),
+    (0.5, 0.96, "center", "top"),
+    (0.98, 0.5, "right", "center"),
+    (0.02, 0.5, "left", "center"),
+]
+
+
+def place_clear(ax, text) -> bool:
+    """Moves ``text`` (placed in ``ax``'s fractions) to the first of :data:`PLACES` where it
+    covers no point of the panel's lines (20 along each segment), no marker, no bar and no
+    legend; where every place covers some, above the panel (and its title), where it hides
+    nothing but takes room: False then, and the figure's layout is to be made again."""
+    from matplotlib.transforms import offset_copy
+
+    renderer = ax.figure.canvas.get_renderer()
+    points = [np.empty((0, 2))]
+    for line in ax.lines:
+        xy = line.get_transform().transform(line.get_xydata())
+        steps = np.linspace(0, 1, 20)[:, None, None]
+        points.append((xy[:-1] + steps * (xy[1:] - xy[:-1])).reshape(-1, 2))
+    points += [c.get_offset_transform().transform(c.get_offsets()) for c in ax.collections]
+    points = np.concatenate(points)
+    points = points[np.isfinite(points).all(axis=1)]
+    legend = [ax.get_legend()] if ax.get_legend() else []
+    boxes = [a.get_window_extent(renderer) for a in [*ax.patches, *legend] if a.get_visible()]
+
+    def clear(place) -> bool:
+        x, y, ha, va = place
+        text.set(x=x, y=y, ha=ha, va=va)
+        box = text.get_window_extent(renderer).padded(4)
+        (x0, y0), (x1, y1) = box.get_points()
+        inside = ((points >= (x0, y0)) & (points <= (x1, y1))).all(axis=1)
+        return not inside.any() and not any(box.overlaps(b) for b in boxes)
+
+    if any(clear(place) for place in PLACES):
+        return True
+    lift = 3.0  # points above the panel, or above its title
+    if ax.get_title():
+        from matplotlib import rcParams
+
+        title = ax.title.get_window_extent(renderer)
+        lift += rcParams["axes.titlepad"] + title.height * 72 / ax.figure.dpi
+    above = offset_copy(ax.transAxes, fig=ax.figure, y=lift, units="points")
+    text.set(x=0.5, y=1.0, ha="center", va="bottom", transform=above)
+    return False
 
 
 def _count(value, whole: int | None) -> int:
@@ -296,8 +343,9 @@ def problems(fig) -> list[str]:
 def save(fig, path: Path, footer: str | None = None) -> None:
     """Save as PNG (:func:`png`); ``footer`` (the machines and devices that measured the data
     drawn) goes under the axes, wrapped to the figure's width (a line past its edge would be cut
-    off), and the figure's notes (:func:`note`) above it. What the figure lacks for a reader
-    (:func:`problems`) is logged as a warning."""
+    off), the figure's notes (:func:`note`) above it, and its panels' tags
+    (:func:`mark_scaled`) where they hide nothing (:func:`place_clear`). What the figure lacks
+    for a reader (:func:`problems`) is logged as a warning."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     for problem in problems(fig):
@@ -314,6 +362,11 @@ def save(fig, path: Path, footer: str | None = None) -> None:
         lines = text.get_text().count("\n") + 1
         bottom += (lines * text.get_fontsize() * 1.25 + 4) / height_pt
     fig.tight_layout(rect=(0, bottom, 1, 1))
+    tags = [(ax, t) for ax in fig.axes for t in ax.texts if t.get_gid() == TAG]
+    if tags:
+        fig.draw_without_rendering()  # the legends where they will be
+        if not all([place_clear(ax, tag) for ax, tag in tags]):
+            fig.tight_layout(rect=(0, bottom, 1, 1))  # room for a tag above its panel
     path.write_bytes(png(fig))
 
 
