@@ -9,6 +9,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
+from conftest import inside, labelled_figure
 from d2lrepro.core import plotting
 
 
@@ -135,12 +136,6 @@ def test_legends_read_at_7_pt_or_more_in_the_report(height):
         plotting.pyplot().close(fig)
 
 
-def inside(inner, outer) -> bool:
-    return (
-        inner.x0 >= outer.x0 and inner.x1 <= outer.x1 and inner.y0 >= outer.y0
-    ) and inner.y1 <= outer.y1
-
-
 def test_a_panel_without_data_says_why_inside_it(tmp_path):
     fig, (empty, full) = plotting.figure(figsize=(6, 2.8), ncols=2)
     plotting.plot_lines(full, [0, 1], [[0, 1]], "x (s)", "y (s)")
@@ -216,81 +211,11 @@ def test_save_writes_a_palette_png_no_larger_than_a_quarter_of_a_true_colour_one
     assert (tmp_path / "f.png").stat().st_size < len(true_colour.getvalue()) / 2
 
 
-def drawn(**lines) -> tuple:
-    """A figure of one panel with a line per keyword (its label; "" for none), axes labelled."""
-    fig, ax = plotting.figure()
-    for label, y in lines.items():
-        ax.plot([0, 1], y, label=label or "_line")
-    ax.set(xlabel="epoch", ylabel="loss")
-    return fig, ax
-
-
-def test_a_figure_a_reader_can_read_has_no_problems():
-    fig, ax = drawn(a=[0, 1], b=[1, 0])
-    plotting.legend_readable(ax)
-    plotting.mark_divergence(ax, pd.DataFrame({"epoch": [1], "diverged": [True]}))
-    assert plotting.problems(fig) == []
-    plotting.pyplot().close(fig)
-
-
-def test_a_single_unlabelled_line_needs_no_legend_and_an_empty_panel_no_labels():
-    fig, (ax, empty) = plotting.figure(ncols=2)
-    plotting.plot_lines(ax, [0, 1], [[0, 1]], "update", "learning rate")
-    plotting.no_data(empty, "Not measured here.")
-    assert plotting.problems(fig) == []
-    plotting.pyplot().close(fig)
-
-
-def test_a_shared_axis_is_labelled_once():
-    fig, (left, right) = plotting.figure(ncols=2, sharey=True)
-    for ax in (left, right):
-        plotting.plot_lines(ax, [0, 1], [[0, 1]], "epoch")
-    left.set_ylabel("learning rate")
-    assert plotting.problems(fig) == []
-    plotting.pyplot().close(fig)
-
-
-@pytest.mark.parametrize(
-    "spoil, problem",
-    [
-        (lambda ax: ax.set_ylabel(""), "panel 1: its y axis has no label"),
-        (lambda ax: ax.set_xlabel(" "), "panel 1: its x axis has no label"),
-        (lambda ax: plotting.legend_readable(ax, handles=ax.lines[:1]), "'b' is in no legend"),
-        (lambda ax: ax.plot([0, 1], [2, 2]), "panel 1: 3 lines, not every one labelled"),
-        (lambda ax: ax.set_title("max_t1_t2"), "a name from the code: 'max_t1_t2'"),
-    ],
-)
-def test_each_thing_a_reader_would_miss_is_a_problem(spoil, problem):
-    fig, ax = drawn(a=[0, 1], b=[1, 0])
-    plotting.legend_readable(ax)
-    spoil(ax)
-    assert problem in plotting.problems(fig)
-    plotting.pyplot().close(fig)
-
-
-def test_a_legend_entry_without_its_line_and_two_lines_without_a_legend_are_problems():
-    fig, ax = drawn(a=[0, 1], b=[1, 0])
-    assert plotting.problems(fig) == ["'a' is in no legend", "'b' is in no legend"]
-    ax.legend(handles=ax.lines, labels=["a", "c"])
-    assert "legend entry 'c' names no line" in plotting.problems(fig)
-    plotting.pyplot().close(fig)
-
-
-def test_a_run_s_name_is_not_a_name_from_the_code():
-    """Runs go by their names in the config and the report (resnet18_momentum.1)."""
-    fig, ax = drawn(**{"1 dev (resnet18_momentum.1)": [0, 1], "ZH": [1, 0]})
-    plotting.legend_readable(ax)
-    assert plotting.problems(fig) == []
-    ax.set_title("resnet18_momentum")
-    assert plotting.problems(fig) == ["a name from the code: 'resnet18_momentum'"]
-    plotting.pyplot().close(fig)
-
-
 def test_a_run_saves_a_figure_a_reader_would_miss_something_in_and_logs_what(
     tmp_path, caplog, monkeypatch
 ):
     monkeypatch.undo()  # the save of a run, not the tests' (conftest), which fails
-    fig, ax = drawn(a=[0, 1])
+    fig, ax = labelled_figure(a=[0, 1])
     ax.set_ylabel("")
     plotting.save(fig, tmp_path / "f.png")
     assert (tmp_path / "f.png").exists()
@@ -305,7 +230,7 @@ def test_a_scaled_panel_says_so_inside_it_in_short(tmp_path):
         ["data_parallel.runs.resnet18_b256.2.epochs", 10, 1],
         ["data_parallel.runs.resnet18_b256.2.train_subset", None, 32],
     ]
-    fig, ax = drawn(a=[0, 1])
+    fig, ax = labelled_figure(a=[0, 1])
     assert plotting.mark_scaled(ax, scaled) == plotting.scale_note(scaled)
     assert plotting.mark_scaled(ax, [["x.semantics", ["a"], ["b"]]]) == "" and len(ax.texts) == 1
     plotting.save(fig, tmp_path / "f.png")
@@ -315,31 +240,3 @@ def test_a_scaled_panel_says_so_inside_it_in_short(tmp_path):
     renderer = FigureCanvasAgg(fig).get_renderer()
     assert inside(tag.get_window_extent(renderer), ax.get_window_extent(renderer))
     assert report_pt(tag) >= plotting.READABLE_PT
-
-
-@pytest.mark.parametrize("legend", ["upper right", "best"])
-def test_a_panel_s_tag_goes_where_it_hides_no_data_and_no_legend(tmp_path, legend):
-    fig, ax = drawn(a=[0, 0], b=[0.05, 0.05])  # both along the bottom
-    ax.set_ylim(-0.1, 1)
-    plotting.legend_readable(ax, loc=legend)
-    plotting.mark_scaled(ax, [["x.epochs", 30, 1]])
-    plotting.save(fig, tmp_path / "f.png")
-    (tag,) = ax.texts
-    renderer = FigureCanvasAgg(fig).get_renderer()
-    drawn_at = tag.get_window_extent(renderer)
-    assert not drawn_at.overlaps(ax.get_legend().get_window_extent(renderer))
-    assert tag.get_verticalalignment() != "bottom"  # clear of the lines
-
-
-def test_a_tag_that_would_hide_data_everywhere_goes_above_the_panel_and_its_title(tmp_path):
-    fig, ax = plotting.figure()
-    y = [[(i * 7 % 10) / 10 for i in range(40)]]  # a zigzag over the whole panel
-    plotting.plot_lines(ax, range(40), y, "epoch", "loss")
-    ax.set_title("A title")
-    plotting.mark_scaled(ax, [["x.epochs", 30, 1], ["x.seeds", [0, 1, 2], [0]]])
-    plotting.save(fig, tmp_path / "f.png")
-    (tag,) = ax.texts
-    renderer = FigureCanvasAgg(fig).get_renderer()
-    drawn_at = tag.get_window_extent(renderer)
-    assert drawn_at.y0 >= ax.title.get_window_extent(renderer).y1
-    assert inside(drawn_at, fig.bbox)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 import io
 import logging
-import re
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from d2lrepro.core import legibility
 
 BOOK_FIGSIZE = (3.5, 2.5)
 BOOK_FORMATS = ("-", "m--", "g-.", "r:")
@@ -164,9 +165,9 @@ def scale_note(scaled: list) -> str:
 def mark_scaled(ax, scaled: list) -> str:
     """Says inside ``ax`` that what it draws ran at a preset's scale: each count of
     :data:`SCALE_WORDS` the runs had, once ("scaled: 1 seed, 1 epoch, 1,024 or 32 training
-    images"), in a box that :func:`save` puts where it hides nothing (:func:`place_clear`);
-    returns the figure's note with the details (:func:`scale_note`), "" when nothing was
-    scaled."""
+    images"), in a box that :func:`save` puts where it hides nothing
+    (:func:`~d2lrepro.core.legibility.place_clear`); returns the figure's note with the details
+    (:func:`scale_note`), "" when nothing was scaled."""
     counts: dict[str, list[int]] = {}
     for _, words, ours, _ in _scaled(scaled):
         counts.setdefault(words, [])
@@ -183,60 +184,6 @@ def mark_scaled(ax, scaled: list) -> str:
     box = {"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.6", "alpha": 0.85}
     ax.text(0, 0, text, transform=ax.transAxes, fontsize=pt, bbox=box, zorder=5, gid=TAG)
     return scale_note(scaled)
-
-
-# Where :func:`place_clear` may put a text in a panel, in turn: (x, y) in the panel's fractions
-# and the text's alignment there.
-PLACES = [
-    (0.98, 0.04, "right", "bottom"),
-    (0.02, 0.04, "left", "bottom"),
-    (0.98, 0.96, "right", "top"),
-    (0.02, 0.96, "left", "top"),
-    (0.5, 0.04, "center", "bottom"),
-    (0.5, 0.96, "center", "top"),
-    (0.98, 0.5, "right", "center"),
-    (0.02, 0.5, "left", "center"),
-]
-
-
-def place_clear(ax, text) -> bool:
-    """Moves ``text`` (placed in ``ax``'s fractions) to the first of :data:`PLACES` where it
-    covers no point of the panel's lines (20 along each segment), no marker, no bar and no
-    legend; where every place covers some, above the panel (and its title), where it hides
-    nothing but takes room: False then, and the figure's layout is to be made again."""
-    from matplotlib.transforms import offset_copy
-
-    renderer = ax.figure.canvas.get_renderer()
-    points = [np.empty((0, 2))]
-    for line in ax.lines:
-        xy = line.get_transform().transform(line.get_xydata())
-        steps = np.linspace(0, 1, 20)[:, None, None]
-        points.append((xy[:-1] + steps * (xy[1:] - xy[:-1])).reshape(-1, 2))
-    points += [c.get_offset_transform().transform(c.get_offsets()) for c in ax.collections]
-    points = np.concatenate(points)
-    points = points[np.isfinite(points).all(axis=1)]
-    legend = [ax.get_legend()] if ax.get_legend() else []
-    boxes = [a.get_window_extent(renderer) for a in [*ax.patches, *legend] if a.get_visible()]
-
-    def clear(place) -> bool:
-        x, y, ha, va = place
-        text.set(x=x, y=y, ha=ha, va=va)
-        box = text.get_window_extent(renderer).padded(4)
-        (x0, y0), (x1, y1) = box.get_points()
-        inside = ((points >= (x0, y0)) & (points <= (x1, y1))).all(axis=1)
-        return not inside.any() and not any(box.overlaps(b) for b in boxes)
-
-    if any(clear(place) for place in PLACES):
-        return True
-    lift = 3.0  # points above the panel, or above its title
-    if ax.get_title():
-        from matplotlib import rcParams
-
-        title = ax.title.get_window_extent(renderer)
-        lift += rcParams["axes.titlepad"] + title.height * 72 / ax.figure.dpi
-    above = offset_copy(ax.transAxes, fig=ax.figure, y=lift, units="points")
-    text.set(x=0.5, y=1.0, ha="center", va="bottom", transform=above)
-    return False
 
 
 def _count(value, whole: int | None) -> int:
@@ -297,58 +244,15 @@ def footer_lines(footer: str, width_in: float) -> list[str]:
     return [line for part in footer.split("; ") for line in wrap(part, width_in, FOOTER_PT)]
 
 
-# A name from the code (a metric or a setting: max_t1_t2, as_written), which no text a figure
-# shows a reader is; a run's name (resnet18_momentum.1), which the config and the report call
-# it by, is none.
-CODE_NAME = re.compile(r"\b[^\W_]+_\w+\b(?!\.\d)")
-
-
-def problems(fig) -> list[str]:
-    """What ``fig`` leaves a reader to guess, one sentence each: an axis without a label (but
-    one sharing it with a labelled panel's, and a panel without data, :func:`no_data`), a
-    labelled line or bar that no legend shows or a legend entry that names none, a panel of
-    several lines with one unlabelled (reference lines across the panel, such as
-    :func:`mark_divergence`'s, apart), and a name from the code in its texts."""
-    from matplotlib.legend import Legend
-    from matplotlib.text import Text
-
-    found = []
-    for i, ax in enumerate(fig.axes):
-        if not (ax.get_visible() and ax.axison and ax.has_data()):
-            continue
-        panel = f"panel {i + 1} ({ax.get_title()})" if ax.get_title() else f"panel {i + 1}"
-        for axis in ["x", "y", "z"][: 3 if ax.name == "3d" else 2]:
-            shared = getattr(ax, f"get_shared_{axis}_axes")().get_siblings(ax)
-            if not any(getattr(a, f"get_{axis}label")().strip() for a in shared):
-                found.append(f"{panel}: its {axis} axis has no label")
-        parts = {id(p) for c in ax.containers for p in c.get_children()}
-        unlabelled = [
-            line
-            for line in ax.lines
-            if id(line) not in parts and line.get_transform() is ax.transData
-        ]
-        if len(unlabelled) > 1 and any(line.get_label().startswith("_") for line in unlabelled):
-            found.append(f"{panel}: {len(unlabelled)} lines, not every one labelled")
-    drawn = {label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]}
-    legends = fig.findobj(Legend)
-    shown = [t.get_text() for legend in legends for t in legend.get_texts()]
-    if legends or len(drawn) > 1:
-        found += [f"{label!r} is in no legend" for label in sorted(drawn - set(shown))]
-        found += [f"legend entry {label!r} names no line" for label in sorted(set(shown) - drawn)]
-    texts = [t.get_text() for t in fig.findobj(Text)]
-    found += [f"a name from the code: {name!r}" for t in texts for name in CODE_NAME.findall(t)]
-    return found
-
-
 def save(fig, path: Path, footer: str | None = None) -> None:
     """Save as PNG (:func:`png`); ``footer`` (the machines and devices that measured the data
     drawn) goes under the axes, wrapped to the figure's width (a line past its edge would be cut
-    off), the figure's notes (:func:`note`) above it, and its panels' tags
-    (:func:`mark_scaled`) where they hide nothing (:func:`place_clear`). What the figure lacks
-    for a reader (:func:`problems`) is logged as a warning."""
+    off), the figure's notes (:func:`note`) above it, and its panels' tags (:func:`mark_scaled`)
+    where they hide nothing (:func:`~d2lrepro.core.legibility.place_clear`). What the figure
+    lacks for a reader (:func:`~d2lrepro.core.legibility.problems`) is logged as a warning."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for problem in problems(fig):
+    for problem in legibility.problems(fig):
         logging.getLogger(__name__).warning("figure %s: %s", path, problem)
     height_pt = fig.get_figheight() * 72
     bottom = 0.0
@@ -365,7 +269,7 @@ def save(fig, path: Path, footer: str | None = None) -> None:
     tags = [(ax, t) for ax in fig.axes for t in ax.texts if t.get_gid() == TAG]
     if tags:
         fig.draw_without_rendering()  # the legends where they will be
-        if not all([place_clear(ax, tag) for ax, tag in tags]):
+        if not all([legibility.place_clear(ax, tag) for ax, tag in tags]):
             fig.tight_layout(rect=(0, bottom, 1, 1))  # room for a tag above its panel
     path.write_bytes(png(fig))
 
