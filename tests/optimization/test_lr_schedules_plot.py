@@ -168,12 +168,16 @@ def test_each_figure_of_a_scaled_run_states_the_scale_the_preset_gave_it(repo, m
     drawn = {}
     monkeypatch.setattr(plotting, "save", lambda fig, path, footer=None: drawn.update({path: fig}))
     h = pd.concat([history(r, "as_written", [0.1, 0.2, 0.3]) for r in ("cosine", "warmup")])
-    lr_schedules.draw_lrs(h, "lrs", "footer", scale)
-    lr_schedules.draw_early(h, "early", "footer", scale)
-    lr_schedules.draw_run(h[h.run == "cosine"], "run", "footer", BOOK, scale)
+    lr_schedules.draw_lrs(h, "lrs", "footer", scaled)
+    lr_schedules.draw_early(h, "early", "footer", scaled)
+    lr_schedules.draw_run(h[h.run == "cosine"], "run", "footer", BOOK, scaled)
     notes = {path: [" ".join(t.get_text().split()) for t in f.texts] for path, f in drawn.items()}
     assert notes == {"lrs": [scale], "early": [scale], "run": [scale]}
+    # and inside the panel, where the scaled runs are drawn
     for fig in drawn.values():
+        (tag,) = fig.axes[0].texts
+        said = " ".join(tag.get_text().split())
+        assert said.startswith(f"scaled: 1 seed, {train:,} training images")
         plotting.pyplot().close(fig)
 
 

@@ -79,14 +79,14 @@ def weight_metrics(cfg: dict) -> list[dict]:
 
 def draw_weights(cfg: dict, figures: dict) -> None:
     h = cfg["horizon"]
-    for key, curve, values, name in (
-        ("momentum_weights", momentum_weights, cfg["momentum_betas"], "beta"),
-        ("rmsprop_weights", rmsprop_weights, cfg["rmsprop_gammas"], "gamma"),
+    for key, curve, values, name, weighed in (
+        ("momentum_weights", momentum_weights, cfg["momentum_betas"], "beta", "gradient"),
+        ("rmsprop_weights", rmsprop_weights, cfg["rmsprop_gammas"], "gamma", "squared gradient"),
     ):
         fig, ax = plotting.figure()
         for value in values:
             ax.plot(np.arange(h), curve(value, h), label=f"{name} = {value:.2f}")
-        ax.set_xlabel("time")
+        ax.set(xlabel="steps back", ylabel=f"weight of the {weighed}")
         plotting.legend_readable(ax)
         plotting.save(fig, figures[key])
 
@@ -94,6 +94,6 @@ def draw_weights(cfg: dict, figures: dict) -> None:
     fig, ax = plotting.figure(figsize=(6, 4))
     for lam, column in zip(lambdas, scalar_descent(cfg["scalar_eta"], lambdas, T).T):
         ax.plot(np.arange(T), column, label=f"lambda = {lam:.2f}")
-    ax.set_xlabel("time")
+    ax.set(xlabel="step", ylabel="x")
     plotting.legend_readable(ax)
     plotting.save(fig, figures["scalar"])
