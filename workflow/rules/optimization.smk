@@ -182,6 +182,8 @@ rule airfoil_compare:
         batch_size=S["airfoil"]["batch_size"],
         eval_every=S["airfoil"]["eval_every"],
         seed=S["seed"],
+        seeds=S["airfoil"]["seeds"],
+        gap_at=S["airfoil"].get("gap_at", {}),
     script:
         "../scripts/airfoil_compare.py"
 

@@ -53,15 +53,15 @@ def summarize(
 
 
 def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
-    """Per setting: median final loss over seeds, its spread, sec/epoch (median and IQR over
-    seeds), divergence, and how far the median curve over seeds strays from the band of the
-    book's editions, its clipped top included (``curve_excess``); for from-scratch Adagrad the
-    slope of its effective lr; for an audited optimizer the largest gaps of its state and steps
-    from the gradients it was fed (:mod:`~d2lrepro.optimization.audits`, the worst over seeds
-    and steps); a setting where a seed diverged is failed. Over the
-    settings with a book curve: the slowest and fastest sec/epoch, noted with their setting and
-    code ("adadelta.concise (torch.optim)"), not applicable where none ran or where they ran
-    on different hosts. Each row names the devices of the runs it comes from."""
+    """Per setting: median final loss over seeds, its IQR and range over seeds, sec/epoch
+    (median and IQR over seeds), divergence, and how far the median curve over seeds strays from
+    the band of the book's editions, its clipped top included (``curve_excess``); for from-
+    scratch Adagrad the slope of its effective lr; for an audited optimizer the largest gaps of
+    its state and steps from the gradients it was fed (:mod:`~d2lrepro.optimization.audits`, the
+    worst over seeds and steps); a setting where a seed diverged is failed. Over the settings
+    with a book curve: the slowest and fastest sec/epoch, noted with their setting and code
+    ("adadelta.concise (torch.optim)"), not applicable where none ran or where they ran on
+    different hosts. Each row names the devices of the runs it comes from."""
     rows, per_epoch = [], {}
     for name, group in runs.groupby("setting", sort=False):
         finals = group.loc[group.groupby("seed")["examples"].idxmax()]
@@ -77,7 +77,7 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         ]
         if bad.any():
             why = f"{name}: seeds {list(bad[bad].index)} of {len(bad)} diverged"
-            names = ("final_loss", "final_loss_range", "curve_excess", *gaps)
+            names = ("final_loss", "final_loss_iqr", "final_loss_range", "curve_excess", *gaps)
             if "eff_lr" in group and group["eff_lr"].notna().any():  # from-scratch Adagrad
                 names += ("eff_lr_slope",)
             rows += [failed(f"{name}.{n}", why, device=device) for n in names]
@@ -88,6 +88,7 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             )
             rows += [
                 metric(f"{name}.final_loss", finals["loss"].median(), device=device),
+                metric(f"{name}.final_loss_iqr", iqr(finals["loss"]), device=device),
                 metric(
                     f"{name}.final_loss_range", np.ptp(finals["loss"].to_numpy()), device=device
                 ),

@@ -172,12 +172,14 @@ def _run_values(h: pd.DataFrame) -> dict:
 
 def _one_run_spreads(h: pd.DataFrame) -> dict:
     """With one seed, the spread of each compared number is its run's epoch-to-epoch noise
-    over the last epochs (early test accuracy borrows the test accuracy's)."""
+    over the last epochs (early test accuracy and the late gain of test accuracy borrow the test
+    accuracy's)."""
     test = late_iqr(h["test_acc"])
     return {
         "test_acc": test,
         "gap": late_iqr(h["train_acc"] - h["test_acc"]),
         "early_test_acc": test,
+        "late_test_gain": test,
     }
 
 
