@@ -53,11 +53,11 @@ def scalar_descent(eta: float, lambdas, horizon: int) -> np.ndarray:
 def weight_metrics(cfg: dict) -> list[dict]:
     h, long, rows = cfg["horizon"], cfg["sum_horizon"], []
     for beta in cfg["momentum_betas"]:
-        w = momentum_weights(beta, max(h, long))
+        w, name = momentum_weights(beta, max(h, long)), f"momentum_weight.beta{beta:g}"
         rows += [
-            metric(f"momentum_weight.beta{beta:g}.t{h - 1}", w[h - 1]),
-            metric(f"momentum_weight.beta{beta:g}.sum", w[:h].sum(), note=f"t = 0..{h - 1}"),
-            metric(f"momentum_weight.beta{beta:g}.total", w[:long].sum(), note=f"t = 0..{long - 1}"),
+            metric(f"{name}.t{h - 1}", w[h - 1]),
+            metric(f"{name}.sum", w[:h].sum(), note=f"t = 0..{h - 1}"),
+            metric(f"{name}.total", w[:long].sum(), note=f"t = 0..{long - 1}"),
         ]
     for gamma in cfg["rmsprop_gammas"]:
         w = rmsprop_weights(gamma, long)
