@@ -42,9 +42,7 @@ def summarize(
         finals.sum(),
     )
     rows = [r | {"machine": provenance.of_frame(runs)} for r in setting_metrics(runs, book)]
-    rows += [
-        row for path in metric_files for row in results.read_metrics(path).to_dict("records")
-    ]
+    rows += [row for path in metric_files for row in results.read_metrics(path).to_dict("records")]
     results.write_csv(runs, runs_out)
     results.write_metrics(rows, metrics_out)
     for name, group in runs.groupby("setting"):
