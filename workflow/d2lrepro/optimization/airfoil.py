@@ -2,12 +2,14 @@
 :mod:`d2lrepro.optimization.airfoil_summary`), for the airfoil claims of the optimizer
 sections (``momentum.lr*``, ``momentum.concise``, ``adagrad.scratch_lr0.1``,
 ``adagrad.effective_lr``, ``adagrad.concise``, ``rmsprop.scratch``, ``rmsprop.concise``,
-``adadelta.*``, ``adam.*``) and ``data.train_ch11.sec_per_epoch``. Every run goes through
+``adadelta.*``, ``adam.*``) and ``data.train_ch11.sec_per_epoch``, and Adagrad's step against
+SGD's (``adagrad.cost``, :func:`step_cost`). Every run goes through
 :func:`train_airfoil`, the loop of this code path: a new experiment on the airfoil data
 reuses it."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import socket
@@ -248,6 +250,49 @@ def run_sweep(
                 )
             )
     return {name: pd.concat(found, ignore_index=True) for name, found in frames.items()}
+
+
+def step_cost(data: dict, lrs: dict, batch_size: int, seed: int) -> list[dict]:
+    """How much a from-scratch Adagrad step costs against the book's minibatch SGD step, for
+    ``adagrad.cost``: each step as train_ch11 takes it (a minibatch's loss, its backward, the
+    update), both from one start over the same minibatches of one shuffle, cycled; blocks of
+    steps of each timed in alternation (:func:`~d2lrepro.core.timing.paired_ratio`), on the
+    CPU, where the book trains these models. ``lrs``: each optimizer's lr. The ratio's median
+    and IQR over the rounds."""
+    import torch
+
+    from d2lrepro.core.timing import paired_ratio
+    from d2lrepro.optimization.optimizers import init_states, step
+
+    features, labels = data["features"], data["labels"]
+    generator = torch.Generator().manual_seed(seed)
+    start = airfoil_start(features.shape[1], generator, "ch11")
+    order = torch.randperm(len(labels), generator=generator).split(batch_size)
+
+    def stepper(optimizer: str):
+        params = [p.detach().clone().requires_grad_() for p in start]
+        w, b = params
+        hyper = {"lr": lrs[optimizer]}
+        update = partial(step, optimizer, params, init_states(optimizer, params), hyper)
+        batches = itertools.cycle(order)
+
+        def one_step() -> None:
+            batch = next(batches)
+            squared_loss(features[batch] @ w + b, labels[batch]).mean().backward()
+            update()
+
+        return one_step
+
+    # blocks of 0.1 s, not 0.02: on a loaded 2-core machine shorter ones spread over 2x and more
+    ratio = paired_ratio(
+        stepper("adagrad"), stepper("sgd"), features.device, block_s=0.1, max_rounds=15
+    )
+    log.info("Adagrad's step over SGD's: %.3f (IQR %.3f)", ratio["median"], ratio["iqr"])
+    device = str(features.device)
+    return [
+        metric("adagrad.step_over_sgd", ratio["median"], "x", device),
+        metric("adagrad.step_over_sgd_iqr", ratio["iqr"], "x", device),
+    ]
 
 
 def compare_implementation(

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 def summarize(
     run_files: list,
-    compared_files: list,
+    metric_files: list,
     records: dict[str, dict],
     book: pd.DataFrame,
     runs_out,
@@ -29,8 +29,8 @@ def summarize(
     figure_paths: dict,
 ) -> None:
     """The sweep's runs (``run_files``, one CSV per setting) as one table (``runs_out``), their
-    metrics (:func:`setting_metrics`) with the scratch-against-torch comparisons
-    (``compared_files``, each from its own job and naming its machine) in ``metrics_out``, and
+    metrics (:func:`setting_metrics`) with those of ``metric_files`` (the scratch-against-torch
+    comparisons and Adagrad's step against SGD's, each naming its machine) in ``metrics_out``, and
     each setting's plot (``figure_paths[setting]``), its footer naming the machines of its
     runs (``records``)."""
     runs = pd.concat([pd.read_csv(path) for path in run_files], ignore_index=True)
@@ -42,9 +42,7 @@ def summarize(
         finals.sum(),
     )
     rows = [r | {"machine": provenance.of_frame(runs)} for r in setting_metrics(runs, book)]
-    rows += [
-        row for path in compared_files for row in results.read_metrics(path).to_dict("records")
-    ]
+    rows += [row for path in metric_files for row in results.read_metrics(path).to_dict("records")]
     results.write_csv(runs, runs_out)
     results.write_metrics(rows, metrics_out)
     for name, group in runs.groupby("setting"):
