@@ -178,7 +178,8 @@ def test_compile_is_explained_where_its_gap_narrows_with_the_work(claim_id, pref
     not."""
     sentence = why(claim_id, compiled(prefix, 0.461, 0.590))
     assert "0.46x at batch 1, 0.59x at batch 64, beyond their spreads" in sentence
-    assert "1000 calls: 0.038 s eager and 0.0824 s compiled at batch 1" in sentence
+    # The paired ratios only: medians of unpaired runs could say otherwise beside them.
+    assert "s eager" not in sentence
     assert "does not measure such a cost apart" in sentence  # the cause is not claimed
     assert why(claim_id, compiled(prefix, 0.504, 0.511)) == explain.NOT_EXPLAINED
     assert why(claim_id, compiled(prefix, 0.590, 0.461)) == explain.NOT_EXPLAINED

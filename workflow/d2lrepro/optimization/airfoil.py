@@ -331,8 +331,9 @@ def compare_at_epoch(
     epoch: float,
 ) -> list[dict]:
     """Scratch vs torch.optim from one start (as :func:`compare_implementation`), for each of
-    ``seeds``: the gap between their losses at the evaluation at ``epoch``, as the median over
-    the seeds (``{name}.scratch_vs_torch_gap_at_{epoch}``) and its IQR (``..._iqr``)."""
+    ``seeds``: how far torch.optim's loss lies above the scratch one at the evaluation at
+    ``epoch`` (below it: negative), as the median over the seeds
+    (``{name}.scratch_vs_torch_gap_at_{epoch}``) and its IQR (``..._iqr``)."""
     gaps = []
     for seed in seeds:
         frames = [
@@ -351,9 +352,9 @@ def compare_at_epoch(
             for impl in ("scratch", "torch")
         ]
         at = [f.loc[np.isclose(f["epoch"], epoch), "loss"] for f in frames]
-        gaps.append(abs(at[0].iloc[0] - at[1].iloc[0]) if all(len(a) for a in at) else math.nan)
+        gaps.append(at[1].iloc[0] - at[0].iloc[0] if all(len(a) for a in at) else math.nan)
     key, device = f"{name}.scratch_vs_torch_gap_at_{epoch:g}", str(data["features"].device)
     return [
-        metric(key, float(np.median(gaps)), "|Δ|", device),
-        metric(f"{key}_iqr", iqr(gaps), "|Δ|", device),
+        metric(key, float(np.median(gaps)), "", device),
+        metric(f"{key}_iqr", iqr(gaps), "", device),
     ]
