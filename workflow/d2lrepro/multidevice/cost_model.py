@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import statistics
 import sys
 from collections.abc import Callable
@@ -27,6 +28,7 @@ import pandas as pd
 
 from d2lrepro.core.results import (
     failed,
+    iqr,
     metric,
     not_applicable,
     read_metrics,
@@ -45,6 +47,9 @@ COST_COLUMNS = [
     "t2",
     "max_t1_t2",
     "measured_step",
+    "t1_iqr",
+    "t2_iqr",
+    "step_iqr",
     "params",
     "devices",
     "world_size",
@@ -67,6 +72,8 @@ EXAMPLE_METRICS = [
 # The cost model at the balanced batch, whose t1 / t2 must lie within 1/BALANCE and BALANCE
 # (see cost_metrics).
 BALANCED = ("batch", "t1_over_t2", "step_over_max", "step_over_sum", "max_error", "sum_error")
+# The balanced ratios the claim judges, each with the spread its times' IQRs give it.
+SPREAD = ("step_over_max", "max_error", "sum_error")
 BALANCE = 2
 WARMUP = 2  # untimed calls before each cost-model measurement
 # LeNet's 0.5 MB of gradients in DDP buckets of 0.1 MiB: the fully connected layers' buckets,
@@ -102,9 +109,11 @@ def setup(name: str, seed: int, lr: float, device: torch.device):
     raise ValueError(f"no cost-model step {name!r}: one of {STEPS}")
 
 
-def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
-    """Median wall time of ``fn`` over ``repeats`` calls after :data:`WARMUP` untimed ones; all
-    workers start each call together."""
+def _median_seconds(
+    fn: Callable[[], object], repeats: int, device: torch.device
+) -> tuple[float, float]:
+    """Median wall time of ``fn`` over ``repeats`` calls after :data:`WARMUP` untimed ones, and
+    its IQR; all workers start each call together."""
     import torch.distributed as dist
 
     from d2lrepro.core.devices import world_size
@@ -119,7 +128,7 @@ def _median_seconds(fn: Callable[[], object], repeats: int, device: torch.device
         with Clock(device) as clock:
             fn()
         times.append(clock.seconds)
-    return statistics.median(times)
+    return statistics.median(times), iqr(times)
 
 
 def cost_model(
@@ -153,9 +162,9 @@ def cost_model(
             net.zero_grad()
             F.cross_entropy(net(x), y, reduction="sum").backward()
 
-        t1 = _median_seconds(forward_backward, repeats, device)
-        t2 = _median_seconds(lambda: communicate(params), repeats, device)
-        measured = _median_seconds(lambda: step(x, y, b * world), repeats, device)
+        t1, t1_iqr = _median_seconds(forward_backward, repeats, device)
+        t2, t2_iqr = _median_seconds(lambda: communicate(params), repeats, device)
+        measured, step_iqr = _median_seconds(lambda: step(x, y, b * world), repeats, device)
         rows.append(
             {
                 "model": model,
@@ -164,6 +173,9 @@ def cost_model(
                 "t2": t2,
                 "max_t1_t2": max(t1, t2),
                 "measured_step": measured,
+                "t1_iqr": t1_iqr,
+                "t2_iqr": t2_iqr,
+                "step_iqr": step_iqr,
                 "params": sum(p.numel() for p in params),
                 "devices": devices,
                 "world_size": world,
@@ -265,8 +277,9 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
     max(t1, t2) is at most 2/3 of t1 + t2; further apart the two differ too little for the
     step to tell them apart, and the balanced metrics are not applicable: the claim needs a
     step whose communication is comparable to its computation."""
-    names = ("t1_over_t2.smallest", "t1_over_t2.largest", "crossover_batch")
-    names += tuple(f"balanced.{n}" for n in BALANCED)
+    names = ("t1_over_t2.smallest", "t1_over_t2.largest", "t1_over_t2.largest_iqr")
+    names += ("crossover_batch", *(f"balanced.{n}" for n in BALANCED))
+    names += tuple(f"balanced.{n}_iqr" for n in SPREAD)
     if "note" in cost and cost["note"].notna().any():
         reason = cost["note"].dropna().iloc[0]
         return [not_applicable(f"cost.{model}.{n}", reason) for n in names]
@@ -280,6 +293,7 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
     ends = [
         metric(f"cost.{model}.t1_over_t2.smallest", first.t1 / first.t2, "x"),
         metric(f"cost.{model}.t1_over_t2.largest", last.t1 / last.t2, "x"),
+        metric(f"cost.{model}.t1_over_t2.largest_iqr", _width(_quotient(last, "t1", "t2")), "x"),
         crossover,
     ]
     at = cost.loc[np.log(cost["t1"] / cost["t2"]).abs().idxmin()]
@@ -291,14 +305,52 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
             " t1 + t2 differ too little to tell apart; a model or link whose communication"
             " is comparable to its computation at some batch would judge it"
         )
-        return ends + [not_applicable(f"cost.{model}.balanced.{n}", why) for n in BALANCED]
+        balanced = [*BALANCED, *(f"{n}_iqr" for n in SPREAD)]
+        return ends + [not_applicable(f"cost.{model}.balanced.{n}", why) for n in balanced]
     over = (at.measured_step / max(at.t1, at.t2), at.measured_step / (at.t1 + at.t2))
     values = (at.batch_per_device, ratio, *over, *(abs(o - 1) for o in over))
     # Each but the batch is a ratio of times, and weighs as timings do against their noise.
     units = ("", *["x"] * (len(BALANCED) - 1))
-    return ends + [
-        metric(f"cost.{model}.balanced.{n}", v, u) for n, v, u in zip(BALANCED, values, units)
-    ]
+    to_max = _quotient(at, "measured_step", "max")
+    spreads = (
+        _width(to_max),
+        _width(_error(to_max)),
+        _width(_error(_quotient(at, "measured_step", "sum"))),
+    )
+    return (
+        ends
+        + [metric(f"cost.{model}.balanced.{n}", v, u) for n, v, u in zip(BALANCED, values, units)]
+        + [metric(f"cost.{model}.balanced.{n}_iqr", w, "x") for n, w in zip(SPREAD, spreads)]
+    )
+
+
+def _span(row, name: str) -> tuple[float, float]:
+    """The ends of a time of a cost-model row (its median -+ half its IQR over the repeats);
+    "max" and "sum" of t1 and t2 from theirs."""
+    if name in ("max", "sum"):
+        (a, b), (c, d) = _span(row, "t1"), _span(row, "t2")
+        return (max(a, c), max(b, d)) if name == "max" else (a + c, b + d)
+    half = row[f"{name.removeprefix('measured_')}_iqr"] / 2
+    return row[name] - half, row[name] + half
+
+
+def _quotient(row, numerator: str, denominator: str) -> tuple[float, float]:
+    """The ends of a quotient of two times of ``row``; unbounded where the denominator's spread
+    reaches 0."""
+    (a, b), (c, d) = _span(row, numerator), _span(row, denominator)
+    return a / d, b / c if c > 0 else math.inf
+
+
+def _error(span: tuple[float, float]) -> tuple[float, float]:
+    """The ends of |r - 1| for a ratio r between the ends of ``span``."""
+    low, high = span
+    ends = sorted((abs(low - 1), abs(high - 1)))
+    return (0.0 if low <= 1 <= high else ends[0]), ends[1]
+
+
+def _width(span: tuple[float, float]) -> float:
+    """The spread of a ratio its parts' IQRs give: the width of its span."""
+    return span[1] - span[0]
 
 
 def example_metrics(examples: pd.DataFrame) -> list[dict]:
