@@ -217,7 +217,7 @@ def test_the_report_opens_with_what_the_run_found(smoke_run, tmp_path):
     assert html.index('class="machine">Measured on ') < found  # what measured, first
     assert found < html.index('id="contents"') < html.index('id="setup"')
     for title in claims.load(smoke_run / "workflow" / "claims.yaml")["chapters"].values():
-        assert html.index(title, found) < html.index('id="contents"')
+        assert html.index(title["title"], found) < html.index('id="contents"')
     assert "This run judged" in html
     unjudged = table[table["verdict"] == claims.NOT_APPLICABLE]
     assert html.count('<details class="folded">') >= 1 and len(unjudged)

@@ -17,7 +17,10 @@ from d2lrepro.pipeline.claims import (
 # Whose claim each is: a.3 the study notes', the rest the book's own.
 CLAIMED_BY = {"a.3": "study_notes"}
 LEDGER = {
-    "chapters": {"opt": "Optimization algorithms", "perf": "Computational performance"},
+    "chapters": {
+        "opt": {"title": "Optimization algorithms", "covers": "§12.1", "leaves_out": []},
+        "perf": {"title": "Computational performance", "covers": "§13.1", "leaves_out": []},
+    },
     "sources": {
         "book": {"label": "the book", "kind": "book"},
         "study_notes": {"label": "the study notes", "kind": "notes"},

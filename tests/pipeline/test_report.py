@@ -37,7 +37,9 @@ SOURCES = {
     },
 }
 LEDGER = {
-    "chapters": {"c": "A chapter"},
+    "chapters": {
+        "c": {"title": "A chapter", "covers": "§12.7", "leaves_out": ["§12.2 Convexity: no notes"]}
+    },
     "sources": SOURCES,
     "sections": [
         {
@@ -49,14 +51,16 @@ LEDGER = {
                 {"id": "book", "at": "§12.7 Adagrad", "page": "chapter_optimization/adagrad"},
             ],
             "figures": [{"name": "c", "caption": "A line"}],
-            "claims": [{"id": "s.c", "claimed_by": "notes"}],
+            "claims": [{"id": "s.c", "claimed_by": "notes", "evidence": "m.csv"}],
         },
         {
             "id": "t",
             "title": "No figure",
             "chapter": "c",
             "sources": [{"id": "book", "at": "§13.2"}],
-            "claims": [{"id": i, "claimed_by": "book"} for i in ("t.d", "t.0", "t.1")],
+            "claims": [
+                {"id": i, "claimed_by": "book", "evidence": "m.csv"} for i in ("t.d", "t.0", "t.1")
+            ],
         },
     ],
 }

@@ -188,9 +188,14 @@ def findings(ledger: dict, rows: list[dict], preset: str, hosts: bool = False) -
     whose = {c["id"]: claimant(ledger, c) for s in ledger["sections"] for c in s["claims"]}
     return [
         chapter(
-            title, [r for r in rows if section_chapter[r["section"]] == cid], preset, whose, hosts
+            about["title"],
+            [r for r in rows if section_chapter[r["section"]] == cid],
+            preset,
+            whose,
+            hosts,
         )
-        for cid, title in ledger["chapters"].items()
+        | {"id": cid, "covers": about["covers"], "leaves_out": about["leaves_out"]}
+        for cid, about in ledger["chapters"].items()
     ]
 
 
