@@ -190,3 +190,7 @@ def test_the_book_scale_time_of_several_claims_counts_each_family_once():
     assert both == one | {"dp.runs.a": 1000.0 * 10 * 0.002}
     assert scaling.book_total([one, one, both]) == 60.0 + 20.0
     assert scaling.book_seconds(["other"], deviations, rates) == {}
+
+
+def test_a_duration_reads_in_the_unit_a_reader_would_use():
+    assert [scaling.duration(t) for t in (45, 1800, 184_000)] == ["45 s", "30 min", "51 h"]

@@ -68,7 +68,10 @@ def rates(files: dict[str, list[str]]) -> dict[str, Rate]:
     return {key: rate([pd.read_csv(p) for p in paths]) for key, paths in files.items() if paths}
 
 
-def _minutes(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """A time as a reader reads it: "45 s", "30 min", "51 h"."""
+    if seconds >= 7200:
+        return f"{seconds / 3600:.0f} h"
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
@@ -234,7 +237,7 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: d
             f"{f}: {1 / rates[f].seconds_per_example:,.0f} examples/s" for f in timed
         )
         more = (
-            f"; training at the book's settings would take about {_minutes(book)} here, one"
+            f"; training at the book's settings would take about {duration(book)} here, one"
             f" run after another, at this run's rates after start-up ({measured}, each job"
             " sharing the machine as this run shared it; start-up and testing not counted)"
         )
