@@ -81,6 +81,7 @@ def test_each_chapter_says_what_held_what_did_not_and_what_was_not_judged():
             "whose": "claimed by the study notes",
             "printed": "1.1x",
             "measured": "a.speedup = 1.61x (needs < 1.2x)",
+            "plain": "",
             "device": "cpu",
             "hosts": "",  # one machine measured: the report's first line names it
             "explanation": "computation outweighs",
@@ -157,6 +158,7 @@ def test_inconclusive_claims_are_counted_apart_from_those_that_did_not_hold():
             "id": "a.3",
             "headline": "Two devices give no speed-up",
             "measured": check,
+            "plain": "",
             "device": "cpu",
             "hosts": "",
         }

@@ -126,8 +126,8 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path, monke
         " 0 held and 1 did not.",
         # the failure: whose claim, what its source printed (in English), what this run
         # measured and where
-        '<span class="whose">claimed by the study notes</span><div><b>Printed:</b> somewhat'
-        ' slower than linearly · <b>measured here:</b> <span class="mono">acc</span> on cpu.',
+        '<span class="whose">claimed by the study notes</span>: printed somewhat slower than'
+        ' linearly; measured here <span class="mono">acc</span> (on cpu).',
         "<summary>Holds well</summary>",  # the headline, the statement a click away
         'href="#claim-s.c"',
         '<figure id="fig-s-c">',
@@ -164,7 +164,7 @@ def test_an_inconclusive_claim_has_its_own_colour_count_and_words(tmp_path, monk
         '<span class="n unsure" title="1 measurement: inconclusive here">1</span>',
         '<td class="verdict"><span class="unsure">inconclusive here</span></td>',
         "1 held (1 measurement), 0 did not and 1 was inconclusive",
-        f'<span class="mono">{check.replace(">", "&gt;")}</span> on cpu.',  # escaped; where it ran
+        f'<span class="mono">{check.replace(">", "&gt;")}</span> (on cpu);',  # escaped; where
         "<b>IQR</b> (interquartile range",
         "<b>sign test</b>",
     ):
@@ -244,7 +244,7 @@ def test_the_set_up_lists_the_machines_when_the_jobs_used_several(tmp_path, monk
     two = report.render(
         LEDGER, hosted, ENV, run, "abc", measured_on=[job("n1", 2, 0), job("n2", 2, 0)]
     )
-    assert "</span> on cpu of n2.</div>" in two and '<div class="reason">on cpu of n2</div>' in two
+    assert "</span> (on cpu of n2)." in two and '<div class="reason">on cpu of n2</div>' in two
     one = report.render(LEDGER, hosted, ENV, run, "abc", measured_on=[job("n1", 2, 0)] * 2)
     assert " of n2" not in one  # one machine: named once, on the first line
 
@@ -261,8 +261,9 @@ def test_a_reason_shows_only_what_it_adds_to_what_was_measured():
 def test_the_report_says_once_near_the_top_what_a_device_is_and_what_it_could_judge(
     tmp_path, monkeypatch
 ):
-    """On one GPU, 2 devices cannot run whatever the cores: the report says it once, before
-    its findings, and counts the claims that lack a device in one group."""
+    """On one GPU, 2 devices cannot run whatever the cores: the report says it once, after
+    the claims that did not hold and before each chapter's findings, and counts the claims
+    that lack a device in one group."""
     monkeypatch.chdir(tmp_path)
     fig, _ = plotting.figure()
     plotting.save(fig, paths.figure("s", "c"))
@@ -284,7 +285,8 @@ def test_the_report_says_once_near_the_top_what_a_device_is_and_what_it_could_ju
     gpu = ENV | {"host": "vm", "usable_cores": 16, "cuda_devices": 1, "gpus": ["NVIDIA H200"]}
     html = report.render(LEDGER, table, ENV, run, "abc", measured_on=[gpu])
     said = "A device here is a GPU: this run&#39;s jobs could use at most 1 (NVIDIA H200)"
-    assert html.count(said) == 1 and html.index(said) < html.index("What this run found")
+    assert html.count(said) == 1
+    assert html.index("What this run found") < html.index(said) < html.index('id="chapter-c"')
     assert "cannot be judged here: 2 need 2 devices" in html
     assert "2 not applicable here: 2 need 2 devices" in html  # the counts at the top
     laptop = report.render(LEDGER, TABLE, ENV, run, "abc")  # no records: the overview's machine

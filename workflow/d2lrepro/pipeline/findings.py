@@ -149,6 +149,7 @@ def chapter(
                 "whose": whose_words(whose[r["id"]][0]),
                 "printed": r.get("printed_en") or r.get("printed", ""),
                 "measured": failed_check(r["reason"]),
+                "plain": r.get("plain", ""),
                 "device": r.get("device", ""),
                 "hosts": r.get("hosts", "") if hosts else "",
                 "explanation": r.get("explanation", ""),
@@ -160,6 +161,7 @@ def chapter(
                 "id": r["id"],
                 "headline": r["headline"],
                 "measured": failed_check(r["reason"]).replace(f", {WITHIN_NOISE}", ""),
+                "plain": r.get("plain", ""),
                 "device": r.get("device", ""),
                 "hosts": r.get("hosts", "") if hosts else "",
             }
