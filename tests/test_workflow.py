@@ -189,11 +189,12 @@ def test_the_report_opens_with_what_the_run_found(smoke_run, tmp_path):
             timeout=120,
         )
         assert shot.stat().st_size > 50_000  # a screen drawn, not a blank one
-    found = html.index("What this run found")
+    found = html.index('<section id="found">')
     assert html.index('class="machine">Measured on ') < found  # what measured, first
-    assert found < html.index('id="contents"') < html.index('id="setup"')
+    # the contents first, kept in view beside the page; then the findings
+    assert html.index('id="contents"') < found < html.index('id="judge"') < html.index('id="setup"')
     for title in claims.load(smoke_run / "workflow" / "claims.yaml")["chapters"].values():
-        assert html.index(title["title"], found) < html.index('id="contents"')
+        assert html.index(title["title"], found) < html.index('id="judge"')
     assert "This run judged" in html
     unjudged = table[table["verdict"] == claims.NOT_APPLICABLE]
     assert html.count('<details class="folded">') >= 1 and len(unjudged)

@@ -1,3 +1,4 @@
+import copy
 import re
 import tomllib
 
@@ -328,3 +329,47 @@ def test_the_first_line_names_what_measured(tmp_path, monkeypatch):
 def test_the_pinned_torch_comes_from_the_package_metadata(repo):
     pins = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]
     assert f"torch=={report.pinned_torch()}" in pins
+
+
+def test_a_claim_links_the_books_page_in_each_edition_it_quotes_and_its_figure():
+    refs = report.cited(
+        {
+            "sources": [
+                {"id": "book", "at": "§13.5", "page": "chapter_computational-performance/x"},
+                {"id": "notes", "at": "§6.2"},
+            ]
+        },
+        {
+            "book": SOURCES["book"]
+            | {"editions": {"EN": "https://d2l.ai/", "ZH": "https://zh.d2l.ai/"}}
+        }
+        | {"notes": SOURCES["notes"]},
+    )
+    page = "chapter_computational-performance/x.html"
+    both = report.book_links("EN 3.0 → 2.8 s/epoch · ZH 2.7 → 3.6 s", refs)
+    assert both == [
+        {"label": "EN", "url": f"https://d2l.ai/{page}"},
+        {"label": "ZH", "url": f"https://zh.d2l.ai/{page}"},
+    ]
+    assert report.book_links("not in the book", refs) == [
+        {"label": "online", "url": f"https://d2l.ai/{page}"}
+    ]
+
+
+def test_a_claim_whose_id_names_no_figure_links_the_one_the_ledger_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fig, _ = plotting.figure()
+    plotting.save(fig, paths.figure("s", "c"))
+    ledger = copy.deepcopy(LEDGER)
+    ledger["sections"][0]["claims"] = [{"id": "s.c", "claimed_by": "notes", "evidence": "m.csv"}]
+    ledger["sections"][0]["claims"].append(
+        {"id": "s.other", "claimed_by": "notes", "evidence": "m.csv", "figure": "c"}
+    )
+    table = pd.concat(
+        [TABLE, TABLE[:1].assign(id="s.other", plain="it took 2.5 s, the book 3.0 s")]
+    )
+    run = settings.Settings("cpu", "cpu", {}, [])
+    html = report.render(ledger, table, ENV, run, "abc")
+    row = html.split('id="claim-s.other"')[1].split("</tr>")[0]
+    assert 'href="#fig-s-c"' in row and "it took 2.5 s, the book 3.0 s" in row
+    assert '<div class="reason mono">acc = 0.85</div>' in row  # the ids below the plain words
