@@ -52,16 +52,21 @@ def assert_navigable(page: Path, table: pd.DataFrame, tmp_path: Path) -> None:
     assert found["scrolled"] > WINDOW[1] and -1 <= found["top"] <= 1 and found["bottom"] > 100
 
 
+# A cpu run on a 2-core machine left 9 or 10 claims not reproduced or inconclusive.
+UNHELD = 10
+
+
 def dense_table(ledger: dict) -> pd.DataFrame:
-    """Every claim of the ledger; those with a plain sentence did not hold (three of them
-    inconclusive), in sentences as long as a real run's; the rest held."""
-    plain = [c for s in ledger["sections"] for c in s["claims"] if "plain" in c]
+    """Every claim of the ledger; :data:`UNHELD` of those with a plain sentence did not hold
+    (three of them inconclusive), in sentences as long as a real run's; the rest held."""
+    plain = [c for s in ledger["sections"] for c in s["claims"] if "plain" in c][:UNHELD]
     unsure = {c["id"] for c in plain[-3:]}
+    unheld = {c["id"] for c in plain}
     rows = []
     for section in ledger["sections"]:
         for claim in section["claims"]:
             verdict = claims.REPRODUCED
-            if "plain" in claim:
+            if claim["id"] in unheld:
                 verdict = claims.INCONCLUSIVE if claim["id"] in unsure else claims.NOT_REPRODUCED
             said = explain.PLACEHOLDER.sub("0.0432", claim.get("plain", ""))
             rows.append(
@@ -74,11 +79,11 @@ def dense_table(ledger: dict) -> pd.DataFrame:
                     "printed": claim["printed"],
                     "measured": "a / b = 0.0432 s / 0.0216 s = 2x (needs < 1.42x)",
                     "verdict": verdict,
-                    "reason": "failed: a / b = 2x" if said else "",
+                    "reason": "failed: a / b = 2x" if claim["id"] in unheld else "",
                     "device": "cpu",
                     "evidence": claim["evidence"],
                     "plain": said,
-                    "explanation": "the slowest setting ran from scratch" if said else "",
+                    "explanation": "the slowest ran from scratch" if claim["id"] in unheld else "",
                 }
             )
     return pd.DataFrame(rows).reindex(columns=[*claims.COLUMNS, "plain", "explanation"])
