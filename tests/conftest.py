@@ -148,6 +148,22 @@ def started_by_hand(monkeypatch):
     monkeypatch.delenv(gpu_locks.SUBMITTED, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def figures_a_reader_can_read(monkeypatch):
+    """Every figure a test draws is read as a reader would (legibility.problems) when it is
+    saved: an axis without a label, a line the legend leaves out or a name from the code fails
+    the test that drew it."""
+    from d2lrepro.core import legibility, plotting
+
+    saved = plotting.save
+
+    def save(fig, path, footer=None):
+        assert legibility.problems(fig) == [], path
+        saved(fig, path, footer)
+
+    monkeypatch.setattr(plotting, "save", save)
+
+
 # Shared helpers of the test modules (no test module imports another).
 
 # Files and folders a run writes, left out where a test copies the repository.
@@ -513,3 +529,24 @@ def smoke_run(repo, mirror, tmp_path_factory):
     shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
     snakemake(workdir, "--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}")
     return workdir
+
+
+# Figures, for the tests of what a reader sees in them.
+
+
+def inside(inner, outer) -> bool:
+    """Whether the box ``inner`` lies inside ``outer`` (a text inside its panel or figure)."""
+    return (
+        inner.x0 >= outer.x0 and inner.x1 <= outer.x1 and inner.y0 >= outer.y0
+    ) and inner.y1 <= outer.y1
+
+
+def labelled_figure(**lines) -> tuple:
+    """A figure of one panel with a line per keyword (its label; "" for none), axes labelled."""
+    from d2lrepro.core import plotting
+
+    fig, ax = plotting.figure()
+    for label, y in lines.items():
+        ax.plot([0, 1], y, label=label or "_line")
+    ax.set(xlabel="epoch", ylabel="loss")
+    return fig, ax

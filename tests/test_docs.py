@@ -111,3 +111,20 @@ def test_every_link_and_image_of_a_page_is_there(page):
     local = [t for t in targets if not re.match(r"[a-z]+://", t)]
     missing = [t for t in local if not (page.parent / t).exists()]
     assert not missing, f"{page.name} links to {missing}"
+
+
+def test_the_table_of_claims_about_gpus_is_the_ledger_s():
+    """docs/extend.md lists every claim whose premise is GPUs, as the ledger has it."""
+    from d2lrepro.pipeline import claims
+
+    page = (REPO / "docs" / "extend.md").read_text()
+    table = page[page.index("## Which claims are about GPUs") :]
+    listed = re.findall(r"^\| `([^`]+)` \| (\d+) \| (.+) \|$", table, re.M)
+    ledger = claims.load()
+    about_gpus = [
+        (c["id"], str(c["requires"]["cuda_devices"]), c["premise_why"])
+        for s in ledger["sections"]
+        for c in s["claims"]
+        if c["premise"] == "gpus"
+    ]
+    assert listed == about_gpus

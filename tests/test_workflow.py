@@ -44,6 +44,35 @@ def test_smoke_run_writes_report_and_ledger(smoke_run):
     assert not re.search(r"<td>\{'", html)  # a left-out run's book settings, not a dict
 
 
+# The most a report may weigh (bytes), every figure embedded in it.
+REPORT_BUDGET = 1_500_000
+
+
+@pytest.mark.e2e
+def test_the_report_stays_light_with_every_figure_in_it(smoke_run):
+    """The smoke preset draws every figure a run draws, as the cpu preset does."""
+    assert (smoke_run / paths.REPORT).stat().st_size < REPORT_BUDGET
+
+
+@pytest.mark.e2e
+def test_no_figure_of_the_run_leaves_a_reader_to_guess(smoke_run):
+    """Saving a figure logs what it lacks (an axis label, a legend entry; plotting.problems)."""
+    said = [
+        line
+        for log in (smoke_run / "logs").rglob("*.log")
+        for line in log.read_text().splitlines()
+        if "WARNING d2lrepro.core.plotting" in line
+    ]
+    assert said == []
+
+
+@pytest.mark.e2e
+def test_the_claims_to_paste_are_a_row_each_beside_claims_csv(smoke_run):
+    table = pd.read_csv(smoke_run / paths.CLAIMS, keep_default_na=False)
+    lines = (smoke_run / paths.CLAIMS_MARKDOWN).read_text().splitlines()
+    assert [line.split(" | ")[0].removeprefix("| ") for line in lines[2:]] == list(table["id"])
+
+
 # Metric names that say they hold a time, a size, a rate or a speed-up.
 POSITIVE_BY_NAME = re.compile(
     r"(_s|_us|_ns|seconds|sec_per_epoch|bytes|speedup|gbps|samples_per_s|over_sync)(_iqr)?$"

@@ -1,12 +1,15 @@
 """Figures in the book's style, saved as PNG (d2lrepro.core.plotting)."""
 
+import io
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from PIL import Image
 
+from conftest import inside, labelled_figure
 from d2lrepro.core import plotting
 
 
@@ -83,7 +86,7 @@ def test_a_divergence_is_marked_where_it_first_happens(axes):
 
 def test_save_writes_a_png_with_its_footer_and_closes_the_figure(tmp_path):
     fig, ax = plotting.figure()
-    ax.plot([0, 1], [0, 1])
+    plotting.plot_lines(ax, [0, 1], [[0, 1]], "x (s)", "y (s)")
     path = tmp_path / "figures" / "s" / "f.png"
     plotting.save(fig, path, footer="node1: Test CPU")
     assert path.read_bytes().startswith(b"\x89PNG")
@@ -95,7 +98,7 @@ def test_a_long_footer_wraps_inside_the_figure_one_machine_a_line(tmp_path):
     """A line past the figure's edge is cut off in the PNG: the devices and machines that
     measured the data must all show."""
     fig, ax = plotting.figure()
-    ax.plot([0, 1], [0, 1])
+    plotting.plot_lines(ax, [0, 1], [[0, 1]], "x (s)", "y (s)")
     one = "measured on cpu (16 threads), cuda:0 (NVIDIA H200) of vm: Intel(R) Xeon(R) Processor"
     footer = f"{one} (16 cores), torch 2.11.0+cu130; measured on cpu (1 thread) of node2: CPU"
     plotting.save(fig, tmp_path / "f.png", footer=footer)
@@ -133,15 +136,9 @@ def test_legends_read_at_7_pt_or_more_in_the_report(height):
         plotting.pyplot().close(fig)
 
 
-def inside(inner, outer) -> bool:
-    return (
-        inner.x0 >= outer.x0 and inner.x1 <= outer.x1 and inner.y0 >= outer.y0
-    ) and inner.y1 <= outer.y1
-
-
 def test_a_panel_without_data_says_why_inside_it(tmp_path):
     fig, (empty, full) = plotting.figure(figsize=(6, 2.8), ncols=2)
-    full.plot([0, 1], [0, 1])
+    plotting.plot_lines(full, [0, 1], [[0, 1]], "x (s)", "y (s)")
     why = "Not measured here: needs 2 devices, the job that measured it could use 1 (1 GPU)."
     plotting.no_data(empty, why)
     plotting.save(fig, tmp_path / "f.png", footer="node1")
@@ -157,7 +154,7 @@ def test_a_note_sits_between_the_axes_and_the_footer_and_fits(tmp_path):
     """A long note (what a figure lacks) wraps to the figure's width; cut at its edges it would
     say nothing."""
     fig, ax = plotting.figure()
-    ax.plot([0, 1], [0, 1])
+    plotting.plot_lines(ax, [0, 1], [[0, 1]], "x (s)", "y (s)")
     plotting.note(fig, "")  # nothing to say: no note
     assert fig.texts == []
     long = "Not run here: 2 dev (lenet.2): needs 2 devices, this job may use 1 GPU. " * 3
@@ -200,3 +197,46 @@ def test_the_scale_of_each_run_is_said_after_its_name():
         "Scaled from the book preset: 1 of 3 seeds; resnet18.1, resnet18.2: 1 of 10 epochs,"
         " 1,024 of 60,000 training images; resnet18_b256.2: 32 of 60,000 training images."
     )
+
+
+def test_save_writes_a_palette_png_no_larger_than_a_quarter_of_a_true_colour_one(tmp_path):
+    fig, ax = plotting.figure()
+    plotting.plot_lines(ax, [0, 1, 2], [[0, 1, 0], [1, 0, 1]], "x (s)", "y (s)", list("ab"))
+    true_colour = io.BytesIO()
+    fig.savefig(true_colour, format="png", dpi=plotting.DPI)
+    plotting.save(fig, tmp_path / "f.png")
+    image = Image.open(tmp_path / "f.png")
+    assert image.mode == "P" and len(image.getcolors()) <= plotting.PALETTE
+    assert image.size == Image.open(true_colour).size  # at the same dpi, as legible
+    assert (tmp_path / "f.png").stat().st_size < len(true_colour.getvalue()) / 2
+
+
+def test_a_run_saves_a_figure_a_reader_would_miss_something_in_and_logs_what(
+    tmp_path, caplog, monkeypatch
+):
+    monkeypatch.undo()  # the save of a run, not the tests' (conftest), which fails
+    fig, ax = labelled_figure(a=[0, 1])
+    ax.set_ylabel("")
+    plotting.save(fig, tmp_path / "f.png")
+    assert (tmp_path / "f.png").exists()
+    assert caplog.messages == [f"figure {tmp_path / 'f.png'}: panel 1: its y axis has no label"]
+
+
+def test_a_scaled_panel_says_so_inside_it_in_short(tmp_path):
+    scaled = [
+        ["data_parallel.seeds", [0, 1, 2], [0]],
+        ["data_parallel.runs.resnet18.1.epochs", 10, 1],
+        ["data_parallel.runs.resnet18.1.train_subset", None, 1024],
+        ["data_parallel.runs.resnet18_b256.2.epochs", 10, 1],
+        ["data_parallel.runs.resnet18_b256.2.train_subset", None, 32],
+    ]
+    fig, ax = labelled_figure(a=[0, 1])
+    assert plotting.mark_scaled(ax, scaled) == plotting.scale_note(scaled)
+    assert plotting.mark_scaled(ax, [["x.semantics", ["a"], ["b"]]]) == "" and len(ax.texts) == 1
+    plotting.save(fig, tmp_path / "f.png")
+    (tag,) = ax.texts
+    said = " ".join(tag.get_text().split())
+    assert said == "scaled: 1 seed, 1 epoch, 1,024 or 32 training images"
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    assert inside(tag.get_window_extent(renderer), ax.get_window_extent(renderer))
+    assert report_pt(tag) >= plotting.READABLE_PT

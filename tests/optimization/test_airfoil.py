@@ -297,7 +297,7 @@ def test_the_summary_writes_the_runs_metrics_with_the_comparisons_and_a_plot_per
     figures = {name: tmp_path / f"{name}.png" for name in names}
     airfoil_summary.summarize(
         run_files=run_files,
-        compared_files=[compared],
+        metric_files=[compared],
         records={"sweep-job": node_record("a"), "compare-job": node_record("b")},
         book=BOOK,
         runs_out=tmp_path / "runs.csv",

@@ -1,6 +1,7 @@
 """The airfoil claims judged on the real airfoil data through the real code path, and with
 that code broken: each check follows its evidence both ways."""
 
+import re
 from functools import partial
 
 import pandas as pd
@@ -8,7 +9,15 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, judged, shipped_claims, skip_if_shared, timed_alone, verdict_of
+from conftest import (
+    REPO,
+    judged,
+    measured_on,
+    shipped_claims,
+    skip_if_shared,
+    timed_alone,
+    verdict_of,
+)
 from d2lrepro.core import reference
 from d2lrepro.core.results import metric
 from d2lrepro.optimization import airfoil, airfoil_summary, optimizers
@@ -174,31 +183,86 @@ def test_every_curve_claim_has_a_mutation():
     assert sorted(MUTATIONS) == sorted(CURVES)
 
 
+def curve_checks_verdict(name: str, rows) -> str:
+    """The claim judged by its checks other than the final loss's: the final loss's window is
+    as narrow as the editions' printed final points, and whether the real code's median lands
+    in it is this run's finding, which the report shows, not a property of the code."""
+    claim = shipped_claims()[name]
+    kept = [c for c in claim["checks"] if c.get("metric") != f"{name}.final_loss"]
+    return claims.evaluate_claim(claim | {"checks": kept}, *measured_on(rows))["verdict"]
+
+
 @pytest.mark.parametrize("name", CURVES)
 def test_each_curve_claim_follows_the_code(airfoil_data, monkeypatch, name):
-    assert verdict_of(name, summary(airfoil_data, [name])) == claims.REPRODUCED
+    """The real code passes the claim's curve checks (its final loss is judged in the report);
+    the claim as a whole reads "not reproduced" on the code broken in a small way."""
+    assert curve_checks_verdict(name, summary(airfoil_data, [name])) == claims.REPRODUCED
     MUTATIONS[name](monkeypatch)
     assert verdict_of(name, summary(airfoil_data, [name])) == claims.NOT_REPRODUCED
 
 
+# The curve claims whose final loss is judged within the editions' final points (their spread
+# plus the rounding of three printed decimals) with the seeds' IQR as its spread; the other two
+# (momentum.lr0.01_m0.9, adam.concise), whose editions end 0.011 and more apart, keep the
+# plot's tolerance, no less than that disagreement.
+AT_FINAL_POINTS = [
+    "momentum.lr0.02_m0.5",
+    "momentum.lr0.005_m0.9",
+    "momentum.concise",
+    "adagrad.scratch_lr0.1",
+    "adagrad.concise",
+    "rmsprop.scratch",
+    "rmsprop.concise",
+    "adadelta.scratch",
+    "adadelta.concise",
+    "adam.scratch_lr0.01",
+    "adam.yogi",
+]
+
+
 @pytest.mark.parametrize("name", CURVES)
 def test_each_curve_claim_reads_its_tolerance(name):
-    """The curve's excess and the final loss's distance from EN's each pass inside the plot's
-    tolerance and fail beyond it."""
-    claim = next(c for s in claims.load()["sections"] for c in s["claims"] if c["id"] == name)
+    """The curve's excess passes inside the plot's tolerance and fails beyond it; the final loss
+    passes inside its window and fails beyond it: for the claims judged at the editions' final
+    points, the printed EN/ZH/CL final losses widened by 0.0005 on either side, where a final
+    loss the plot's tolerance let pass fails, and one whose seeds' IQR reaches out of the
+    window reads within the noise."""
+    claim = shipped_claims()[name]
     bound = next(c["bound"] for c in claim["checks"] if c["metric"].endswith("curve_excess"))
-    en = float(claim["printed"].split()[2])
+    final = next(c for c in claim["checks"] if c["metric"] == f"{name}.final_loss")
+    printed = [float(v) for v in re.findall(r"\b0\.\d{3}\b", claim["printed"])]
+    en = printed[0]
+    assert len(printed) == 3 and claim["printed"].startswith(f"EN loss: {en:.3f}")
+    if name in AT_FINAL_POINTS:
+        low, high = min(printed) - 0.0005, max(printed) + 0.0005
+        assert final["target"] == pytest.approx((low + high) / 2)
+        assert final["tol"] == pytest.approx((high - low) / 2)
+        assert final["spread"] == {f"{name}.final_loss": f"{name}.final_loss_iqr"}
+        assert f"between {low:.4f} and {high:.4f}" in " ".join(claim["statement"].split())
+    else:
+        low, high = en - bound, en + bound
+        assert (final["target"], final["tol"]) == (en, bound) and "spread" not in final
 
-    def rows(final, excess):
+    def rows(final, excess, iqr=0.0):
         return [
             metric(f"{name}.final_loss", final),
+            metric(f"{name}.final_loss_iqr", iqr),
             metric(f"{name}.scratch_vs_torch_gap", 0.0),
             metric(f"{name}.curve_excess", excess),
         ]
 
-    assert verdict_of(name, rows(en + bound - 0.0005, 0.0)) == claims.REPRODUCED
-    for final, excess in ((en, bound + 0.001), (en + bound + 0.001, 0), (en - bound - 0.001, 0)):
+    for inside in (high - 0.0002, low + 0.0002):
+        assert verdict_of(name, rows(inside, 0.0)) == claims.REPRODUCED
+    middle = (low + high) / 2
+    for final, excess in ((middle, bound + 0.001), (high + 0.0003, 0), (low - 0.0003, 0)):
         assert verdict_of(name, rows(final, excess)) == claims.NOT_REPRODUCED
+    if name in AT_FINAL_POINTS:
+        # What the plot's tolerance accepted (EN's final loss plus the largest EN-ZH gap).
+        assert verdict_of(name, rows(en + bound - 0.0005, 0.0)) == claims.NOT_REPRODUCED
+        # A median inside the window whose seeds' IQR reaches out of it; one whose whole
+        # spread lies beyond it.
+        assert verdict_of(name, rows(high - 0.0002, 0.0, iqr=0.002)) == claims.INCONCLUSIVE
+        assert verdict_of(name, rows(high + 0.002, 0.0, iqr=0.002)) == claims.NOT_REPRODUCED
 
 
 @pytest.mark.parametrize("name", ["adagrad.concise", "rmsprop.concise", "adam.concise"])
@@ -214,7 +278,11 @@ def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil_data, monkeypatc
     def rows():
         gap = airfoil.compare_implementation(name, setting, airfoil_data, 2, 10, 200, seed=0)
         en = float(claim["printed"].split()[2])
-        return gap + [metric(f"{name}.final_loss", en), metric(f"{name}.curve_excess", 0.0)]
+        return gap + [
+            metric(f"{name}.final_loss", en),
+            metric(f"{name}.final_loss_iqr", 0.0),
+            metric(f"{name}.curve_excess", 0.0),
+        ]
 
     assert verdict_of(name, rows()) == claims.REPRODUCED
     optimizer = optimizers.OPTIMIZERS[setting["optimizer"]]
@@ -431,12 +499,25 @@ def test_adadelta_eps_gap_is_judged_against_the_books_own_gap(airfoil_data, monk
         )
         name = "adadelta.concise"
         setting = CONFIG["settings"][name]
-        return airfoil.compare_implementation(name, setting, airfoil_data, 2, 10, 200, seed=0)
+        at = CONFIG["gap_at"][name]
+        return airfoil.compare_at_epoch(
+            name, setting, airfoil_data, 2, 10, 200, CONFIG["seeds"], at
+        )
 
+    # The check reads the gap at the epoch the derivation is about, over the seeds.
+    assert CONFIG["gap_at"] == {"adadelta.concise": 0.8}
+    key = "adadelta.concise.scratch_vs_torch_gap_at_0.8"
+    assert check["metric"] == key and check["spread"] == {key: f"{key}_iqr"}
     torchs = gap_at(1e-6)
-    assert verdict_of(claim, torchs) == claims.REPRODUCED
+    # On the five seeds the real pair parts by 0.084 at 0.8 epoch (IQR 0.010): the bound lies
+    # inside the seeds' spread, so the claim reads inconclusive, never "not reproduced".
+    assert verdict_of(claim, torchs) in (claims.REPRODUCED, claims.INCONCLUSIVE)
+    median, spread = torchs
     for gap, verdict in ((0.085, claims.REPRODUCED), (0.083, claims.NOT_REPRODUCED)):
-        assert verdict_of(claim, [torchs[0] | {"value": gap}]) == verdict
+        assert verdict_of(claim, [median | {"value": gap}, spread | {"value": 0.0}]) == verdict
+    # A median above the bound whose seeds' IQR reaches below it is within the noise.
+    noisy = [median | {"value": 0.09}, spread | {"value": 0.02}]
+    assert verdict_of(claim, noisy) == claims.INCONCLUSIVE
     nearer = gap_at(2e-6)
     assert 0.01 < nearer[0]["value"] < check["bound"]
     assert verdict_of(claim, nearer) == claims.NOT_REPRODUCED
@@ -492,3 +573,41 @@ def test_sec_per_epoch_is_judged_against_the_editions_that_time_alike(airfoil_da
     monkeypatch.setattr(airfoil, "train_airfoil", halved_at_lr002)
     broken = verdict_of(claim, summary(airfoil_data, names))
     assert broken in (claims.NOT_REPRODUCED, claims.INCONCLUSIVE)  # noise may reach the bound
+
+
+def adagrad_by_coordinate(p, g, state, hyper, eps=optimizers.ADAGRAD_EPS):
+    """Adagrad's rule written out one coordinate at a time in Python: the same numbers, more
+    work per step than the loss and its derivative."""
+    s, flat_p, flat_g = state["s"].view(-1), p.view(-1), g.view(-1)
+    for i in range(flat_p.numel()):
+        s[i] += flat_g[i] ** 2
+        flat_p[i] -= hyper["lr"] * flat_g[i] / (s[i] + eps).sqrt()
+
+
+def step_cost(airfoil_data):
+    return airfoil.step_cost(airfoil_data, CONFIG["step_cost"], CONFIG["batch_size"], 0)
+
+
+def test_adagrad_cost_is_judged_against_the_books_spread_of_times(airfoil_data, monkeypatch):
+    """adagrad.cost: the implemented Adagrad step costs about SGD's. Mutation: the update done
+    coordinate by coordinate, which costs over twice SGD's step, is not reproduced."""
+    claim = "adagrad.cost"
+    check = shipped_claims()[claim]["checks"][0]
+    assert check["bound"] == pytest.approx(0.017 / 0.012, abs=0.005)  # ZH's printed extremes
+
+    def rows(ratio, spread):
+        return [
+            metric("adagrad.step_over_sgd", ratio, "x"),
+            metric("adagrad.step_over_sgd_iqr", spread, "x"),
+        ]
+
+    assert verdict_of(claim, rows(1.1, 0.1)) == claims.REPRODUCED
+    assert verdict_of(claim, rows(1.6, 0.1)) == claims.NOT_REPRODUCED
+    assert verdict_of(claim, rows(1.4, 0.1)) == claims.INCONCLUSIVE
+    measured, others = timed_alone(lambda: step_cost(airfoil_data))
+    judgement = judged(claim, measured)
+    skip_if_shared(judgement["verdict"], claims.REPRODUCED, others, judgement["measured"])
+    assert judgement["verdict"] == claims.REPRODUCED, judgement["measured"]
+    with_rule(monkeypatch, "adagrad", adagrad_by_coordinate)
+    broken = judged(claim, step_cost(airfoil_data))
+    assert broken["verdict"] == claims.NOT_REPRODUCED, broken["measured"]

@@ -168,12 +168,16 @@ def test_each_figure_of_a_scaled_run_states_the_scale_the_preset_gave_it(repo, m
     drawn = {}
     monkeypatch.setattr(plotting, "save", lambda fig, path, footer=None: drawn.update({path: fig}))
     h = pd.concat([history(r, "as_written", [0.1, 0.2, 0.3]) for r in ("cosine", "warmup")])
-    lr_schedules.draw_lrs(h, "lrs", "footer", scale)
-    lr_schedules.draw_early(h, "early", "footer", scale)
-    lr_schedules.draw_run(h[h.run == "cosine"], "run", "footer", BOOK, scale)
+    lr_schedules.draw_lrs(h, "lrs", "footer", scaled)
+    lr_schedules.draw_early(h, "early", "footer", scaled)
+    lr_schedules.draw_run(h[h.run == "cosine"], "run", "footer", BOOK, scaled)
     notes = {path: [" ".join(t.get_text().split()) for t in f.texts] for path, f in drawn.items()}
     assert notes == {"lrs": [scale], "early": [scale], "run": [scale]}
+    # and inside the panel, where the scaled runs are drawn
     for fig in drawn.values():
+        (tag,) = fig.axes[0].texts
+        said = " ".join(tag.get_text().split())
+        assert said.startswith(f"scaled: 1 seed, {train:,} training images")
         plotting.pyplot().close(fig)
 
 
@@ -223,3 +227,59 @@ def test_the_constant_lr_gap_is_judged_against_the_printed_ones_with_its_spread(
         assert judged("lrs.baseline", constant_run(gaps))["verdict"] == claims.NOT_REPRODUCED
     noisy = judged("lrs.baseline", constant_run([0.04, 0.055, 0.07]))  # 0.055, IQR 0.015
     assert noisy["verdict"] == claims.INCONCLUSIVE
+
+
+def book_run(curve_id: str, edition: str, seed: int = 0) -> pd.DataFrame:
+    """The constant-lr run's history with the test accuracy of one edition's curve of
+    ``curve_id`` (30 epochs), train accuracy rising linearly past it to a final gap of 0.07."""
+    curve = BOOK[(BOOK["id"] == curve_id) & (BOOK["edition"] == edition)].sort_values("epoch")
+    accs = curve["value"].tolist()
+    h = history("constant", "as_written", accs, seed=seed)
+    return h.assign(train_acc=[0.5 + 0.45 * (i + 1) / len(accs) for i in range(len(accs))])
+
+
+@pytest.mark.parametrize("edition", ["en-1.0.3", "zh-2.0.0"])
+def test_the_late_gain_tells_the_books_constant_run_from_its_square_root_run(edition):
+    """lrs.baseline's late gain: the editions' constant-lr curves gain 0.015 (EN) and 0.008
+    (ZH) over their second 15 epochs, their square-root curves 0.018 and 0.019. The bound 0.016
+    (EN's constant gain plus the rounding of two three-decimal accuracies) passes the first and
+    fails the second: a run that still gains as the square-root run did is not reproduced."""
+    (check,) = [
+        c
+        for c in shipped_claims()["lrs.baseline"]["checks"]
+        if c.get("metric") == "constant.as_written.late_test_gain"
+    ]
+    assert check["bound"] == 0.016
+    assert check["spread"] == {
+        "constant.as_written.late_test_gain": "constant.as_written.late_test_gain_spread"
+    }
+
+    def gain_check(rows) -> str:
+        return judged("lrs.baseline", rows)["measured"].split("; ")[1]
+
+    seeds = [book_run("lrs.baseline", edition, seed) for seed in range(3)]
+    constant = lr_schedules.training_metrics(pd.concat(seeds), BOOK)
+    gains = {r["metric"]: r["value"] for r in constant}
+    assert gains["constant.as_written.late_test_gain"] == pytest.approx(
+        {"en-1.0.3": 0.015, "zh-2.0.0": 0.008}[edition]
+    )
+    assert gains["constant.as_written.late_test_gain_spread"] == 0
+    assert "needs < 0.016" in gain_check(constant)
+    assert judged("lrs.baseline", constant)["verdict"] == claims.REPRODUCED
+    sqrt = [book_run("lrs.sqrt_train", edition, seed) for seed in range(3)]
+    assert (
+        judged("lrs.baseline", lr_schedules.training_metrics(pd.concat(sqrt), BOOK))["verdict"]
+        == claims.NOT_REPRODUCED
+    )
+
+
+def test_a_late_gain_whose_seeds_straddle_the_bound_is_inconclusive():
+    """The late gain's spread is the IQR across the seeds: seeds gaining 0.008, 0.015 and 0.019
+    have a median of 0.015 under the bound, and its upper end reaches past it."""
+    runs = [
+        book_run("lrs.baseline", "zh-2.0.0", 0),
+        book_run("lrs.baseline", "en-1.0.3", 1),
+        book_run("lrs.sqrt_train", "zh-2.0.0", 2),
+    ]
+    metrics = lr_schedules.training_metrics(pd.concat(runs), BOOK)
+    assert judged("lrs.baseline", metrics)["verdict"] == claims.INCONCLUSIVE

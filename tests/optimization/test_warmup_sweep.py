@@ -60,12 +60,14 @@ def test_a_scaled_sweep_says_its_scale_in_its_figure(monkeypatch):
     runs["warmup_steps"] = runs["warmup"].map({"none": 0, "linear": 100})
     drawn = []
     monkeypatch.setattr(plotting, "save", lambda fig, path, footer=None: drawn.append(fig))
-    scale = plotting.scale_note([["warmup_sweep.train_subset", None, 3000]])
-    warmup_sweep.draw_sweep(runs, "sweep.png", "footer", scale)
+    warmup_sweep.draw_sweep(
+        runs, "sweep.png", "footer", [["warmup_sweep.train_subset", None, 3000]]
+    )
     (fig,) = drawn
     assert [" ".join(t.get_text().split()) for t in fig.texts] == [
         "Scaled from the book preset: 3,000 of 60,000 training images."
     ]
+    assert [t.get_text() for t in fig.axes[0].texts] == ["scaled: 3,000 training images"]
     legend = fig.axes[0].get_legend()
     assert legend.get_texts()[0].get_fontsize() >= plotting.readable_pt(fig)
     plotting.pyplot().close(fig)

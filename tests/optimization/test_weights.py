@@ -12,7 +12,7 @@ from conftest import verdict_of
 from d2lrepro.optimization import optimizers, weights
 from d2lrepro.pipeline import claims
 
-CLAIMS = ("momentum.eff_weight", "rmsprop.weights", "momentum.scalar")
+CLAIMS = ("momentum.eff_weight", "momentum.effective_samples", "rmsprop.weights", "momentum.scalar")
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +49,9 @@ CONTRADICTIONS = {
         ("momentum_weight.beta0.6.t39", 0.01),
         ("momentum_weight.beta0.t39", 0.5),
         ("momentum_weight.beta0.6.sum", 20.0),  # a shorter memory than beta 0.9's would be
+    ],
+    "momentum.effective_samples": [
+        ("momentum_weight.beta0.9.total", 9.85),  # the first 40 weights only
     ],
     "rmsprop.weights": [
         ("rmsprop_weight.gamma0.95.t0", 0.95),
@@ -102,10 +105,12 @@ def _steps_with_gradient(p, g, state, hyper):  # keeps v but steps along g
     p.sub_(hyper["lr"] * g)
 
 
+# Mutation: each broken velocity sums its past gradients' weights to 1, not 1/(1 - beta).
+@pytest.mark.parametrize("claim", ["momentum.eff_weight", "momentum.effective_samples"])
 @pytest.mark.parametrize("rule", [_plain_sgd, _leaky_average, _steps_with_gradient])
-def test_broken_momentum_is_not_reproduced(cfg, monkeypatch, rule):
+def test_broken_momentum_is_not_reproduced(cfg, monkeypatch, rule, claim):
     mutate(monkeypatch, "sgd_momentum", rule)
-    assert verdict_of("momentum.eff_weight", weights.weight_metrics(cfg)) == claims.NOT_REPRODUCED
+    assert verdict_of(claim, weights.weight_metrics(cfg)) == claims.NOT_REPRODUCED
 
 
 def _rmsprop_without_one_minus_gamma(p, g, state, hyper, eps=1e-6):

@@ -17,6 +17,8 @@ from d2lrepro.pipeline import settings
 from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
 
 FAST = {"max_run_time": 0.2}
+# The autopar config of the chains the figure tests draw (the CPU's, of size=8, n=1).
+CFG = {"size": 4000, "matmuls": 50, "cpu": {"size": 8, "matmuls": 1}}
 
 
 def by_name(rows):
@@ -66,7 +68,7 @@ def test_not_applicable_rows_have_the_measured_names(cuda_count):
 def test_figure(tmp_path, cuda_count):
     cuda_count(0)
     par = autopar.autopar_cpu(size=8, n=1, **FAST) + autopar.autopar_gpus()
-    autopar.draw_autopar(pd.DataFrame(par), tmp_path / "par.png", "footer")
+    autopar.draw_autopar(pd.DataFrame(par), tmp_path / "par.png", "footer", CFG)
     assert (tmp_path / "par.png").stat().st_size > 0
 
 
@@ -77,14 +79,15 @@ def test_the_figure_draws_the_books_2_gpu_times_in_grey_on_a_log_axis(cuda_count
     drawn = []
     monkeypatch.setattr(plotting, "save", lambda fig, path, footer=None: drawn.append(fig))
     rows = autopar.autopar_cpu(size=8, n=1, **FAST) + autopar.autopar_gpus()
-    autopar.draw_autopar(pd.DataFrame(rows), "par.png", "footer")
+    autopar.draw_autopar(pd.DataFrame(rows), "par.png", "footer", CFG)
     (fig,) = drawn
     (ax,) = fig.axes
     assert ax.get_yscale() == "log"
     ticks = [t.get_text() for t in ax.get_xticklabels()]
-    assert ticks == ["CPU, 2 threads", "2 GPUs\n(not run here)"]
+    assert ticks == ["CPU, 2 threads\n1 product of 8²", "2 GPUs\n(not run here)"]
     book = [c for c in ax.collections if c.get_label().startswith("book")]
-    assert [c.get_label() for c in book] == ["book EN, printed", "book ZH, printed"]
+    work = "(50 products of 4000²)"  # the book's, not the preset's
+    assert [c.get_label() for c in book] == [f"book EN, printed {work}", f"book ZH, printed {work}"]
     assert book[0].get_offsets()[:, 1].tolist() == [0.4660, 0.4510, 0.4659]
     assert all(1 - 0.5 < x < 1 + 0.5 for x in book[0].get_offsets()[:, 0])  # in the 2-GPU group
     assert {tuple(c.get_facecolor()[0]) for c in book} == {to_rgba(plotting.BOOK_GREY)}

@@ -30,6 +30,8 @@ CASES = [
     ({"kind": "sum_of_parts", "whole": "w", "parts": ["p", "q"], "bound": 0.9}, False),
     ({"kind": "ordering", "metrics": ["p", "q"], "order": "increasing"}, True),
     ({"kind": "ordering", "metrics": ["q", "p"], "order": "increasing"}, False),
+    ({"kind": "within", "metric": "a", "target": 1.02, "tol": 0.1}, True),
+    ({"kind": "within", "metric": "a", "target": 0.88, "tol": 0.1}, False),
 ]
 
 
@@ -47,6 +49,19 @@ def test_a_bound_beyond_the_spread_is_judged_plainly(check, medians_pass):
     plain = outcome(check, 0.0)
     assert plain.passed == medians_pass
     assert checks.WITHIN_NOISE not in plain.measured
+
+
+def test_a_window_holds_only_with_the_whole_spread_inside_it():
+    """within: the end of the spread farther from the target decides; where only the nearer
+    end is inside the window, it is within the noise."""
+    check = {"kind": "within", "metric": "a", "target": 1.0, "tol": 0.1}
+    inside = checks.apply(check | {"spread": {"a": "s"}}, {"a": 1.05, "s": 0.08}.__getitem__)
+    assert inside.passed
+    straddles = checks.apply(check | {"spread": {"a": "s"}}, {"a": 1.05, "s": 0.2}.__getitem__)
+    assert not straddles.passed and straddles.within_noise
+    assert "spread 0.95 to 1.15" in straddles.measured
+    outside = checks.apply(check | {"spread": {"a": "s"}}, {"a": 1.2, "s": 0.1}.__getitem__)
+    assert not outside.passed and not outside.within_noise
 
 
 def test_a_denominator_whose_spread_reaches_zero_can_reach_any_ratio():

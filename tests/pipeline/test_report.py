@@ -100,7 +100,7 @@ TABLE = pd.DataFrame(
 def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the figure lies where its section and name put it
     fig, ax = plotting.figure()
-    ax.plot([0, 1], [0, 1])
+    plotting.plot_lines(ax, [0, 1], [[0, 1]], "x (s)", "y (s)")
     plotting.save(fig, paths.figure("s", "c"), footer="Test CPU")
     run = settings.Settings("auto", "smoke", {}, [settings.Deviation("train.epochs", 10, 1)])
     html = report.render(LEDGER, TABLE, ENV, run, commit="abc123")
@@ -150,7 +150,7 @@ def test_an_inconclusive_claim_has_its_own_colour_count_and_words(tmp_path, monk
     long metric name wraps in its cell."""
     monkeypatch.chdir(tmp_path)
     fig, ax = plotting.figure()
-    ax.plot([0, 1], [0, 1])
+    plotting.plot_lines(ax, [0, 1], [[0, 1]], "x (s)", "y (s)")
     plotting.save(fig, paths.figure("s", "c"), footer="Test CPU")
     check = "lenet.1.test_acc = 0.8094, spread 0.7994 to 0.8194 (needs > 0.815)"
     measured = f"{check}, {checks.WITHIN_NOISE}"

@@ -55,8 +55,6 @@ rule prepare_airfoil:
         code=code("prepare_airfoil"),
     output:
         tensors=AIRFOIL_DATA,
-        metrics=DATA / "metrics.csv",
-        machines=machines_of(DATA / "metrics.csv"),
     log:
         "logs/prepare_airfoil.log",
     benchmark:

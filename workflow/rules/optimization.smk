@@ -122,6 +122,8 @@ rule weights:
 AIRFOIL_RUN_FILES = expand(
     AIRFOIL / "runs" / "{setting}.csv", setting=AIRFOIL_SETTINGS.instance_patterns
 )
+# Adagrad's step against SGD's, timed in the same job after the sweep.
+AIRFOIL_STEP_COST = AIRFOIL / "step_cost.csv"
 
 
 rule airfoil_run:
@@ -130,7 +132,8 @@ rule airfoil_run:
         code=code("airfoil_run"),
     output:
         runs=AIRFOIL_RUN_FILES,
-        machines=[machines_of(path) for path in AIRFOIL_RUN_FILES],
+        step_cost=AIRFOIL_STEP_COST,
+        machines=[machines_of(path) for path in [*AIRFOIL_RUN_FILES, AIRFOIL_STEP_COST]],
     log:
         "logs/airfoil_run.log",
     benchmark:
@@ -149,6 +152,7 @@ rule airfoil_run:
         epochs=S["airfoil"]["epochs"],
         batch_size=S["airfoil"]["batch_size"],
         eval_every=S["airfoil"]["eval_every"],
+        step_cost=S["airfoil"]["step_cost"],
     script:
         "../scripts/airfoil_run.py"
 
@@ -182,6 +186,8 @@ rule airfoil_compare:
         batch_size=S["airfoil"]["batch_size"],
         eval_every=S["airfoil"]["eval_every"],
         seed=S["seed"],
+        seeds=S["airfoil"]["seeds"],
+        gap_at=S["airfoil"].get("gap_at", {}),
     script:
         "../scripts/airfoil_compare.py"
 
@@ -189,7 +195,10 @@ rule airfoil_compare:
 rule airfoil_summary:
     input:
         runs=rules.airfoil_run.output.runs,
-        compared=[rules.airfoil_compare.output.metrics] if COMPARED else [],
+        metric_files=[
+            *([rules.airfoil_compare.output.metrics] if COMPARED else []),
+            rules.airfoil_run.output.step_cost,
+        ],
         machines=[
             *rules.airfoil_run.output.machines,
             *([rules.airfoil_compare.output.machines] if COMPARED else []),

@@ -64,6 +64,7 @@ rule report:
             category="0. Claims",
         ),
         tables=[claims_table(section) for section in SECTION_TITLES],
+        markdown=paths.CLAIMS_MARKDOWN,
     log:
         "logs/report.log",
     localrule: True

@@ -17,4 +17,8 @@ for name, setting in p.settings.items():
         name, setting, data, p.epochs, p.batch_size, p.eval_every, p.seed
     )
     log.info("%s: scratch against torch.optim, largest loss gap %.3g", name, rows[-1]["value"])
+    if name in p.gap_at:
+        rows += airfoil.compare_at_epoch(
+            name, setting, data, p.epochs, p.batch_size, p.eval_every, p.seeds, p.gap_at[name]
+        )
 results.write_metrics(rows, snakemake.output.metrics)

@@ -9,7 +9,7 @@ from d2lrepro.pipeline import job
 job.start(snakemake)
 airfoil_summary.summarize(
     run_files=snakemake.input.runs,
-    compared_files=snakemake.input.compared,
+    metric_files=snakemake.input.metric_files,
     records=provenance.read(snakemake.input.machines),
     book=reference.load(snakemake.input.book_curves),
     runs_out=snakemake.output.runs,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from d2lrepro.core import environment, paths, provenance
-from d2lrepro.pipeline import claims, job, judging, report, settings
+from d2lrepro.pipeline import claims, job, judging, markdown, report, settings
 
 log = job.start(snakemake)
 with open(snakemake.input.environment) as f:
@@ -33,6 +33,7 @@ html = report.render(
 )
 Path(snakemake.output.html).write_text(html)
 log.info("wrote %s (%d bytes)", snakemake.output.html, len(html))
+Path(snakemake.output.markdown).write_text(markdown.table(ledger, table))
 pages = report.section_pages(ledger, table, template=snakemake.input.section_template)
 for section, page in pages.items():
     paths.claims_table(section).write_text(page)

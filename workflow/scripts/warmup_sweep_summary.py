@@ -4,7 +4,7 @@ job_server.hand_over(snakemake)
 
 import pandas as pd
 
-from d2lrepro.core import plotting, provenance, results
+from d2lrepro.core import provenance, results
 from d2lrepro.optimization import warmup_sweep
 from d2lrepro.pipeline import job
 
@@ -15,5 +15,4 @@ results.write_metrics(warmup_sweep.sweep_metrics(sweep), snakemake.output.metric
 footer = provenance.footer(
     provenance.read(snakemake.input.machines), sweep, where="the warm-up runs"
 )
-scale = plotting.scale_note(snakemake.params.scaled)
-warmup_sweep.draw_sweep(sweep, snakemake.output.figure, footer, scale)
+warmup_sweep.draw_sweep(sweep, snakemake.output.figure, footer, snakemake.params.scaled)

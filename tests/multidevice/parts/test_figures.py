@@ -96,9 +96,13 @@ def test_the_cost_model_draws_a_panel_per_step_and_no_lines_where_none_was_measu
     resnet = pd.DataFrame({"note": ["needs 2 devices, this machine has 1 GPU"]})
     figures.draw_cost({"lenet": lenet, "resnet18": resnet}, "cost.png", "node1")
     drawn_lenet, drawn_resnet = drawn["cost"][0].axes
-    assert labels(drawn_lenet) == ["t1", "t2", "max_t1_t2", "t1_plus_t2", "measured_step"]
+    assert labels(drawn_lenet) == list(figures.COST_LINES.values())
+    assert labels(drawn_lenet)[2:] == ["max(t1, t2)", "t1 + t2", "measured step"]
     assert list(drawn_lenet.lines[3].get_ydata()) == pytest.approx([0.3, 0.5])
-    assert [ax.get_title() for ax in (drawn_lenet, drawn_resnet)] == ["lenet", "resnet18"]
+    assert [ax.get_title() for ax in (drawn_lenet, drawn_resnet)] == [
+        "LeNet from scratch",
+        "ResNet-18 through DDP",
+    ]
     assert len(drawn_resnet.lines) == 0 and drawn_lenet.get_xscale() == "log"
     # The empty panel says why inside it; the one legend names the lines, readable.
     (why,) = drawn_resnet.texts

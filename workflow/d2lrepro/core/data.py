@@ -4,8 +4,6 @@ tensors for training, and accuracy; the durable save of prepared data and checkp
 from __future__ import annotations
 
 import gzip
-import hashlib
-import io
 import logging
 import math
 import os
@@ -82,37 +80,6 @@ def prepare_airfoil(path: Path, n: int = 1500) -> dict:
         "features": torch.from_numpy(table[:n, :-1].copy()),
         "labels": torch.from_numpy(table[:n, -1].copy()),
     }
-
-
-SHA1_HEAD = 12  # 48 bits: exact in a float64 (53), and no other file's by chance
-
-
-def airfoil_facts(path: Path, prepared: dict) -> list[dict]:
-    """What the book says of the airfoil file and of get_data_ch11, measured: the file's SHA-1
-    (its first :data:`SHA1_HEAD` hex digits, a number a float holds exactly), size and shape;
-    how far the prepared rows are from the table standardized over all its rows and over only
-    the rows kept (the book standardizes all, so the first is ~0 and the second is not); and
-    the prepared shapes."""
-    from d2lrepro.core.results import metric  # pandas only for this
-
-    raw = Path(path).read_bytes()
-    table = np.genfromtxt(io.BytesIO(raw), dtype=np.float64, delimiter="\t")
-    x, y = prepared["features"].double().numpy(), prepared["labels"].double().numpy()
-    kept = np.hstack([x, y[:, None]])
-
-    def standardized(rows):
-        return (table[: len(kept)] - rows.mean(axis=0)) / rows.std(axis=0)
-
-    return [
-        metric("airfoil.sha1_head", int(hashlib.sha1(raw).hexdigest()[:SHA1_HEAD], 16), "hex"),
-        metric("airfoil.file_bytes", len(raw), "B"),
-        metric("airfoil.rows", table.shape[0]),
-        metric("airfoil.columns", table.shape[1]),
-        metric("get_data.gap_to_all_rows", np.abs(kept - standardized(table)).max()),
-        metric("get_data.gap_to_kept_rows", np.abs(kept - standardized(table[: len(kept)])).max()),
-        metric("get_data.examples", x.shape[0]),
-        metric("get_data.features", x.shape[1]),
-    ]
 
 
 def save(obj, path: Path) -> None:

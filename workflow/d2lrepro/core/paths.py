@@ -28,6 +28,7 @@ RESULTS = Path("results")
 JOB_SERVER_LOG = Path("logs") / "job_server.log"
 ENVIRONMENT = RESULTS / "environment.json"
 CLAIMS = RESULTS / "claims.csv"
+CLAIMS_MARKDOWN = RESULTS / "claims.md"
 REPORT = RESULTS / "report.html"
 # The preset a results tree was made with, written when its first jobs run: later runs keep it.
 PRESET = RESULTS / "preset.txt"

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import functools
+import io
+import logging
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from d2lrepro.core import legibility
+
 BOOK_FIGSIZE = (3.5, 2.5)
 BOOK_FORMATS = ("-", "m--", "g-.", "r:")
 DPI = 150
+# A saved figure's colours: its flat colours and their anti-aliased edges fit in a palette of
+# this many, and a palette PNG takes about a quarter of a true-colour one's bytes.
+PALETTE = 256
 # The footer's font size (points), and the widest texts' mean character width (in ems) with
 # margin, by which texts are wrapped to the width they may take.
 FOOTER_PT = 5.5
@@ -24,6 +31,8 @@ REPORT_HEIGHT_IN = 230 / 96
 READABLE_PT = 7.0
 # The gid of a figure's notes (:func:`note`), which :func:`save` stacks above the footer.
 NOTE = "note"
+# The gid of a panel's tag (:func:`mark_scaled`), which :func:`save` puts where it hides nothing.
+TAG = "tag"
 # How a preset's scaled settings read in a figure (:func:`scale_note`): the last part of a
 # setting's key -> what it counts, and what its null stands for (all of Fashion-MNIST's
 # training or test images).
@@ -119,6 +128,17 @@ def note(fig, *texts: str) -> None:
     fig.text(0.5, 0, lines, ha="center", va="bottom", fontsize=pt, gid=NOTE)
 
 
+def _scaled(scaled: list):
+    """Each setting of :data:`SCALE_WORDS` that a preset scaled (``scaled``: [key, book
+    preset's value, this run's value] of each setting that differs), as (the run it is of, ""
+    for every run; what it counts; this run's count; the book preset's)."""
+    for key, book, value in scaled:
+        where, _, name = key.rpartition(".")
+        if name in SCALE_WORDS:
+            words, whole = SCALE_WORDS[name]
+            yield where.partition(".runs.")[2], words, _count(value, whole), _count(book, whole)
+
+
 def scale_note(scaled: list) -> str:
     """A figure's note on the settings a preset scaled (``scaled``: [key, book preset's value,
     this run's value] of each setting that differs), those of :data:`SCALE_WORDS` only:
@@ -127,16 +147,12 @@ def scale_note(scaled: list) -> str:
     after its name, once for the runs scaled alike: "…: 1 of 3 seeds; resnet18.1, resnet18.2:
     1 of 10 epochs, …"."""
     said: dict[str, list[str]] = {}
-    for key, book, value in scaled:
-        where, _, name = key.rpartition(".")
-        if name in SCALE_WORDS:
-            words, whole = SCALE_WORDS[name]
-            ours, books = (_count(v, whole) for v in (value, book))
-            if ours < books:
-                part = f"{ours:,} of {books:,} {words}"
-            else:
-                part = f"{ours:,} {words} (the book preset: {books:,})"
-            said.setdefault(where.partition(".runs.")[2], []).append(part)
+    for run, words, ours, books in _scaled(scaled):
+        if ours < books:
+            part = f"{ours:,} of {books:,} {words}"
+        else:
+            part = f"{ours:,} {words} (the book preset: {books:,})"
+        said.setdefault(run, []).append(part)
     alike: dict[tuple[bool, str], list[str]] = {}  # (of a run, its parts) -> the runs
     for run, p in said.items():
         alike.setdefault((bool(run), ", ".join(p)), []).append(run)
@@ -144,6 +160,30 @@ def scale_note(scaled: list) -> str:
         f"{', '.join(runs) + ': ' if of_run else ''}{p}" for (of_run, p), runs in alike.items()
     ]
     return f"Scaled from the book preset: {'; '.join(parts)}." if parts else ""
+
+
+def mark_scaled(ax, scaled: list) -> str:
+    """Says inside ``ax`` that what it draws ran at a preset's scale: each count of
+    :data:`SCALE_WORDS` the runs had, once ("scaled: 1 seed, 1 epoch, 1,024 or 32 training
+    images"), in a box that :func:`save` puts where it hides nothing
+    (:func:`~d2lrepro.core.legibility.place_clear`); returns the figure's note with the details
+    (:func:`scale_note`), "" when nothing was scaled."""
+    counts: dict[str, list[int]] = {}
+    for _, words, ours, _ in _scaled(scaled):
+        counts.setdefault(words, [])
+        counts[words] += [] if ours in counts[words] else [ours]
+    if not counts:
+        return ""
+    parts = [
+        f"{' or '.join(f'{n:,}' for n in ns)} {words[:-1] if ns == [1] else words}"
+        for words, ns in counts.items()
+    ]
+    pt = readable_pt(ax.figure)
+    width = ax.get_position().width * ax.figure.get_figwidth() * 0.9
+    text = "\n".join(wrap("scaled: " + ", ".join(parts), width, pt))
+    box = {"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.6", "alpha": 0.85}
+    ax.text(0, 0, text, transform=ax.transAxes, fontsize=pt, bbox=box, zorder=5, gid=TAG)
+    return scale_note(scaled)
 
 
 def _count(value, whole: int | None) -> int:
@@ -205,11 +245,15 @@ def footer_lines(footer: str, width_in: float) -> list[str]:
 
 
 def save(fig, path: Path, footer: str | None = None) -> None:
-    """Save as PNG; ``footer`` (the machines and devices that measured the data drawn) goes
-    under the axes, wrapped to the figure's width (a line past its edge would be cut off), and
-    the figure's notes (:func:`note`) above it."""
+    """Save as PNG (:func:`png`); ``footer`` (the machines and devices that measured the data
+    drawn) goes under the axes, wrapped to the figure's width (a line past its edge would be cut
+    off), the figure's notes (:func:`note`) above it, and its panels' tags (:func:`mark_scaled`)
+    where they hide nothing (:func:`~d2lrepro.core.legibility.place_clear`). What the figure
+    lacks for a reader (:func:`~d2lrepro.core.legibility.problems`) is logged as a warning."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for problem in legibility.problems(fig):
+        logging.getLogger(__name__).warning("figure %s: %s", path, problem)
     height_pt = fig.get_figheight() * 72
     bottom = 0.0
     if footer:
@@ -222,5 +266,24 @@ def save(fig, path: Path, footer: str | None = None) -> None:
         lines = text.get_text().count("\n") + 1
         bottom += (lines * text.get_fontsize() * 1.25 + 4) / height_pt
     fig.tight_layout(rect=(0, bottom, 1, 1))
-    fig.savefig(path, dpi=DPI)
+    tags = [(ax, t) for ax in fig.axes for t in ax.texts if t.get_gid() == TAG]
+    if tags:
+        fig.draw_without_rendering()  # the legends where they will be
+        if not all([legibility.place_clear(ax, tag) for ax, tag in tags]):
+            fig.tight_layout(rect=(0, bottom, 1, 1))  # room for a tag above its panel
+    path.write_bytes(png(fig))
+
+
+def png(fig) -> bytes:
+    """``fig`` as a PNG of :data:`PALETTE` colours (no dithering, which would only add noise to
+    flat colours), at :data:`DPI`; closes the figure."""
+    from PIL import Image
+
+    drawn, saved = io.BytesIO(), io.BytesIO()
+    fig.savefig(drawn, format="png", dpi=DPI)
     pyplot().close(fig)
+    image = Image.open(drawn).convert("RGB")
+    image.quantize(PALETTE, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE).save(
+        saved, format="png", optimize=True
+    )
+    return saved.getvalue()

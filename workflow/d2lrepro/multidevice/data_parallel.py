@@ -152,17 +152,16 @@ def summarize(
     machines of the jobs that measured its data (``records``), and each figure says what the
     preset scaled of its runs (``scaled``: [key, book preset's value, this run's value] of the
     experiment's settings that differ)."""
-    from d2lrepro.core import plotting
     from d2lrepro.multidevice.parts import figures, run_results  # only in the job that summarizes
 
-    def scale(model: str = "") -> str:
-        """The scale note of the figures of ``model``'s runs (of every run, without one)."""
+    def scale(model: str = "") -> list:
+        """The scaled settings of ``model``'s runs (of every run, without one)."""
 
         def concerns(key: str) -> bool:
             run = key.partition(".runs.")[2]
             return not (run and model) or run_results.model_of(run) == model
 
-        return plotting.scale_note([d for d in scaled if concerns(d[0])])
+        return [d for d in scaled if concerns(d[0])]
 
     trained = run_results.load_runs(run_files)
     write_metrics(run_results.metrics(trained, book), metrics_out)

@@ -2,12 +2,14 @@
 :mod:`d2lrepro.optimization.airfoil_summary`), for the airfoil claims of the optimizer
 sections (``momentum.lr*``, ``momentum.concise``, ``adagrad.scratch_lr0.1``,
 ``adagrad.effective_lr``, ``adagrad.concise``, ``rmsprop.scratch``, ``rmsprop.concise``,
-``adadelta.*``, ``adam.*``) and ``data.train_ch11.sec_per_epoch``. Every run goes through
+``adadelta.*``, ``adam.*``) and ``data.train_ch11.sec_per_epoch``, and Adagrad's step against
+SGD's (``adagrad.cost``, :func:`step_cost`). Every run goes through
 :func:`train_airfoil`, the loop of this code path: a new experiment on the airfoil data
 reuses it."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import socket
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from d2lrepro.core.results import exploded, metric
+from d2lrepro.core.results import exploded, iqr, metric
 
 if TYPE_CHECKING:
     import torch
@@ -250,6 +252,49 @@ def run_sweep(
     return {name: pd.concat(found, ignore_index=True) for name, found in frames.items()}
 
 
+def step_cost(data: dict, lrs: dict, batch_size: int, seed: int) -> list[dict]:
+    """How much a from-scratch Adagrad step costs against the book's minibatch SGD step, for
+    ``adagrad.cost``: each step as train_ch11 takes it (a minibatch's loss, its backward, the
+    update), both from one start over the same minibatches of one shuffle, cycled; blocks of
+    steps of each timed in alternation (:func:`~d2lrepro.core.timing.paired_ratio`), on the
+    CPU, where the book trains these models. ``lrs``: each optimizer's lr. The ratio's median
+    and IQR over the rounds."""
+    import torch
+
+    from d2lrepro.core.timing import paired_ratio
+    from d2lrepro.optimization.optimizers import init_states, step
+
+    features, labels = data["features"], data["labels"]
+    generator = torch.Generator().manual_seed(seed)
+    start = airfoil_start(features.shape[1], generator, "ch11")
+    order = torch.randperm(len(labels), generator=generator).split(batch_size)
+
+    def stepper(optimizer: str):
+        params = [p.detach().clone().requires_grad_() for p in start]
+        w, b = params
+        hyper = {"lr": lrs[optimizer]}
+        update = partial(step, optimizer, params, init_states(optimizer, params), hyper)
+        batches = itertools.cycle(order)
+
+        def one_step() -> None:
+            batch = next(batches)
+            squared_loss(features[batch] @ w + b, labels[batch]).mean().backward()
+            update()
+
+        return one_step
+
+    # blocks of 0.1 s, not 0.02: on a loaded 2-core machine shorter ones spread over 2x and more
+    ratio = paired_ratio(
+        stepper("adagrad"), stepper("sgd"), features.device, block_s=0.1, max_rounds=15
+    )
+    log.info("Adagrad's step over SGD's: %.3f (IQR %.3f)", ratio["median"], ratio["iqr"])
+    device = str(features.device)
+    return [
+        metric("adagrad.step_over_sgd", ratio["median"], "x", device),
+        metric("adagrad.step_over_sgd_iqr", ratio["iqr"], "x", device),
+    ]
+
+
 def compare_implementation(
     name: str, setting: dict, data: dict, epochs: int, batch_size: int, eval_every: int, seed: int
 ) -> list[dict]:
@@ -273,3 +318,42 @@ def compare_implementation(
     ]
     gap = float(np.max(np.abs(curves[0] - curves[1]))) if len(curves[0]) else math.nan
     return [metric(f"{name}.scratch_vs_torch_gap", gap, "|Δ|", str(data["features"].device))]
+
+
+def compare_at_epoch(
+    name: str,
+    setting: dict,
+    data: dict,
+    epochs: int,
+    batch_size: int,
+    eval_every: int,
+    seeds: list[int],
+    epoch: float,
+) -> list[dict]:
+    """Scratch vs torch.optim from one start (as :func:`compare_implementation`), for each of
+    ``seeds``: the gap between their losses at the evaluation at ``epoch``, as the median over
+    the seeds (``{name}.scratch_vs_torch_gap_at_{epoch}``) and its IQR (``..._iqr``)."""
+    gaps = []
+    for seed in seeds:
+        frames = [
+            train_airfoil(
+                setting["optimizer"],
+                hyper_of(setting),
+                data["features"],
+                data["labels"],
+                epochs=epochs,
+                batch_size=batch_size,
+                seed=seed,
+                implementation=impl,
+                eval_every=eval_every,
+                start="ch11",
+            )
+            for impl in ("scratch", "torch")
+        ]
+        at = [f.loc[np.isclose(f["epoch"], epoch), "loss"] for f in frames]
+        gaps.append(abs(at[0].iloc[0] - at[1].iloc[0]) if all(len(a) for a in at) else math.nan)
+    key, device = f"{name}.scratch_vs_torch_gap_at_{epoch:g}", str(data["features"].device)
+    return [
+        metric(key, float(np.median(gaps)), "|Δ|", device),
+        metric(f"{key}_iqr", iqr(gaps), "|Δ|", device),
+    ]

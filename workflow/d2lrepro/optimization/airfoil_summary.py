@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 def summarize(
     run_files: list,
-    compared_files: list,
+    metric_files: list,
     records: dict[str, dict],
     book: pd.DataFrame,
     runs_out,
@@ -29,8 +29,8 @@ def summarize(
     figure_paths: dict,
 ) -> None:
     """The sweep's runs (``run_files``, one CSV per setting) as one table (``runs_out``), their
-    metrics (:func:`setting_metrics`) with the scratch-against-torch comparisons
-    (``compared_files``, each from its own job and naming its machine) in ``metrics_out``, and
+    metrics (:func:`setting_metrics`) with those of ``metric_files`` (the scratch-against-torch
+    comparisons and Adagrad's step against SGD's, each naming its machine) in ``metrics_out``, and
     each setting's plot (``figure_paths[setting]``), its footer naming the machines of its
     runs (``records``)."""
     runs = pd.concat([pd.read_csv(path) for path in run_files], ignore_index=True)
@@ -42,9 +42,7 @@ def summarize(
         finals.sum(),
     )
     rows = [r | {"machine": provenance.of_frame(runs)} for r in setting_metrics(runs, book)]
-    rows += [
-        row for path in compared_files for row in results.read_metrics(path).to_dict("records")
-    ]
+    rows += [row for path in metric_files for row in results.read_metrics(path).to_dict("records")]
     results.write_csv(runs, runs_out)
     results.write_metrics(rows, metrics_out)
     for name, group in runs.groupby("setting"):
@@ -53,15 +51,15 @@ def summarize(
 
 
 def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
-    """Per setting: median final loss over seeds, its spread, sec/epoch (median and IQR over
-    seeds), divergence, and how far the median curve over seeds strays from the band of the
-    book's editions, its clipped top included (``curve_excess``); for from-scratch Adagrad the
-    slope of its effective lr; for an audited optimizer the largest gaps of its state and steps
-    from the gradients it was fed (:mod:`~d2lrepro.optimization.audits`, the worst over seeds
-    and steps); a setting where a seed diverged is failed. Over the
-    settings with a book curve: the slowest and fastest sec/epoch, noted with their setting and
-    code ("adadelta.concise (torch.optim)"), not applicable where none ran or where they ran
-    on different hosts. Each row names the devices of the runs it comes from."""
+    """Per setting: median final loss over seeds, its IQR and range over seeds, sec/epoch
+    (median and IQR over seeds), divergence, and how far the median curve over seeds strays from
+    the band of the book's editions, its clipped top included (``curve_excess``); for from-
+    scratch Adagrad the slope of its effective lr; for an audited optimizer the largest gaps of
+    its state and steps from the gradients it was fed (:mod:`~d2lrepro.optimization.audits`, the
+    worst over seeds and steps); a setting where a seed diverged is failed. Over the settings
+    with a book curve: the slowest and fastest sec/epoch, noted with their setting and code
+    ("adadelta.concise (torch.optim)"), not applicable where none ran or where they ran on
+    different hosts. Each row names the devices of the runs it comes from."""
     rows, per_epoch = [], {}
     for name, group in runs.groupby("setting", sort=False):
         finals = group.loc[group.groupby("seed")["examples"].idxmax()]
@@ -77,7 +75,7 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         ]
         if bad.any():
             why = f"{name}: seeds {list(bad[bad].index)} of {len(bad)} diverged"
-            names = ("final_loss", "final_loss_range", "curve_excess", *gaps)
+            names = ("final_loss", "final_loss_iqr", "final_loss_range", "curve_excess", *gaps)
             if "eff_lr" in group and group["eff_lr"].notna().any():  # from-scratch Adagrad
                 names += ("eff_lr_slope",)
             rows += [failed(f"{name}.{n}", why, device=device) for n in names]
@@ -88,6 +86,7 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             )
             rows += [
                 metric(f"{name}.final_loss", finals["loss"].median(), device=device),
+                metric(f"{name}.final_loss_iqr", iqr(finals["loss"]), device=device),
                 metric(
                     f"{name}.final_loss_range", np.ptp(finals["loss"].to_numpy()), device=device
                 ),

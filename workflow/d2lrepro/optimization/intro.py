@@ -103,7 +103,9 @@ def draw(figures: dict[str, Path], step: float) -> None:
     """The book's five figures, with its annotations, into the paths named by ``figures``."""
     fig, ax = plotting.figure()
     x = grid(0.5, 1.5, step)
-    plotting.plot_lines(ax, x, [risk(x), empirical_risk(x)], "x", "risk")
+    plotting.plot_lines(
+        ax, x, [risk(x), empirical_risk(x)], "x", "risk", legend=["risk", "empirical risk"]
+    )
     plotting.annotate(ax, "min of\nempirical risk", (1.0, -1.2), (0.5, -1.1))
     plotting.annotate(ax, "min of risk", (1.1, -1.05), (0.95, -0.5))
     plotting.save(fig, figures["risk"])
@@ -132,6 +134,7 @@ def draw(figures: dict[str, Path], step: float) -> None:
         set_ticks([-1, 0, 1])
     ax.set_xlabel("x")
     ax.set_ylabel("y")
+    ax.set_zlabel("f(x, y)")
     plotting.save(fig, figures["saddle_x2y2"])
 
     fig, ax = plotting.figure()

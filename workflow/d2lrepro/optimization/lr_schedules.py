@@ -90,7 +90,7 @@ def draw_schedules(values: dict[str, list[float]], figures: dict) -> None:
     """The book's schedule plots: the lr against the update, one figure per schedule."""
     for name, series in values.items():
         fig, ax = plotting.figure()
-        plotting.plot_lines(ax, np.arange(len(series)), [series])
+        plotting.plot_lines(ax, np.arange(len(series)), [series], "update", "learning rate")
         plotting.save(fig, figures[name])
 
 
@@ -172,12 +172,14 @@ def _run_values(h: pd.DataFrame) -> dict:
 
 def _one_run_spreads(h: pd.DataFrame) -> dict:
     """With one seed, the spread of each compared number is its run's epoch-to-epoch noise
-    over the last epochs (early test accuracy borrows the test accuracy's)."""
+    over the last epochs (early test accuracy and the late gain of test accuracy borrow the test
+    accuracy's)."""
     test = late_iqr(h["test_acc"])
     return {
         "test_acc": test,
         "gap": late_iqr(h["train_acc"] - h["test_acc"]),
         "early_test_acc": test,
+        "late_test_gain": test,
     }
 
 
@@ -265,18 +267,24 @@ def summarize(
     ]
     write_metrics(plots.to_dict("records") + trained, metrics_out)
     footer = provenance.footer(records, history, where="the lr-schedule runs")
-    scale = plotting.scale_note(scaled)
-    draw_lrs(history, figure_paths["lrs"], footer, scale)
-    draw_early(history, figure_paths["early"], footer, scale)
+    draw_lrs(history, figure_paths["lrs"], footer, scaled)
+    draw_early(history, figure_paths["early"], footer, scaled)
     for run, h in history[history["semantics"] == "as_written"].groupby("run"):
         footer = provenance.footer(records, h, where="the lr-schedule runs")
-        draw_run(h, figure_paths[run], footer, book, scale)
+        draw_run(h, figure_paths[run], footer, book, scaled)
 
 
-def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scale: str = "") -> None:
+# Each semantics of a run (:data:`~d2lrepro.optimization.schedulers.SEMANTICS`) in words.
+SEMANTICS_WORDS = {"as_written": "as the book's code applies it", "intended": "as intended"}
+# The line styles of the runs in turn, so that runs with the same lrs stay visible.
+LINE_STYLES = ("-", "--", "-.", ":")
+
+
+def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scaled: list = ()) -> None:
     """The book's animator plot: train loss, train acc and test acc against epoch (medians over
     seeds; with several seeds, the range of test acc as a band), the book's test-accuracy
-    curves in grey; ``scale`` (:func:`~d2lrepro.core.plotting.scale_note`) as a note."""
+    curves in grey; what the preset scaled (``scaled``) said in the panel and under it
+    (:func:`~d2lrepro.core.plotting.mark_scaled`)."""
     fig, ax = plotting.figure()
     columns = ["train_loss", "train_acc", "test_acc"]
     median = h.groupby("epoch")[columns].median()
@@ -286,6 +294,7 @@ def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scale: str 
         median.index,
         [median[c] for c in columns],
         "epoch",
+        "loss, accuracy",
         legend=[
             "train loss",
             "train acc",
@@ -297,33 +306,45 @@ def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scale: str 
         ax.fill_between(spread.index, spread["min"], spread["max"], color="C2", alpha=0.2)
     ax.set_xlim(0, h["epoch"].max())
     ax.set_ylim(0, max(1.0, min(h["train_loss"].max(), 2.5)))  # a diverged loss stays in view
-    reference.draw(ax, book, BOOK_CURVE_IDS[h["run"].iloc[0]], "test_acc")
+    reference.draw(ax, book, BOOK_CURVE_IDS[h["run"].iloc[0]], "test_acc", "test acc")
     plotting.legend_readable(ax)
     plotting.mark_divergence(ax, h)
-    plotting.note(fig, scale)
+    plotting.note(fig, plotting.mark_scaled(ax, scaled))
     plotting.save(fig, path, footer=footer)
 
 
-def draw_lrs(history: pd.DataFrame, path, footer: str, scale: str = "") -> None:
+def draw_lrs(history: pd.DataFrame, path, footer: str, scaled: list = ()) -> None:
     """The learning rate each epoch ran with, as the book's code applies it and as intended
-    (a panel for each semantics the run has); ``scale`` as a note."""
+    (a panel for each semantics the run has), each run in one colour and one style in every
+    panel (lines over one another stay visible in their styles), and one legend of them all;
+    what the preset scaled (``scaled``) said in the first panel and under them."""
+    runs = list(dict.fromkeys(history["run"]))
     by_semantics = history.groupby("semantics", sort=False)
     n = len(by_semantics)
     fig, axes = plotting.figure(figsize=(3.5 * n, 2.5), ncols=n, sharey=True, squeeze=False)
     for ax, (semantics, h) in zip(axes[0], by_semantics):
         for run, r in h.groupby("run", sort=False):
             r = r[r["seed"] == r["seed"].iloc[0]]  # every seed runs the same lrs
-            ax.plot(r["epoch"], r["lr"], label=run)
-        ax.set(title=f"{semantics} semantics", xlabel="epoch", ylabel="lr")
+            i = runs.index(run)
+            style = LINE_STYLES[i % len(LINE_STYLES)]
+            ax.plot(r["epoch"], r["lr"], style, color=f"C{i}", label=run)
+        ax.set(title=SEMANTICS_WORDS.get(semantics, semantics), xlabel="epoch")
         ax.grid(True)
-    plotting.legend_readable(axes[0, -1], loc="upper left", bbox_to_anchor=(1.02, 1))
-    plotting.note(fig, scale)
+    axes[0, 0].set_ylabel("learning rate")
+    legend = {label: line for ax in axes[0] for line, label in zip(*ax.get_legend_handles_labels())}
+    plotting.legend_readable(
+        axes[0, -1],
+        handles=[legend[run] for run in runs],
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1),
+    )
+    plotting.note(fig, plotting.mark_scaled(axes[0, 0], scaled))
     plotting.save(fig, path, footer=footer)
 
 
-def draw_early(history: pd.DataFrame, path, footer: str, scale: str = "") -> None:
+def draw_early(history: pd.DataFrame, path, footer: str, scaled: list = ()) -> None:
     """Test accuracy of the first epochs (median over seeds), cosine with and without
-    warm-up; ``scale`` as a note."""
+    warm-up; what the preset scaled (``scaled``) said in the panel and under it."""
     fig, ax = plotting.figure()
     for (run, semantics), h in history[history["run"].isin(["cosine", "warmup"])].groupby(
         ["run", "semantics"]
@@ -334,10 +355,10 @@ def draw_early(history: pd.DataFrame, path, footer: str, scale: str = "") -> Non
             head.values,
             "-" if run == "warmup" else "--",
             marker="o" if semantics == "as_written" else "x",
-            label=f"{run} ({semantics})",
+            label=f"{run} ({SEMANTICS_WORDS.get(semantics, semantics)})",
         )
-    ax.set(xlabel="epoch", ylabel="test acc")
+    ax.set(xlabel="epoch", ylabel="test accuracy (fraction)")
     plotting.legend_readable(ax)
     ax.grid(True)
-    plotting.note(fig, scale)
+    plotting.note(fig, plotting.mark_scaled(ax, scaled))
     plotting.save(fig, path, footer=footer)

@@ -5,7 +5,7 @@ same rule drives the 2-D traces (a float64 tensor holding (x1, x2)) and the airf
 (:func:`d2lrepro.optimization.airfoil.train_airfoil`). Through the traces, the weight curves
 and the airfoil sweeps these rules serve
 ``momentum.*``, ``adagrad.*``, ``rmsprop.*``, ``adadelta.*``, ``adam.*`` and
-``data.train_ch11.sec_per_epoch``.
+``data.train_ch11.sec_per_epoch``; minibatch SGD is the baseline of ``adagrad.cost``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from functools import partial
 
 import torch
+
+
+def _sgd(p, g, state, hyper):  # the book's minibatch SGD of train_ch11
+    p.sub_(hyper["lr"] * g)
 
 
 def _sgd_momentum(p, g, state, hyper):
@@ -80,6 +84,7 @@ class Optimizer:
 
 
 OPTIMIZERS = {
+    "sgd": Optimizer(_sgd, (), lambda ps, h: torch.optim.SGD(ps, lr=h["lr"])),
     "sgd_momentum": Optimizer(
         _sgd_momentum, ("v",), lambda ps, h: torch.optim.SGD(ps, lr=h["lr"], momentum=h["momentum"])
     ),

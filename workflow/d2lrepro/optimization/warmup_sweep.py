@@ -112,10 +112,11 @@ def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
     ]
 
 
-def draw_sweep(runs: pd.DataFrame, path, footer: str, scale: str = "") -> None:
+def draw_sweep(runs: pd.DataFrame, path, footer: str, scaled: list = ()) -> None:
     """Test accuracy after the sweep's epochs against the peak lr, each seed a point, the
-    median a line, without and with warm-up; runs that exploded sit at 0. ``scale``
-    (:func:`~d2lrepro.core.plotting.scale_note`) as a note."""
+    median a line, without and with warm-up; runs that exploded sit at 0. What the preset
+    scaled (``scaled``) said in the panel and under it
+    (:func:`~d2lrepro.core.plotting.mark_scaled`)."""
     table = trained(runs).fillna({"test_acc": 0.0})
     fig, ax = plotting.figure()
     for (variant, g), style in zip(table.groupby("warmup"), ("-o", "--s")):
@@ -130,10 +131,12 @@ def draw_sweep(runs: pd.DataFrame, path, footer: str, scale: str = "") -> None:
         ax.scatter(g["peak_lr"], g["test_acc"], s=8, color=line.get_color(), alpha=0.5)
     ax.axhline(TRAINED_TEST_ACC, color="grey", linestyle=":", linewidth=0.8)
     lrs = sorted(table["peak_lr"].unique())
-    ax.set(xlabel="peak lr", ylabel="test acc", xscale="log", ylim=(0, 1))
+    ax.set(
+        xlabel="peak learning rate", ylabel="test accuracy (fraction)", xscale="log", ylim=(0, 1)
+    )
     ax.set_xticks(lrs, [f"{lr:g}" for lr in lrs])
     ax.minorticks_off()
     plotting.legend_readable(ax)
     ax.grid(True)
-    plotting.note(fig, scale)
+    plotting.note(fig, plotting.mark_scaled(ax, scaled))
     plotting.save(fig, path, footer=footer)

@@ -1,6 +1,7 @@
 """The weight curves of the chapter, measured on the from-scratch optimizers: the weight of
 past gradients in momentum's velocity and in RMSProp's state, and gradient descent on
-lambda x^2 / 2 (``momentum.eff_weight``, ``momentum.scalar``, ``rmsprop.weights``)."""
+lambda x^2 / 2 (``momentum.eff_weight``, ``momentum.effective_samples``, ``momentum.scalar``,
+``rmsprop.weights``)."""
 
 from __future__ import annotations
 
@@ -50,14 +51,14 @@ def scalar_descent(eta: float, lambdas, horizon: int) -> np.ndarray:
 
 
 def weight_metrics(cfg: dict) -> list[dict]:
-    h, rows = cfg["horizon"], []
+    h, long, rows = cfg["horizon"], cfg["sum_horizon"], []
     for beta in cfg["momentum_betas"]:
-        w = momentum_weights(beta, h)
+        w, name = momentum_weights(beta, max(h, long)), f"momentum_weight.beta{beta:g}"
         rows += [
-            metric(f"momentum_weight.beta{beta:g}.t{h - 1}", w[-1]),
-            metric(f"momentum_weight.beta{beta:g}.sum", w.sum(), note=f"t = 0..{h - 1}"),
+            metric(f"{name}.t{h - 1}", w[h - 1]),
+            metric(f"{name}.sum", w[:h].sum(), note=f"t = 0..{h - 1}"),
+            metric(f"{name}.total", w[:long].sum(), note=f"t = 0..{long - 1}"),
         ]
-    long = cfg["rmsprop_sum_horizon"]
     for gamma in cfg["rmsprop_gammas"]:
         w = rmsprop_weights(gamma, long)
         rows += [
@@ -79,14 +80,14 @@ def weight_metrics(cfg: dict) -> list[dict]:
 
 def draw_weights(cfg: dict, figures: dict) -> None:
     h = cfg["horizon"]
-    for key, curve, values, name in (
-        ("momentum_weights", momentum_weights, cfg["momentum_betas"], "beta"),
-        ("rmsprop_weights", rmsprop_weights, cfg["rmsprop_gammas"], "gamma"),
+    for key, curve, values, name, weighed in (
+        ("momentum_weights", momentum_weights, cfg["momentum_betas"], "beta", "gradient"),
+        ("rmsprop_weights", rmsprop_weights, cfg["rmsprop_gammas"], "gamma", "squared gradient"),
     ):
         fig, ax = plotting.figure()
         for value in values:
             ax.plot(np.arange(h), curve(value, h), label=f"{name} = {value:.2f}")
-        ax.set_xlabel("time")
+        ax.set(xlabel="steps back", ylabel=f"weight of the {weighed}")
         plotting.legend_readable(ax)
         plotting.save(fig, figures[key])
 
@@ -94,6 +95,6 @@ def draw_weights(cfg: dict, figures: dict) -> None:
     fig, ax = plotting.figure(figsize=(6, 4))
     for lam, column in zip(lambdas, scalar_descent(cfg["scalar_eta"], lambdas, T).T):
         ax.plot(np.arange(T), column, label=f"lambda = {lam:.2f}")
-    ax.set_xlabel("time")
+    ax.set(xlabel="step", ylabel="x")
     plotting.legend_readable(ax)
     plotting.save(fig, figures["scalar"])

@@ -230,12 +230,22 @@ def copy_overlap(
 
 
 AUTOPAR_VARIANTS = {"cpu": "CPU, 2 threads", "streams": "1 GPU, 2 streams", "gpus": "2 GPUs"}
+# The book's chains on its 2 GPUs: 50 products of a 4000 x 4000 matrix each.
+BOOK_WORKLOAD = {"matmuls": 50, "size": 4000}
 
 
-def draw_autopar(metrics: pd.DataFrame, path, footer: str) -> None:
+def workload(cfg: dict) -> str:
+    """A chain's work in words: "10 products of 1000²"."""
+    n = cfg["matmuls"]
+    return f"{n} product{'s' if n != 1 else ''} of {cfg['size']}²"
+
+
+def draw_autopar(metrics: pd.DataFrame, path, footer: str, cfg: dict) -> None:
     """Chain a alone, chain b alone, both at once, and a + b, for each variant measured (log
-    scale: the CPU's chains and the GPUs' differ ~100x), and the book's printed times of 2 GPUs
-    in grey, their group drawn with a note why where this machine could not run it."""
+    scale: the CPU's chains and the GPUs' differ ~100x), each group named with the work of its
+    chains (``cfg``: the ``autopar`` config; the CPU's chains are smaller), and the book's
+    printed times of 2 GPUs in grey, with the book's work, their group drawn with a note why
+    where this machine could not run it."""
     table = plotting.metric_table(
         metrics, r"^autopar\.(?P<variant>\w+)\.(?P<part>a|b|both)\.(?P<stat>median_s|iqr_s)$"
     )
@@ -252,11 +262,20 @@ def draw_autopar(metrics: pd.DataFrame, path, footer: str) -> None:
     fig, ax = plotting.figure(figsize=(6.5, 3))
     x = plotting.grouped_bars(ax, table, variants, list(labels.values()))
     at = {part: x[label][variants.index("gpus")] for part, label in labels.items()}
-    reference.draw_printed(ax, "autopar.both", at)
+    reference.draw_printed(ax, "autopar.both", at, what=f" ({workload(BOOK_WORKLOAD)})")
+    work = {v: workload(cfg["cpu"] if v == "cpu" else cfg) for v in variants}
     ax.set_xticklabels(
-        [AUTOPAR_VARIANTS[v] + ("" if v in measured else "\n(not run here)") for v in variants]
+        [
+            f"{AUTOPAR_VARIANTS[v]}\n" + (work[v] if v in measured else "(not run here)")
+            for v in variants
+        ]
     )
-    ax.set(ylabel="time (s)", yscale="log", title="Two independent chains of products")
+    ax.set(
+        xlabel="where both chains ran, and each chain's work",
+        ylabel="time (s)",
+        yscale="log",
+        title="Two independent chains of products",
+    )
     ax.margins(y=0.15)  # the book's marks clear of the top
     plotting.legend_readable(ax, loc="upper left", bbox_to_anchor=(1.02, 1))
     if "gpus" not in measured:

@@ -204,6 +204,8 @@ def draw_memory_sweep(
     for ns in BOOK_LATENCY_NS.values():
         right.axhline(ns, color=plotting.BOOK_GREY, linestyle="--", linewidth=0.8)
     right.set(yscale="log", ylabel="ns per dependent read", title="Latency: random pointer chase")
+    if latency is not None:
+        plotting.legend_readable(right, loc="lower right")
     for ax in (left, right):
         for label, size in caches.items():
             ax.axvline(size, color="0.3", linestyle=":", linewidth=0.8)

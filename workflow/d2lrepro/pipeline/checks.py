@@ -168,13 +168,18 @@ def _bound(sign: str, check: dict, read: Reading) -> tuple[Outcome, list[float]]
 
 
 def _within(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
+    """Within ``tol`` of ``target``; with a spread, its whole spread must lie within (the end
+    farther from the target), and where only its nearer end does, it is within the noise."""
     m, target, tol = check["metric"], check["target"], check["tol"]
-    v, u = read.value(m), read.unit(m)
-    scale = abs(target) if check.get("relative") else 1.0
+    (low, high), u = read.span(m), read.unit(m)
+    limit = tol * (abs(target) if check.get("relative") else 1.0)
     what = f"{tol:.0%}" if check.get("relative") else quantity(tol, u)
-    off = abs(v - target)
-    text = f"{read.shown(m)} (needs ± {what} of {quantity(target, u)})"
-    return Outcome(text, off <= tol * scale), [off]
+    far = max(abs(low - target), abs(high - target))
+    near = 0.0 if low <= target <= high else min(abs(low - target), abs(high - target))
+    text = (
+        f"{read.shown(m)}{read.ends([m], low, high, u)} (needs ± {what} of {quantity(target, u)})"
+    )
+    return _noisy(text, far <= limit, near <= limit), [low, high]
 
 
 def _ratio(sign: str, check: dict, read: Reading) -> tuple[Outcome, list[float]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import importlib
-import io
 import math
 from pathlib import Path
 
@@ -90,10 +89,7 @@ def read(run: Run, family: dict) -> dict[str, pd.Series]:
 
 
 def png(fig) -> str:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=plotting.DPI)
-    plotting.pyplot().close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    return "data:image/png;base64," + base64.b64encode(plotting.png(fig)).decode("ascii")
 
 
 def _book_limits(book: pd.DataFrame, curve_id: str, metric: str):

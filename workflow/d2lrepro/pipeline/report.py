@@ -133,7 +133,7 @@ def scale_sentence(section: dict, rows: list[dict], settings: Settings) -> str:
     """What the preset changed of a section's experiments, made from its deviations and the
     claims' verdicts: which claims it left to the book's scale, and which it judged at its
     own (each says what in its row); that it changed nothing only where it did not."""
-    experiments = {experiment_of(c["evidence"]) for c in section["claims"]}
+    experiments = {experiment_of(c.get("evidence", "")) for c in section["claims"]}
     changed = [d.key for d in settings.deviations if d.key.split(".")[0] in experiments]
     if not changed:
         return (

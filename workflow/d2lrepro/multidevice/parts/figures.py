@@ -14,6 +14,20 @@ import pandas as pd
 from d2lrepro.core import plotting, reference
 from d2lrepro.multidevice.parts.run_results import SINGLE_PROCESS
 
+# Each step of the cost model (config key cost_model) in words, and each of its lines.
+COST_STEPS = {
+    "lenet": "LeNet from scratch",
+    "lenet_ddp": "LeNet through DDP",
+    "resnet18": "ResNet-18 through DDP",
+}
+COST_LINES = {
+    "t1": "t1: gradient on one device",
+    "t2": "t2: communication",
+    "max_t1_t2": "max(t1, t2)",
+    "t1_plus_t2": "t1 + t2",
+    "measured_step": "measured step",
+}
+
 
 def draw_cost(costs: dict[str, pd.DataFrame], path, footer: str) -> None:
     """t1, t2, max(t1, t2), t1 + t2 and the measured step against the per-device batch, one
@@ -22,16 +36,16 @@ def draw_cost(costs: dict[str, pd.DataFrame], path, footer: str) -> None:
     fig, axes = plotting.figure(figsize=(3.3 * len(costs) + 1.5, 2.8), ncols=len(costs))
     axes = np.atleast_1d(axes)
     for ax, (model, cost) in zip(axes, costs.items()):
-        ax.set(title=model, xlabel="batch per device", ylabel="seconds")
+        title = COST_STEPS.get(model, model)
+        ax.set(title=title, xlabel="batch per device (examples)", ylabel="time (s)")
         if "t1" not in cost or cost["t1"].isna().all():
             notes = cost["note"].dropna() if "note" in cost else []
             why = notes.iloc[0] if len(notes) else "its table holds no timing"
             plotting.no_data(ax, f"Not measured here: {why}.")
             continue
         lines = cost.assign(t1_plus_t2=cost["t1"] + cost["t2"])
-        columns = ["t1", "t2", "max_t1_t2", "t1_plus_t2", "measured_step"]
-        for column, fmt in zip(columns, ["-o", "-s", "k:", "k--", "r-^"]):
-            ax.plot(lines["batch_per_device"], lines[column], fmt, markersize=3, label=column)
+        for (column, label), fmt in zip(COST_LINES.items(), ["-o", "-s", "k:", "k--", "r-^"]):
+            ax.plot(lines["batch_per_device"], lines[column], fmt, markersize=3, label=label)
         ax.set(xscale="log", yscale="log")
         ax.grid(True)
     drawn = [ax for ax in axes if ax.lines]
@@ -98,6 +112,8 @@ def draw_param_server(rows: pd.DataFrame, path, footer: str) -> None:
         label="book, 160 MB on 4 GPUs",
     )
     sync.set_xticks(range(len(names)), names)
+    sync.set_xlabel("strategy")
+    pushes.set_xlabel("servers (n)")
     sync.set_xlim(-0.5, len(names) - 0.5)
     where = {"ps": "2 workers", "ps.all": "all devices"}
     missing = " ".join(
@@ -120,27 +136,29 @@ def draw_param_server(rows: pd.DataFrame, path, footer: str) -> None:
 
 
 def draw_throughput(
-    values: dict[str, float], runs: list[str], path, footer: str, scale: str = ""
+    values: dict[str, float], runs: list[str], path, footer: str, scaled: list = ()
 ) -> None:
     """Samples per second of each run made on this machine (log scale: the models differ
-    ~100x); ``scale`` (:func:`~d2lrepro.core.plotting.scale_note`) as a note."""
+    ~100x); what the preset scaled (``scaled``) said in the panel and under it
+    (:func:`~d2lrepro.core.plotting.mark_scaled`)."""
     rates = {r: values.get(f"{r}.samples_per_s", math.nan) for r in runs}
     rates = {r: v for r, v in rates.items() if math.isfinite(v)}
     fig, ax = plotting.figure(figsize=(4.5, 2.5))
     ax.bar(range(len(rates)), list(rates.values()), color=[f"C{i}" for i in range(len(rates))])
     ax.set_xticks(range(len(rates)), list(rates), rotation=20, ha="right")
-    ax.set(yscale="log", ylabel="samples / s", title="Training throughput")
+    ax.set(yscale="log", xlabel="run", ylabel="samples / s", title="Training throughput")
     ax.grid(True, axis="y")
-    plotting.note(fig, scale)
+    plotting.note(fig, plotting.mark_scaled(ax, scaled))
     plotting.save(fig, path, footer=footer)
 
 
 def draw_topk(
-    topk: dict[str, pd.DataFrame], path, footer: str, missing: str = "", scale: str = ""
+    topk: dict[str, pd.DataFrame], path, footer: str, missing: str = "", scaled: list = ()
 ) -> None:
     """The runs that log it (the seeds' Paddle run on 1 and 2 devices): running train loss,
     top-1 and top-5 training accuracy at each logging step; ``missing`` (:func:`not_run`)
-    names those that could not run here, ``scale`` what the preset scaled."""
+    names those that could not run here, ``scaled`` what the preset scaled (said in the first
+    panel and under them)."""
     fig, axes = plotting.figure(figsize=(7, 2.8), ncols=2)
     for i, (name, rows) in enumerate(topk.items()):
         step = np.arange(1, len(rows) + 1)
@@ -153,7 +171,7 @@ def draw_topk(
         ax.grid(True)
         if ax.lines:
             plotting.legend_readable(ax)
-    plotting.note(fig, missing, scale)
+    plotting.note(fig, missing, plotting.mark_scaled(axes[0], scaled))
     plotting.save(fig, path, footer=footer)
 
 
@@ -189,13 +207,13 @@ def draw_test_acc(
     footer: str,
     book: pd.DataFrame,
     curve_ids: dict[str, str],
-    scale: str = "",
+    scaled: list = (),
 ) -> None:
     """Test accuracy per epoch (median over seeds), one line per run that could be made on
     this machine (``label(name, history)``: a run in words), the book's curves of the same
     runs (``curve_ids``: run -> its id in ``book``) in grey, a line style per device count,
-    and a note naming the runs not made here and what the preset scaled (``scale``); the
-    legend beside the axes, where it hides no curve."""
+    and a note naming the runs not made here; what the preset scaled (``scaled``) said in the
+    panel and in the note; the legend beside the axes, where it hides no curve."""
     fig, ax = plotting.figure(figsize=(8, 2.8))
     for name in histories:
         if name in curve_ids:
@@ -209,7 +227,7 @@ def draw_test_acc(
     ax.set(xlabel="epoch", ylabel="test acc")
     plotting.legend_readable(ax, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(True)
-    plotting.note(fig, not_run(histories), scale)
+    plotting.note(fig, not_run(histories), plotting.mark_scaled(ax, scaled))
     plotting.save(fig, path, footer=footer)
 
 
@@ -218,11 +236,12 @@ def draw_epochs(
     label: Callable[[str, pd.DataFrame], str],
     path,
     footer: str,
-    scale: str = "",
+    scaled: list = (),
 ) -> None:
     """Train loss, train accuracy and test accuracy per epoch (medians over seeds) of every
     run that could be made on this machine, one panel each, the legend beside them, and a note
-    naming the runs not made here and what the preset scaled (``scale``)."""
+    naming the runs not made here; what the preset scaled (``scaled``) said in the first panel
+    and in the note."""
     columns = ("train_loss", "train_acc", "test_acc")
     fig, axes = plotting.figure(figsize=(11, 2.8), ncols=len(columns))
     for name, h in _trained(histories).items():
@@ -234,5 +253,5 @@ def draw_epochs(
         ax.grid(True)
     if axes[-1].lines:
         plotting.legend_readable(axes[-1], loc="upper left", bbox_to_anchor=(1.01, 1))
-    plotting.note(fig, not_run(histories), scale)
+    plotting.note(fig, not_run(histories), plotting.mark_scaled(axes[0], scaled))
     plotting.save(fig, path, footer=footer)
