@@ -1,6 +1,8 @@
 import functools
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -499,6 +501,34 @@ def two_archived_runs(tmp_path, **kwargs):
         env=ARCHIVED_ENV | {"cpu_model": "CPU two"},
     )
     return [one, two]
+
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+
+def snakemake(workdir, *args, check=True):
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if check and result.returncode:
+        raise AssertionError(
+            f"snakemake {' '.join(map(str, args))} failed:\n{result.stdout}\n{result.stderr}"
+        )
+    return result
+
+
+@pytest.fixture(scope="session")
+def smoke_run(repo, mirror, tmp_path_factory):
+    """A copy of the repository after a run of the smoke preset, shared by the tests that read
+    what a run writes."""
+    workdir = tmp_path_factory.mktemp("workflow") / "repo"
+    shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
+    snakemake(workdir, "--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}")
+    return workdir
 
 
 # Figures, for the tests of what a reader sees in them.

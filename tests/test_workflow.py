@@ -16,7 +16,7 @@ import yaml
 from snakemake.cli import get_argument_parser
 from snakemake.persistence.file import FilePersistence
 
-from conftest import OUTPUTS, TIMING_RULES, shipped_claims
+from conftest import BROWSERS, OUTPUTS, TIMING_RULES, shipped_claims, snakemake
 from d2lrepro.core import paths, results
 from d2lrepro.pipeline import archive, checks, claims, code_inputs, compare, job_server, settings
 
@@ -24,36 +24,12 @@ from d2lrepro.pipeline import archive, checks, claims, code_inputs, compare, job
 ON_DEMAND = {"compare"}
 # The performance chapter's timing rules: measured again on one core for a second run.
 PERFORMANCE_RULES = ("hybridize", "asynchrony", "autopar", "hardware")
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-
-
-def snakemake(workdir, *args, check=True):
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", *args],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if check and result.returncode:
-        raise AssertionError(
-            f"snakemake {' '.join(map(str, args))} failed:\n{result.stdout}\n{result.stderr}"
-        )
-    return result
-
-
-@pytest.fixture(scope="module")
-def smoke_run(repo, mirror, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("workflow") / "repo"
-    shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
-    snakemake(workdir, "--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}")
-    return workdir
 
 
 @pytest.mark.e2e
 def test_smoke_run_writes_report_and_ledger(smoke_run):
     table = pd.read_csv(smoke_run / "results" / "claims.csv", keep_default_na=False)
-    assert list(table.columns) == [*claims.COLUMNS, "explanation"]
+    assert list(table.columns) == [*claims.COLUMNS, "explanation", "plain"]
     ledger = claims.load(smoke_run / "workflow" / "claims.yaml")
     assert set(table["id"]) == {c["id"] for s in ledger["sections"] for c in s["claims"]}
     assert set(table["verdict"]) <= set(claims.VERDICTS)
@@ -242,11 +218,12 @@ def test_the_report_opens_with_what_the_run_found(smoke_run, tmp_path):
             timeout=120,
         )
         assert shot.stat().st_size > 50_000  # a screen drawn, not a blank one
-    found = html.index("What this run found")
+    found = html.index('<section id="found">')
     assert html.index('class="machine">Measured on ') < found  # what measured, first
-    assert found < html.index('id="contents"') < html.index('id="setup"')
+    # the contents first, kept in view beside the page; then the findings
+    assert html.index('id="contents"') < found < html.index('id="judge"') < html.index('id="setup"')
     for title in claims.load(smoke_run / "workflow" / "claims.yaml")["chapters"].values():
-        assert html.index(title, found) < html.index('id="contents"')
+        assert html.index(title["title"], found) < html.index('id="judge"')
     assert "This run judged" in html
     unjudged = table[table["verdict"] == claims.NOT_APPLICABLE]
     assert html.count('<details class="folded">') >= 1 and len(unjudged)

@@ -130,7 +130,7 @@ def test_shipped_ledger_is_valid_and_points_at_results():
 
 # A ledger's sources table and the start of a section citing it: a ledger test adds the rest.
 SOURCES = (
-    "chapters: {c: A chapter}\n"
+    "chapters: {c: {title: A chapter, covers: §1, leaves_out: []}}\n"
     "sources:\n  notes: {label: the notes, title: t, kind: notes, about: a, path: p}\n"
 )
 SECTION = (
@@ -961,7 +961,7 @@ def test_observations_are_counted_apart_in_the_findings():
     claim = {"id": "x.y", "evidence": "m.csv", "checks": [NO_SPEEDUP]} | GPU_SPEED
     row = claims.evaluate_claim(claim, *measured_on(SPEEDUP)) | {"section": "s"}
     ledger = {
-        "chapters": {"c": "Chapter"},
+        "chapters": {"c": {"title": "Chapter", "covers": "§1", "leaves_out": []}},
         "sources": {"book": {"label": "the book", "kind": "book"}},
         "sections": [{"id": "s", "chapter": "c", "claims": [claim | {"claimed_by": "book"}]}],
     }

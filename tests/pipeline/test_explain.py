@@ -132,3 +132,25 @@ def test_a_run_that_failed_or_measured_nothing_is_not_explained_by_a_difference(
     table = pd.DataFrame([{"id": "s.speed", "verdict": claims.NOT_REPRODUCED, "reason": reason}])
     out = explain.explain(ledger, table, lambda path: rows(3))
     assert list(out["explanation"]) == [explain.NOT_EXPLAINED]
+
+
+def test_a_plain_sentence_gives_this_runs_numbers_and_ratios_in_the_books_units():
+    """A claim's ``plain``: its placeholders filled from the run's metrics, "{a / b}" with their
+    ratio and "{m!note}" with a note; nothing where a number is missing, none or zero below
+    a ratio, or a note it shows is empty."""
+    measured = pd.DataFrame(
+        [metric("slow", 0.087, "s", note="adadelta"), metric("fast", 0.0432, "s", note="")]
+    )
+    plain = "{slow!note} took {slow:.3g} s and the fastest {fast:.3g} s: {slow / fast:.2f}x"
+    assert (
+        explain.plain_words(plain, measured)
+        == "adadelta took 0.087 s and the fastest 0.0432 s: 2.01x"
+    )
+    assert explain.plain_words("{fast!note}", measured) == ""
+    assert explain.plain_words("{missing:.2f} s", measured) == ""
+    zero = pd.DataFrame([metric("slow", 0.087, "s"), metric("fast", 0.0, "s")])
+    assert explain.plain_words("{slow / fast:.2f}x", zero) == ""
+    ledger = {"sections": [{"claims": [{"id": "a.b", "evidence": "m.csv", "plain": plain}]}]}
+    ledger["sections"][0]["claims"].append({"id": "a.c", "evidence": "m.csv"})
+    table = explain.in_plain_words(ledger, pd.DataFrame({"id": ["a.b", "a.c"]}), lambda p: measured)
+    assert list(table["plain"]) == [explain.plain_words(plain, measured), ""]

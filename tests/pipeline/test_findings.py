@@ -17,7 +17,10 @@ from d2lrepro.pipeline.claims import (
 # Whose claim each is: a.3 the study notes', the rest the book's own.
 CLAIMED_BY = {"a.3": "study_notes"}
 LEDGER = {
-    "chapters": {"opt": "Optimization algorithms", "perf": "Computational performance"},
+    "chapters": {
+        "opt": {"title": "Optimization algorithms", "covers": "§12.1", "leaves_out": []},
+        "perf": {"title": "Computational performance", "covers": "§13.1", "leaves_out": []},
+    },
     "sources": {
         "book": {"label": "the book", "kind": "book"},
         "study_notes": {"label": "the study notes", "kind": "notes"},
@@ -78,6 +81,7 @@ def test_each_chapter_says_what_held_what_did_not_and_what_was_not_judged():
             "whose": "claimed by the study notes",
             "printed": "1.1x",
             "measured": "a.speedup = 1.61x (needs < 1.2x)",
+            "plain": "",
             "device": "cpu",
             "hosts": "",  # one machine measured: the report's first line names it
             "explanation": "computation outweighs",
@@ -154,6 +158,7 @@ def test_inconclusive_claims_are_counted_apart_from_those_that_did_not_hold():
             "id": "a.3",
             "headline": "Two devices give no speed-up",
             "measured": check,
+            "plain": "",
             "device": "cpu",
             "hosts": "",
         }

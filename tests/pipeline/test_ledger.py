@@ -5,10 +5,11 @@ import re
 
 import pandas as pd
 import pytest
+import yaml
 
 from conftest import REPO, measured_on
 from d2lrepro.core.results import metric, named_unit
-from d2lrepro.pipeline import checks, claims
+from d2lrepro.pipeline import checks, claims, settings
 
 LEDGER = claims.load()
 CLAIMS = [c for s in LEDGER["sections"] for c in s["claims"]]
@@ -153,3 +154,12 @@ def test_a_headline_of_21_words_is_rejected(tmp_path):
     schema = yaml.safe_load(paths.CLAIMS_SCHEMA.read_text())
     with pytest.raises(jsonschema.ValidationError, match="headline|does not match"):
         jsonschema.Draft202012Validator(schema).validate(ledger)
+
+
+def test_a_claim_names_only_a_figure_its_section_draws(tmp_path):
+    ledger = settings.read_yaml(claims.LEDGER)
+    ledger["sections"][1]["claims"][0]["figure"] = "no_such_figure"
+    broken = tmp_path / "claims.yaml"
+    broken.write_text(yaml.safe_dump(ledger, allow_unicode=True))
+    with pytest.raises(ValueError, match="name a figure their section does not draw"):
+        claims.load(broken)

@@ -1,3 +1,4 @@
+import copy
 import re
 import tomllib
 
@@ -37,7 +38,9 @@ SOURCES = {
     },
 }
 LEDGER = {
-    "chapters": {"c": "A chapter"},
+    "chapters": {
+        "c": {"title": "A chapter", "covers": "§12.7", "leaves_out": ["§12.2 Convexity: no notes"]}
+    },
     "sources": SOURCES,
     "sections": [
         {
@@ -49,14 +52,16 @@ LEDGER = {
                 {"id": "book", "at": "§12.7 Adagrad", "page": "chapter_optimization/adagrad"},
             ],
             "figures": [{"name": "c", "caption": "A line"}],
-            "claims": [{"id": "s.c", "claimed_by": "notes"}],
+            "claims": [{"id": "s.c", "claimed_by": "notes", "evidence": "m.csv"}],
         },
         {
             "id": "t",
             "title": "No figure",
             "chapter": "c",
             "sources": [{"id": "book", "at": "§13.2"}],
-            "claims": [{"id": i, "claimed_by": "book"} for i in ("t.d", "t.0", "t.1")],
+            "claims": [
+                {"id": i, "claimed_by": "book", "evidence": "m.csv"} for i in ("t.d", "t.0", "t.1")
+            ],
         },
     ],
 }
@@ -122,8 +127,8 @@ def test_report_is_self_contained_and_shows_book_beside_measured(tmp_path, monke
         " 0 held and 1 did not.",
         # the failure: whose claim, what its source printed (in English), what this run
         # measured and where
-        '<span class="whose">claimed by the study notes</span><div><b>Printed:</b> somewhat'
-        ' slower than linearly · <b>measured here:</b> <span class="mono">acc</span> on cpu.',
+        '<span class="whose">claimed by the study notes</span>: printed somewhat slower than'
+        ' linearly; measured here <span class="mono">acc</span> (on cpu).',
         "<summary>Holds well</summary>",  # the headline, the statement a click away
         'href="#claim-s.c"',
         '<figure id="fig-s-c">',
@@ -160,7 +165,7 @@ def test_an_inconclusive_claim_has_its_own_colour_count_and_words(tmp_path, monk
         '<span class="n unsure" title="1 measurement: inconclusive here">1</span>',
         '<td class="verdict"><span class="unsure">inconclusive here</span></td>',
         "1 held (1 measurement), 0 did not and 1 was inconclusive",
-        f'<span class="mono">{check.replace(">", "&gt;")}</span> on cpu.',  # escaped; where it ran
+        f'<span class="mono">{check.replace(">", "&gt;")}</span> (on cpu);',  # escaped; where
         "<b>IQR</b> (interquartile range",
         "<b>sign test</b>",
     ):
@@ -240,7 +245,7 @@ def test_the_set_up_lists_the_machines_when_the_jobs_used_several(tmp_path, monk
     two = report.render(
         LEDGER, hosted, ENV, run, "abc", measured_on=[job("n1", 2, 0), job("n2", 2, 0)]
     )
-    assert "</span> on cpu of n2.</div>" in two and '<div class="reason">on cpu of n2</div>' in two
+    assert "</span> (on cpu of n2)." in two and '<div class="reason">on cpu of n2</div>' in two
     one = report.render(LEDGER, hosted, ENV, run, "abc", measured_on=[job("n1", 2, 0)] * 2)
     assert " of n2" not in one  # one machine: named once, on the first line
 
@@ -257,8 +262,9 @@ def test_a_reason_shows_only_what_it_adds_to_what_was_measured():
 def test_the_report_says_once_near_the_top_what_a_device_is_and_what_it_could_judge(
     tmp_path, monkeypatch
 ):
-    """On one GPU, 2 devices cannot run whatever the cores: the report says it once, before
-    its findings, and counts the claims that lack a device in one group."""
+    """On one GPU, 2 devices cannot run whatever the cores: the report says it once, after
+    the claims that did not hold and before each chapter's findings, and counts the claims
+    that lack a device in one group."""
     monkeypatch.chdir(tmp_path)
     fig, _ = plotting.figure()
     plotting.save(fig, paths.figure("s", "c"))
@@ -280,7 +286,8 @@ def test_the_report_says_once_near_the_top_what_a_device_is_and_what_it_could_ju
     gpu = ENV | {"host": "vm", "usable_cores": 16, "cuda_devices": 1, "gpus": ["NVIDIA H200"]}
     html = report.render(LEDGER, table, ENV, run, "abc", measured_on=[gpu])
     said = "A device here is a GPU: this run&#39;s jobs could use at most 1 (NVIDIA H200)"
-    assert html.count(said) == 1 and html.index(said) < html.index("What this run found")
+    assert html.count(said) == 1
+    assert html.index("What this run found") < html.index(said) < html.index('id="chapter-c"')
     assert "cannot be judged here: 2 need 2 devices" in html
     assert "2 not applicable here: 2 need 2 devices" in html  # the counts at the top
     laptop = report.render(LEDGER, TABLE, ENV, run, "abc")  # no records: the overview's machine
@@ -322,3 +329,47 @@ def test_the_first_line_names_what_measured(tmp_path, monkeypatch):
 def test_the_pinned_torch_comes_from_the_package_metadata(repo):
     pins = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]
     assert f"torch=={report.pinned_torch()}" in pins
+
+
+def test_a_claim_links_the_books_page_in_each_edition_it_quotes_and_its_figure():
+    refs = report.cited(
+        {
+            "sources": [
+                {"id": "book", "at": "§13.5", "page": "chapter_computational-performance/x"},
+                {"id": "notes", "at": "§6.2"},
+            ]
+        },
+        {
+            "book": SOURCES["book"]
+            | {"editions": {"EN": "https://d2l.ai/", "ZH": "https://zh.d2l.ai/"}}
+        }
+        | {"notes": SOURCES["notes"]},
+    )
+    page = "chapter_computational-performance/x.html"
+    both = report.book_links("EN 3.0 → 2.8 s/epoch · ZH 2.7 → 3.6 s", refs)
+    assert both == [
+        {"label": "EN", "url": f"https://d2l.ai/{page}"},
+        {"label": "ZH", "url": f"https://zh.d2l.ai/{page}"},
+    ]
+    assert report.book_links("not in the book", refs) == [
+        {"label": "online", "url": f"https://d2l.ai/{page}"}
+    ]
+
+
+def test_a_claim_whose_id_names_no_figure_links_the_one_the_ledger_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fig, _ = plotting.figure()
+    plotting.save(fig, paths.figure("s", "c"))
+    ledger = copy.deepcopy(LEDGER)
+    ledger["sections"][0]["claims"] = [{"id": "s.c", "claimed_by": "notes", "evidence": "m.csv"}]
+    ledger["sections"][0]["claims"].append(
+        {"id": "s.other", "claimed_by": "notes", "evidence": "m.csv", "figure": "c"}
+    )
+    table = pd.concat(
+        [TABLE, TABLE[:1].assign(id="s.other", plain="it took 2.5 s, the book 3.0 s")]
+    )
+    run = settings.Settings("cpu", "cpu", {}, [])
+    html = report.render(ledger, table, ENV, run, "abc")
+    row = html.split('id="claim-s.other"')[1].split("</tr>")[0]
+    assert 'href="#fig-s-c"' in row and "it took 2.5 s, the book 3.0 s" in row
+    assert '<div class="reason mono">acc = 0.85</div>' in row  # the ids below the plain words

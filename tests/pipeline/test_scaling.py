@@ -89,7 +89,7 @@ def test_a_family_that_trained_nothing_gives_no_number_and_says_so():
     assert reason.endswith(
         "; data_parallel.runs.resnet18.2 and data_parallel.runs.resnet18_b256.2 trained nothing"
         " in this run (needs 2 devices, this job may use 1 GPU), so no book-scale time is"
-        " estimated (run with --config preset=book to judge it)"
+        f" estimated ({scaling.BOOK_SCALE_JUDGES})"
     )
     assert "would take" not in reason and "this run's work" not in reason
     # beside a run that trained, the estimate is that run's, and says it leaves the other out
@@ -113,9 +113,7 @@ def test_a_family_without_histories_gives_the_work_factor_or_nothing():
     assert "min" not in reason and " s " not in reason
     latency = [("hardware.latency_max_mib", 256, 4)]
     reason = scaling.scaled_reason(["hardware.latency_max_mib"], latency, "smoke", {})
-    assert reason.endswith(
-        "latency_max_mib = 4 (book: 256) (run with --config preset=book to judge it)"
-    )
+    assert reason.endswith(f"latency_max_mib = 4 (book: 256) ({scaling.BOOK_SCALE_JUDGES})")
 
 
 def test_a_preset_with_more_seeds_than_the_books_says_it_does_more_work():
@@ -179,3 +177,20 @@ def test_a_missing_metric_is_explained_only_by_what_the_preset_left_out(metric, 
     assert scaling.names_left_out(metric, depends_on, deviations) is named
     # a claim that does not depend on what was left out is not excused
     assert not scaling.names_left_out(metric, ["lr_schedules.epochs"], deviations)
+
+
+def test_the_book_scale_time_of_several_claims_counts_each_family_once():
+    """Claims that share a family of runs share its time: the total adds up the distinct
+    families, never the claims' estimates."""
+    rates = {"lrs": scaling.Rate(3000.0, 0.001), "dp.runs.a": scaling.Rate(1000.0, 0.002)}
+    deviations = [("lrs.train_subset", None, 3000), ("dp.runs.a.epochs", 10, 1)]
+    one = scaling.book_seconds(["lrs"], deviations, rates)
+    assert one == {"lrs": 3000.0 * 20 * 0.001}  # 60,000 examples where it trained 3,000
+    both = scaling.book_seconds(["lrs", "dp.runs.a"], deviations, rates)
+    assert both == one | {"dp.runs.a": 1000.0 * 10 * 0.002}
+    assert scaling.book_total([one, one, both]) == 60.0 + 20.0
+    assert scaling.book_seconds(["other"], deviations, rates) == {}
+
+
+def test_a_duration_reads_in_the_unit_a_reader_would_use():
+    assert [scaling.duration(t) for t in (45, 1800, 184_000)] == ["45 s", "30 min", "51 h"]

@@ -53,6 +53,8 @@ rule report:
         machines=rules.evaluate_claims.input.machines,
         template="report/report.html.j2",
         section_template="report/section.html.j2",
+        # the measured times of the presets: what would judge the claims not judged here
+        timings="docs/timings.md",
         code=code("report"),
         figures=claims.figure_files(LEDGER),
     output:

@@ -19,6 +19,7 @@ table = claims.evaluate(
     scaling.rates(snakemake.params.timed),
 )
 table = explain.explain(ledger, table, pd.read_csv, deviations)
+table = explain.in_plain_words(ledger, table, pd.read_csv)
 for row in table.itertuples():
     log.info("%s: %s %s", row.id, row.verdict, row.reason if isinstance(row.reason, str) else "")
 table.to_csv(snakemake.output[0], index=False)

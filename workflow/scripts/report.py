@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from d2lrepro.core import environment, paths, provenance
-from d2lrepro.pipeline import claims, job, markdown, report, settings
+from d2lrepro.pipeline import claims, job, judging, markdown, report, settings
 
 log = job.start(snakemake)
 with open(snakemake.input.environment) as f:
@@ -29,6 +29,7 @@ html = report.render(
     commit=environment.git_commit(Path(snakemake.scriptdir).parents[1]),
     template=snakemake.input.template,
     measured_on=provenance.read(snakemake.input.machines).values(),
+    timings=judging.timing_rows(Path(snakemake.input.timings).read_text()),
 )
 Path(snakemake.output.html).write_text(html)
 log.info("wrote %s (%d bytes)", snakemake.output.html, len(html))

@@ -5,6 +5,7 @@ A verdict is always computed here from measured numbers; book values are only di
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -15,7 +16,13 @@ from d2lrepro.core import paths, provenance, shortfall
 from d2lrepro.core.results import FAILED, outside_domain, text
 from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
 from d2lrepro.pipeline import checks
-from d2lrepro.pipeline.scaling import judged_at_scale, missing_metrics, scaled_reason
+from d2lrepro.pipeline.scaling import (
+    SCALED_REASON,
+    book_seconds,
+    judged_at_scale,
+    missing_metrics,
+    scaled_reason,
+)
 from d2lrepro.pipeline.settings import read_yaml
 
 SCHEMA = paths.CLAIMS_SCHEMA
@@ -50,6 +57,7 @@ COLUMNS = [
     "device",
     "hosts",
     "evidence",
+    "book_scale_s",
 ]
 
 
@@ -72,6 +80,14 @@ def load(path: Path = LEDGER) -> dict:
     chapters = sorted({s["chapter"] for s in ledger["sections"]} - set(ledger["chapters"]))
     if chapters:
         raise ValueError(f"{path}: sections name chapters {chapters}, not in its chapters")
+    unknown = sorted(
+        c["id"]
+        for s in ledger["sections"]
+        for c in s["claims"]
+        if "figure" in c and c["figure"] not in {f["name"] for f in s.get("figures", [])}
+    )
+    if unknown:
+        raise ValueError(f"{path}: claims {unknown} name a figure their section does not draw")
     # A printed output is the same on every machine, and a measurement depends on one.
     odd = [
         c["id"]
@@ -368,7 +384,17 @@ def evaluate_claim(
     verdict, reason = not_judged or _judged(outcomes, used, _quiet(claim, values, units, name))
     # A claim judged beside settings the preset changed in its experiment says which.
     scale = "" if verdict == NOT_APPLICABLE else judged_at_scale(claim, deviations)
-    return row | {"measured": measured, "verdict": verdict, "reason": reason, "scale": scale}
+    # What training at the book's settings would take here, by family of runs, for a claim
+    # judged at the book's scale only: the report adds up the families of all such claims.
+    at_book = reason.startswith(SCALED_REASON)
+    seconds = json.dumps(book_seconds(depends_on, deviations, rates or {})) if at_book else ""
+    return row | {
+        "measured": measured,
+        "verdict": verdict,
+        "reason": reason,
+        "scale": scale,
+        "book_scale_s": seconds,
+    }
 
 
 def evaluate(

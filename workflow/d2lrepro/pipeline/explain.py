@@ -3,8 +3,10 @@ the reason: a claim's ``explained_by`` in the ledger names the metrics that bear
 conditions they must meet (checks, judged as a claim's are) and a sentence filled with their
 values (or, as {metric!note}, with the note its summary wrote beside it: which setting a
 slowest time is). The sentence is shown only where every condition holds on this run's
-numbers; else the claim says that this run does not explain the difference. Serves every
-section.
+numbers; else the claim says that this run does not explain the difference. A claim's
+``plain`` is a sentence filled the same way, what this run measured in plain words (the
+book's units beside ours): shown wherever the run measured every metric it names. Serves
+every section.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def explain(ledger: dict, table: pd.DataFrame, read_metrics, deviations: list = 
     ``read_metrics(path)`` returns an evidence file's rows, ``deviations`` are the settings
     the run changed from the book's."""
     by_id = {c["id"]: c for s in ledger["sections"] for c in s["claims"]}
-    cache: dict[str, pd.DataFrame] = {}
+    metrics_of = _cached(read_metrics)
 
     def why(row) -> str:
         observed = row["verdict"] == claims.OBSERVED
@@ -87,11 +89,59 @@ def explain(ledger: dict, table: pd.DataFrame, read_metrics, deviations: list = 
             return NOT_EXPLAINED
         claim = by_id[row["id"]]
         path = claim.get("explained_by", {}).get("evidence", claim["evidence"])
-        if path not in cache:
-            cache[path] = read_metrics(path)
-        said = explanation(claim, cache[path], deviations)
+        said = explanation(claim, metrics_of(path), deviations)
         # An observation of this machine needs no excuse: it says what its numbers show, or
         # nothing.
         return "" if observed and said == NOT_EXPLAINED else said
 
     return table.assign(explanation=[why(row) for _, row in table.iterrows()])
+
+
+def _cached(read_metrics):
+    """``read_metrics``, reading each evidence file once."""
+    cache: dict[str, pd.DataFrame] = {}
+
+    def metrics_of(path: str) -> pd.DataFrame:
+        if path not in cache:
+            cache[path] = read_metrics(path)
+        return cache[path]
+
+    return metrics_of
+
+
+def ratio(name: str, values: dict[str, float]) -> float:
+    """The value a placeholder of a ``plain`` sentence names: a metric's, or for "a / b" the
+    ratio of two metrics' (a check's ratio, which no metric holds); NaN where one is missing."""
+    parts = [values.get(part.strip(), math.nan) for part in name.split(" / ")]
+    if len(parts) == 1:
+        return parts[0]
+    return parts[0] / parts[1] if len(parts) == 2 and parts[1] else math.nan
+
+
+def plain_words(template: str, rows: pd.DataFrame) -> str:
+    """``template`` (a claim's ``plain``) filled from ``rows`` (the metrics of its evidence),
+    a placeholder "{a / b:.2f}" with the ratio of two metrics; "" where a number it names is
+    missing or not finite, or a note it shows is empty."""
+    measured = dict(zip(rows["metric"], rows["value"].astype(float)))
+    notes = dict(zip(rows["metric"], text(rows["note"]))) if "note" in rows else {}
+    values = {m: ratio(m, measured) for m in placeholders(template)}
+    if not all(math.isfinite(v) for v in values.values()):
+        return ""
+    if not all(notes.get(m) for m in placeholders(template, notes=True)):
+        return ""
+    return fill(template, values, notes)
+
+
+def in_plain_words(ledger: dict, table: pd.DataFrame, read_metrics) -> pd.DataFrame:
+    """``table`` (claims.csv) with ``plain``: each claim's ``plain`` sentence filled from this
+    run's numbers (:func:`plain_words`), "" where it has none or the run did not measure
+    what it names; ``read_metrics(path)`` returns an evidence file's rows."""
+    by_id = {c["id"]: c for s in ledger["sections"] for c in s["claims"]}
+    metrics_of = _cached(read_metrics)
+
+    def plain(claim: dict) -> str:
+        if "plain" not in claim:
+            return ""
+        return plain_words(claim["plain"], metrics_of(claim["evidence"]))
+
+    return table.assign(plain=[plain(by_id[i]) for i in table["id"]])

@@ -149,6 +149,7 @@ def chapter(
                 "whose": whose_words(whose[r["id"]][0]),
                 "printed": r.get("printed_en") or r.get("printed", ""),
                 "measured": failed_check(r["reason"]),
+                "plain": r.get("plain", ""),
                 "device": r.get("device", ""),
                 "hosts": r.get("hosts", "") if hosts else "",
                 "explanation": r.get("explanation", ""),
@@ -160,6 +161,7 @@ def chapter(
                 "id": r["id"],
                 "headline": r["headline"],
                 "measured": failed_check(r["reason"]).replace(f", {WITHIN_NOISE}", ""),
+                "plain": r.get("plain", ""),
                 "device": r.get("device", ""),
                 "hosts": r.get("hosts", "") if hosts else "",
             }
@@ -188,9 +190,14 @@ def findings(ledger: dict, rows: list[dict], preset: str, hosts: bool = False) -
     whose = {c["id"]: claimant(ledger, c) for s in ledger["sections"] for c in s["claims"]}
     return [
         chapter(
-            title, [r for r in rows if section_chapter[r["section"]] == cid], preset, whose, hosts
+            about["title"],
+            [r for r in rows if section_chapter[r["section"]] == cid],
+            preset,
+            whose,
+            hosts,
         )
-        for cid, title in ledger["chapters"].items()
+        | {"id": cid, "covers": about["covers"], "leaves_out": about["leaves_out"]}
+        for cid, about in ledger["chapters"].items()
     ]
 
 

@@ -6,6 +6,7 @@ import base64
 import datetime as dt
 import importlib.metadata
 import os
+import re
 from pathlib import Path
 from urllib.parse import urljoin
 
@@ -26,6 +27,7 @@ from d2lrepro.pipeline.claims import (
     whose_words,
 )
 from d2lrepro.pipeline.findings import KINDS, devices_here, findings, folded, not_judged
+from d2lrepro.pipeline.judging import judging
 from d2lrepro.pipeline.scaling import SCALED_REASON, experiment_of
 from d2lrepro.pipeline.settings import Settings
 
@@ -64,15 +66,41 @@ def claim_figure(claim_id: str, section: str, names: list[str]) -> str:
 
 def cited(section: dict, sources: dict) -> list[dict]:
     """The sources ``section`` follows, each with its label, title, where in it, and a link
-    (to the book's page where the section names one)."""
+    (to the book's page where the section names one, and to that page in each edition)."""
     refs = []
     for ref in section["sources"]:
         source = sources[ref["id"]]
         url = source.get("url", "")
+        editions = {}
         if url and "page" in ref:
             url = urljoin(url, ref["page"] + ".html")
-        refs.append({k: source[k] for k in ("label", "title", "kind")} | ref | {"url": url})
+            editions = {
+                label: urljoin(home, ref["page"] + ".html")
+                for label, home in source.get("editions", {}).items()
+            }
+        refs.append(
+            {k: source[k] for k in ("label", "title", "kind")}
+            | ref
+            | {"url": url, "editions": editions}
+        )
     return refs
+
+
+def book_links(printed: str, refs: list[dict]) -> list[dict]:
+    """Links to the book's pages of a claim's section (``refs``: :func:`cited`): the page of
+    each edition its ``printed`` value quotes by label ("EN 3.0 · ZH 2.7": EN and ZH), else
+    the page the section cites. ``{"label", "url"}`` each."""
+    links = []
+    for ref in refs:
+        if not ref.get("page") or not ref["url"]:
+            continue
+        quoted = {
+            label: url
+            for label, url in ref["editions"].items()
+            if re.search(rf"\b{label}\b", printed)
+        }
+        links += [{"label": k, "url": v} for k, v in (quoted or {"online": ref["url"]}).items()]
+    return links
 
 
 def _environment(template: Path) -> jinja2.Environment:
@@ -94,7 +122,7 @@ def with_explanations(claims: pd.DataFrame, ledger: dict) -> pd.DataFrame:
     reason each shows (:func:`shown_reason`) and whose claim each is, from the ``ledger``
     (:func:`~d2lrepro.pipeline.claims.claimant`)."""
     claims = claims.astype(object).where(claims.notna(), "")
-    claims = claims if "explanation" in claims else claims.assign(explanation="")
+    claims = claims.assign(**{c: "" for c in ("explanation", "plain") if c not in claims})
     shown = [shown_reason(r, m) for r, m in zip(claims["reason"], claims["measured"])]
     by_id = {c["id"]: c for s in ledger["sections"] for c in s["claims"]}
     whose = [whose_words(claimant(ledger, by_id[i])[0]) for i in claims["id"]]
@@ -177,26 +205,33 @@ def render(
     commit: str,
     template: Path = TEMPLATE,
     measured_on: list[dict] = (),
+    timings: list[dict] = (),
 ) -> str:
-    """The report: a table of contents with each section's verdict counts, the claims that did
-    not reproduce listed first, then every section with its figures (each opens full size)
-    and its claims, each linked to its figure and its evidence file. ``environment`` is the
-    run's overview; ``measured_on``, the records of the machines its jobs measured on, are
-    listed in its set-up where there are several machines, and say what a device is here."""
+    """The report: contents that stay in view with each section's verdict counts, the claims
+    that did not reproduce listed first, what would judge the claims this run could not
+    (``timings``: the measured times of :func:`~d2lrepro.pipeline.judging.timing_rows`),
+    then every section with its figures (each opens full size) and its claims, each linked
+    to its figure, its evidence file and the book's page. ``environment`` is the run's
+    overview; ``measured_on``, the records of the machines its jobs measured on, are listed
+    in its set-up where there are several machines, and say what a device is here."""
     claims = with_explanations(claims, ledger)
     sections = []
-    for section in ledger["sections"]:
+    for number, section in enumerate(ledger["sections"], 1):
         names = [f["name"] for f in section.get("figures", [])]
+        by_id = {c["id"]: c for c in section["claims"]}
+        refs = cited(section, ledger["sources"])
         rows = claims[claims["section"] == section["id"]].to_dict("records")
         for row in rows:
-            name = claim_figure(row["id"], section["id"], names)
+            name = by_id[row["id"]].get("figure") or claim_figure(row["id"], section["id"], names)
             row["figure"] = figure_anchor(section["id"], name) if name else ""
             # the report sits in results/, beside the evidence it links to
             row["evidence_href"] = os.path.relpath(row["evidence"], "results")
+            row["book_links"] = book_links(row["printed"], refs)
         sections.append(
             {
                 **section,
-                "sources": cited(section, ledger["sources"]),
+                "number": number,
+                "sources": refs,
                 "figures": [
                     {
                         "src": embed_png(paths.figure(section["id"], f["name"])),
@@ -214,12 +249,14 @@ def render(
     records = claims.to_dict("records")
     # Where the jobs measured on several machines, each claim says on which.
     several_hosts = len({m.get("host") for m in provenance.distinct(measured_on)}) > 1
+    gpus_here = max(m["cuda_devices"] for m in list(measured_on) or [environment])
     env = _environment(template)
     return env.get_template(Path(template).name).render(
         sections=sections,
         sources=ledger["sources"],
         counts=tally(records),
         not_judged=not_judged(records, settings.preset),
+        judging=judging(records, settings.preset, list(timings), gpus_here),
         # the machines the jobs measured on; the run's overview where none is recorded
         devices=devices_here(list(measured_on) or [environment], records, settings.preset),
         findings=findings(ledger, records, settings.preset, several_hosts),

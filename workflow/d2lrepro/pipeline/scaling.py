@@ -14,6 +14,12 @@ import pandas as pd
 from d2lrepro.pipeline.settings import LEFT_OUT
 
 SCALED_REASON = "judged at the book's scale only"
+# How a scaled claim's reason ends: a tree made with one preset refuses another, so the book
+# preset runs in a tree of its own, beside this one (the report's table gives the command).
+BOOK_SCALE_JUDGES = (
+    "the book preset judges it in a results tree of its own, beside this one: see what would"
+    " judge the rest"
+)
 
 # Settings whose ratio says how much more work the book's run is (None: the full data set);
 # a list setting (seeds, lrs) scales the work by its length.
@@ -62,7 +68,10 @@ def rates(files: dict[str, list[str]]) -> dict[str, Rate]:
     return {key: rate([pd.read_csv(p) for p in paths]) for key, paths in files.items() if paths}
 
 
-def _minutes(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """A time as a reader reads it: "45 s", "30 min", "51 h"."""
+    if seconds >= 7200:
+        return f"{seconds / 3600:.0f} h"
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
@@ -163,6 +172,42 @@ def judged_at_scale(claim: dict, deviations: list) -> str:
     return "; ".join(_shown(d) for d in deviations if own(d[0]) and d not in hits)
 
 
+def _families(depends_on: list[str], rates: dict) -> list[str]:
+    """The families of runs (config keys of ``rates``) that a claim ``depends_on``."""
+    matched = [
+        f
+        for f in rates
+        if any(f == d or d.startswith(f + ".") or f.startswith(d + ".") for d in depends_on)
+    ]
+    # A family whose own part also matched (airfoil beside airfoil.adam_eps) runs other jobs.
+    return [f for f in matched if not any(g.startswith(f + ".") for g in matched)]
+
+
+def book_seconds(depends_on: list[str], deviations: list, rates: dict) -> dict[str, float]:
+    """Family -> the seconds its runs would train at the book's settings here, for each family
+    of runs a claim ``depends_on`` that trained in this run, where the preset changed a
+    setting the claim depends on ({} where it changed none): the examples it trained times
+    the work factor of its own changed settings, at the rate it measured after start-up.
+    Claims share families, so the time of several claims is the sum over their distinct
+    families (:func:`book_total`)."""
+    hits = _hits(depends_on, deviations)
+    if not hits:
+        return {}
+    return {
+        f: rates[f].examples
+        * _work_factor([h for h in hits if _under(h[0], f)])
+        * rates[f].seconds_per_example
+        for f in _families(depends_on, rates)
+        if rates[f].examples
+    }
+
+
+def book_total(per_claim: list[dict[str, float]]) -> float:
+    """The seconds training at the book's settings would take here for several claims, each
+    given as its :func:`book_seconds`: each family counted once."""
+    return sum({f: s for seconds in per_claim for f, s in seconds.items()}.values())
+
+
 def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: dict) -> str:
     """Why a claim is judged only at the book's scale, when the preset changed a setting it
     depends on ("" when it changed none): what was scaled or left out, and how long training
@@ -179,22 +224,11 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: d
     changes = [f"scaled {', '.join(scaled)}"] * bool(scaled) + [
         f"left out {', '.join(left_out)}"
     ] * bool(left_out)
-    matched = [
-        f
-        for f in rates
-        if any(f == d or d.startswith(f + ".") or f.startswith(d + ".") for d in depends_on)
-    ]
-    # A family whose own part also matched (airfoil beside airfoil.adam_eps) runs other jobs.
-    families = [f for f in matched if not any(g.startswith(f + ".") for g in matched)]
+    families = _families(depends_on, rates)
     timed = [f for f in families if rates[f].examples]
     idle = [f for f in families if not rates[f].examples]
     trained = sum(rates[f].examples * rates[f].seconds_per_example for f in timed)
-    book = sum(
-        rates[f].examples
-        * _work_factor([h for h in hits if _under(h[0], f)])
-        * rates[f].seconds_per_example
-        for f in timed
-    )
+    book = sum(book_seconds(depends_on, deviations, rates).values())
     factor = _work_factor(hits)
     if not scaled or (idle and not timed):  # nothing ran that an estimate could scale
         more = ""
@@ -203,7 +237,7 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: d
             f"{f}: {1 / rates[f].seconds_per_example:,.0f} examples/s" for f in timed
         )
         more = (
-            f"; training at the book's settings would take about {_minutes(book)} here, one"
+            f"; training at the book's settings would take about {duration(book)} here, one"
             f" run after another, at this run's rates after start-up ({measured}, each job"
             " sharing the machine as this run shared it; start-up and testing not counted)"
         )
@@ -230,5 +264,5 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: d
         f"{SCALED_REASON}: preset {preset} "
         + " and ".join(changes)
         + more
-        + " (run with --config preset=book to judge it)"
+        + f" ({BOOK_SCALE_JUDGES})"
     )
