@@ -11,12 +11,19 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import fake_cuda
-from conftest import machine_record, shipped_claims, verdict_of
+from conftest import judged, machine_record, shipped_claims, verdict_of
 from d2lrepro.core import devices, results
 from d2lrepro.multidevice import parameter_server
 from d2lrepro.multidevice.parts import launcher
 from d2lrepro.pipeline.checks import metrics_of
-from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.claims import (
+    INCONCLUSIVE,
+    NO_SPREAD,
+    NOT_APPLICABLE,
+    NOT_REPRODUCED,
+    OBSERVED,
+    REPRODUCED,
+)
 
 
 def _strategies(rank, world, store, out):
@@ -175,7 +182,8 @@ def test_a_sample_divides_its_fixed_cost_by_its_calls(one_worker, monkeypatch):
 def test_o_m_over_n_is_judged_on_the_work_not_on_the_fixed_cost(one_worker, monkeypatch):
     """8 servers: one server takes 8 ms, each of 8 servers 1 ms (O(m/n) exactly), and every
     sample pays 1.2 ms of launches and waiting. Timed one call a sample, 8 × the split push
-    is 1.9 × the one-server push; amortized, about 1."""
+    is 1.9 × the one-server push; amortized, about 1. The fake clock's samples are alike, so
+    each is given a measured spread of 1% of its median: with none, no timing is judged."""
     n, medians = 8, {}
     for calls in (1, None):
         for name, update in (("n1", 0.008), ("split", 0.008 / n)):
@@ -184,18 +192,23 @@ def test_o_m_over_n_is_judged_on_the_work_not_on_the_fixed_cost(one_worker, monk
             k = calls or parameter_server.calls_per_sample(clock.call, CPU, clock=clock)
             medians[calls, name] = parameter_server.timed(clock.call, CPU, 5, k, clock)[0]
 
-    def rows(calls):
+    def rows(calls, spread=0.01):
         values = {"split_x_n": n * medians[calls, "split"], "n1": medians[calls, "n1"]}
         return [
-            results.metric(f"ps.all.push.{name}.{stat}_s", value if stat == "median" else 0.0)
+            results.metric(f"ps.all.push.{name}.{stat}_s", value * share)
             for name, value in values.items()
-            for stat in ("median", "iqr")
+            for stat, share in (("median", 1.0), ("iqr", spread))
         ]
 
     assert n * medians[1, "split"] / medians[1, "n1"] == pytest.approx(1.9, abs=0.02)
     assert verdict_of("ps.scale.all", rows(1), GPUS) == NOT_REPRODUCED
     assert n * medians[None, "split"] / medians[None, "n1"] == pytest.approx(1, abs=0.05)
     assert verdict_of("ps.scale.all", rows(None), GPUS) == REPRODUCED
+    # The same samples without a spread: one timing against the bound, which judges nothing.
+    for calls in (1, None):
+        unspread = judged("ps.scale.all", rows(calls, spread=0.0), GPUS)
+        assert unspread["verdict"] == INCONCLUSIVE
+        assert unspread["reason"].startswith(NO_SPREAD)
 
 
 def _amortized_on_gpu(rank, store, out):
@@ -335,7 +348,9 @@ def test_o_m_over_n_is_judged_on_gpus_only():
     for claim, prefix in (("ps.scale", "ps"), ("ps.scale.all", "ps.all")):
         assert verdict_of(claim, pushes(prefix, 1.2), GPUS) == REPRODUCED
         assert verdict_of(claim, pushes(prefix, 2.0), GPUS) == NOT_REPRODUCED  # O(m), not O(m/n)
-        assert verdict_of(claim, pushes(prefix, 1.2)) == NOT_APPLICABLE  # CPU processes
+        # CPU processes: what they measure is an observation of this machine, either way.
+        assert verdict_of(claim, pushes(prefix, 1.2)) == OBSERVED
+        assert verdict_of(claim, pushes(prefix, 2.0)) == OBSERVED
 
 
 def test_servers_that_ignore_the_split_fail_o_m_over_n(tmp_path):
@@ -350,7 +365,8 @@ def test_a_ring_that_gathers_on_one_worker_fails_the_split_work(tmp_path):
     # CPU numbers stand in for theirs.
     rows = timed_rows(tmp_path, "gathered")
     assert verdict_of("ps.sync160", rows, GPUS) in (NOT_REPRODUCED, INCONCLUSIVE)
-    assert verdict_of("ps.sync160", rows) == NOT_APPLICABLE
+    # Measured by CPU processes, it is an observation of this machine, not of the book.
+    assert verdict_of("ps.sync160", rows) == OBSERVED
 
 
 def test_a_latency_bound_ring_is_no_faster_than_ethernet(tmp_path):
@@ -374,7 +390,7 @@ def test_ring_bandwidth_against_ethernet_and_pcie():
     assert verdict_of("ps.bw", ring(9.5), gpus) == NOT_REPRODUCED  # 100 GbE would do
     assert verdict_of("ps.bw", ring(1.5), gpus) == NOT_REPRODUCED  # 10 GbE nearly would
     assert verdict_of("ps.bw", ring(10.04), gpus) == INCONCLUSIVE  # within the spread
-    assert verdict_of("ps.bw", ring(13)) == NOT_APPLICABLE  # CPU processes: no GPU link
+    assert verdict_of("ps.bw", ring(13)) == OBSERVED  # CPU processes: no GPU link
 
     def nvlink(gbps, iqr, linked=True):
         prefix = "ps.ring_nvlink"
@@ -386,7 +402,7 @@ def test_ring_bandwidth_against_ethernet_and_pcie():
     assert verdict_of("ps.nvlink", nvlink(25, 1), gpus) == NOT_REPRODUCED  # fewer NVLinks
     assert verdict_of("ps.nvlink", nvlink(33, 4), gpus) == INCONCLUSIVE  # within the spread
     assert verdict_of("ps.nvlink", nvlink(25, 1, linked=False), gpus) == NOT_APPLICABLE  # PCIe
-    assert verdict_of("ps.nvlink", nvlink(54, 2)) == NOT_APPLICABLE  # no GPUs
+    assert verdict_of("ps.nvlink", nvlink(54, 2)) == OBSERVED  # no GPUs: CPU processes
 
 
 def test_the_summary_draws_the_figure_naming_the_machine_that_measured(tmp_path, footers):

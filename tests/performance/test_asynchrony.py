@@ -6,7 +6,7 @@ import torch
 from conftest import verdict_of
 from d2lrepro.core.results import metric
 from d2lrepro.performance import asynchrony
-from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.claims import NOT_APPLICABLE, NOT_REPRODUCED, OBSERVED, REPRODUCED
 
 CPU = torch.device("cpu")
 ONE_GPU = {"cuda_devices": 1, "usable_cores": 2}
@@ -19,10 +19,11 @@ def by_name(rows):
 def test_asynchrony_on_cpu(cuda_count):
     cuda_count(0)
     rows = by_name(asynchrony.asynchrony(size=64, steps=2, repeats=1))
-    names = ["async.numpy_s"]
+    names = ["async.numpy_s", "async.numpy_iqr_s"]
     names += ["async.z0", "async.z1"] + [f"async.cuda.{k}" for k in asynchrony.ASYNC_UNITS]
     assert sorted(rows) == sorted(names)
     assert rows["async.numpy_s"]["value"] > 0
+    assert rows["async.numpy_iqr_s"]["value"] == 0  # one repeat: no spread
     for name in ("async.z0", "async.cuda.sync_s"):
         assert math.isnan(rows[name]["value"]) and rows[name]["note"].startswith("needs CUDA")
     # z = x * y + 2 is the GPU's claim: without one there is nothing to judge.
@@ -96,4 +97,5 @@ def test_a_queue_holds_more_only_where_copies_were_in_flight_at_once():
     assert verdict_of("async.memory", memory_rows(1, 1), ONE_GPU) == NOT_REPRODUCED
     # A count of no copies at all is a broken measurement, not a synchronized queue.
     assert verdict_of("async.memory", memory_rows(3, 0), ONE_GPU) == NOT_REPRODUCED
-    assert verdict_of("async.memory", memory_rows(3, 1)) == NOT_APPLICABLE
+    # Counted where the job had no GPU, it is an observation of this machine.
+    assert verdict_of("async.memory", memory_rows(3, 1)) == OBSERVED

@@ -9,12 +9,18 @@ import torch
 import yaml
 from matplotlib.colors import to_rgba
 
-from conftest import shipped_claims, skip_if_shared, timed_alone, verdict_of
+from conftest import judged, shipped_claims, skip_if_shared, timed_alone, verdict_of
 from d2lrepro.core import devices, plotting
 from d2lrepro.core.results import metric
 from d2lrepro.performance import autopar
 from d2lrepro.pipeline import settings
-from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.claims import (
+    INCONCLUSIVE,
+    NO_SPREAD,
+    NOT_REPRODUCED,
+    OBSERVED,
+    REPRODUCED,
+)
 
 FAST = {"max_run_time": 0.2}
 # The autopar config of the chains the figure tests draw (the CPU's, of size=8, n=1).
@@ -98,8 +104,11 @@ def test_the_figure_draws_the_books_2_gpu_times_in_grey_on_a_log_axis(cuda_count
 
 
 def chains(
-    prefix: str, a: float, b: float, both: float, iqr: float = 0.0, speedup_iqr: float = 0.0
+    prefix: str, a: float, b: float, both: float, iqr: float = 0.002, speedup_iqr: float = 0.02
 ) -> list[dict]:
+    """The rows of chains a, b and both timed in rounds, with ``iqr`` the spread of each
+    part's seconds and ``speedup_iqr`` that of the per-round speed-up (0: no measured
+    spread)."""
     rows = [
         metric(f"autopar.{prefix}.{part}.{stat}", value, "s", "cuda:0")
         for part, median in (("a", a), ("b", b), ("both", both))
@@ -121,7 +130,11 @@ def test_two_gpus_must_overlap_as_the_book_shows():
     assert verdict_of("autopar.both", slow, gpus) == NOT_REPRODUCED
     noisy = chains("gpus", 0.466, 0.451, 0.4659, speedup_iqr=0.4)
     assert verdict_of("autopar.both", noisy, gpus) == INCONCLUSIVE
-    assert verdict_of("autopar.both", chains("gpus", 0.466, 0.451, 0.4659)) == NOT_APPLICABLE
+    # One round: the book's speed-up with no measured spread judges nothing.
+    once = judged("autopar.both", chains("gpus", 0.466, 0.451, 0.4659, speedup_iqr=0), gpus)
+    assert once["verdict"] == INCONCLUSIVE and once["reason"].startswith(NO_SPREAD)
+    # Measured where the job had no GPU: an observation of this machine.
+    assert verdict_of("autopar.both", chains("gpus", 0.466, 0.451, 0.4659)) == OBSERVED
 
 
 def test_two_streams_on_one_gpu_are_not_two_devices():
@@ -139,7 +152,7 @@ def test_two_streams_on_one_gpu_are_not_two_devices():
     assert verdict_of("autopar.both.streams", overlapped, gpu) == NOT_REPRODUCED
     near = chains("streams", 0.466, 0.451, 0.917 / 1.75, speedup_iqr=0.2)  # 1.75 + 0.1 > 1.8
     assert verdict_of("autopar.both.streams", near, gpu) == INCONCLUSIVE
-    assert verdict_of("autopar.both.streams", some) == NOT_APPLICABLE  # no GPU measured it
+    assert verdict_of("autopar.both.streams", some) == OBSERVED  # no GPU measured it
 
 
 GPU = {"cuda_devices": 1, "usable_cores": 2}
@@ -154,6 +167,9 @@ def test_two_gpus_time_alike_within_twice_the_editions_difference():
         assert verdict_of("autopar.single", chains("gpus", a, 1.0, a), two) == NOT_REPRODUCED
     noisy = chains("gpus", 1.05, 1.0, 1.05, iqr=0.05)  # 1.05 alike, but not beyond the noise
     assert verdict_of("autopar.single", noisy, two) == INCONCLUSIVE
+    # One round each: no measured spread, so even the book's times judge nothing.
+    once = judged("autopar.single", chains("gpus", 0.466, 0.451, 0.466, iqr=0), two)
+    assert once["verdict"] == INCONCLUSIVE and once["reason"].startswith(NO_SPREAD)
 
 
 def copy_seconds(compute, copy, pinned, overlap, book, jitter=0.001, rounds=7) -> dict:
@@ -208,7 +224,7 @@ def test_the_books_overlap_claim_is_judged_on_the_books_code():
     noisy = autopar._copy_rows(copy_seconds(**H200 | {"book": 0.1560}, jitter=0.05), "cuda:0")
     assert values(noisy)["copy.book.hidden"] > 0.5
     assert verdict_of("autopar.overlap", noisy, GPU) == INCONCLUSIVE
-    assert verdict_of("autopar.overlap", noisy) == NOT_APPLICABLE  # no GPU measured it
+    assert verdict_of("autopar.overlap", noisy) == OBSERVED  # no GPU measured it
 
 
 def test_where_the_books_code_does_not_overlap_the_pinned_memory_explains_its_numbers():

@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import shipped_claims, verdict_of
+from conftest import judged, shipped_claims, verdict_of
 from d2lrepro.core.results import metric
 from d2lrepro.performance import latency
 from d2lrepro.pipeline import explain
-from d2lrepro.pipeline.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from d2lrepro.pipeline.claims import INCONCLUSIVE, NO_SPREAD, NOT_REPRODUCED, REPRODUCED
 
 MIB = 1024**2
 LATENCY_RATIOS = ("lat.l2_over_l1", "lat.mib256_over_l2")
@@ -64,8 +64,9 @@ def test_latency_metrics_pick_levels_by_cache_size():
     assert all(math.isnan(r["value"]) and "C compiler" in r["note"] for r in rows)
 
 
-def latencies(l1: float, l2: float, mib256: float, iqr: float = 0.0) -> list[dict]:
-    """Per-round ratios as if every round measured these latencies (with ``iqr`` of spread)."""
+def latencies(l1: float, l2: float, mib256: float, iqr: float = 0.02) -> list[dict]:
+    """Per-round ratios as if the rounds measured about these latencies (with ``iqr`` of
+    spread; 0: no measured spread)."""
     ratios = {"l2_over_l1": l2 / l1, "mib256_over_l2": mib256 / l2}
     return [
         row
@@ -80,6 +81,9 @@ def test_latency_claim_at_the_book_s_strength():
     assert verdict_of("hw.lat", latencies(1.5, 5, 46)) == NOT_REPRODUCED  # memory 9.2x L2
     # L2 at 3.1x L1 in the median round, but the rounds spread from below 3: within the noise.
     assert verdict_of("hw.lat", latencies(1.5, 4.65, 75, iqr=0.4)) == INCONCLUSIVE
+    # The book's table with no spread over the rounds (one round, say) judges nothing.
+    once = judged("hw.lat", latencies(1.5, 5, 75, iqr=0))
+    assert once["verdict"] == INCONCLUSIVE and once["reason"].startswith(NO_SPREAD)
 
 
 def test_a_prefetchable_chain_fails_the_latency_claim(monkeypatch):
@@ -111,7 +115,7 @@ def test_a_prefetchable_chain_fails_the_latency_claim(monkeypatch):
     assert unbroken["lat.mib256_over_l2"] > broken["lat.mib256_over_l2"], (unbroken, broken)
 
 
-def hierarchy(l3_mib: float, l2: float = 5.0, mib256: float = 30.0, iqr: float = 0.0):
+def hierarchy(l3_mib: float, l2: float = 5.0, mib256: float = 30.0, iqr: float = 0.02):
     """hw.lat's rows on a CPU with an L3 of ``l3_mib`` (NaN: none reported), L1 at 1.5 ns."""
     ns = [metric(f"lat.{k}_ns", v, "ns") for k, v in (("l1", 1.5), ("l2", l2), ("mib256", mib256))]
     caches = {"L3": int(l3_mib * MIB)} if math.isfinite(l3_mib) else {}
