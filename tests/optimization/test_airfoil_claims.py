@@ -353,18 +353,38 @@ def test_adagrad_effective_lr_reads_each_of_its_bounds():
         assert verdict_of(claim, rows) == claims.NOT_REPRODUCED
 
 
+def adadelta_gap_at(airfoil_data, monkeypatch, eps=None) -> list[dict]:
+    """adadelta.concise.eps's evidence as airfoil_compare measures it: the gap between the
+    scratch and the torch.optim Adadelta at the epoch of ``gap_at`` (0.8) over the seeds, with
+    torch.optim's ``eps`` (its own, 1e-6, where None)."""
+    if eps is not None:
+        adadelta = optimizers.OPTIMIZERS["adadelta"]
+        monkeypatch.setitem(
+            optimizers.OPTIMIZERS,
+            "adadelta",
+            optimizers.Optimizer(
+                adadelta.rule,
+                adadelta.state,
+                lambda ps, h: torch.optim.Adadelta(ps, rho=h["rho"], eps=eps),
+            ),
+        )
+    name = "adadelta.concise"
+    setting, at = CONFIG["settings"][name], CONFIG["gap_at"][name]
+    return airfoil.compare_at_epoch(name, setting, airfoil_data, 2, 10, 200, CONFIG["seeds"], at)
+
+
 def test_adadelta_concise_eps_follows_the_eps(airfoil_data, monkeypatch):
-    """torch.optim.Adadelta with the book's eps (1e-5) is the book's Adadelta: no gap."""
-    claim, setting = "adadelta.concise.eps", ["adadelta.concise"]
-    assert verdict_of(claim, summary(airfoil_data, setting)) == claims.REPRODUCED
-    adadelta = optimizers.OPTIMIZERS["adadelta"]
-    same_eps = optimizers.Optimizer(
-        adadelta.rule,
-        adadelta.state,
-        lambda ps, h: torch.optim.Adadelta(ps, rho=h["rho"], eps=1e-5),
+    """torch.optim.Adadelta with the book's eps (1e-5) is the book's Adadelta: no gap, so the
+    claim that eps alone parts the curves is not reproduced. At its own eps (1e-6) the gap
+    lies at the bound, within the seeds' spread (see the next test): never "not reproduced"."""
+    claim = "adadelta.concise.eps"
+    assert verdict_of(claim, adadelta_gap_at(airfoil_data, monkeypatch)) in (
+        claims.REPRODUCED,
+        claims.INCONCLUSIVE,
     )
-    monkeypatch.setitem(optimizers.OPTIMIZERS, "adadelta", same_eps)
-    assert verdict_of(claim, summary(airfoil_data, setting)) == claims.NOT_REPRODUCED
+    same_eps = adadelta_gap_at(airfoil_data, monkeypatch, eps=1e-5)
+    assert same_eps[0]["value"] < 1e-4  # the same algorithm from one start
+    assert verdict_of(claim, same_eps) == claims.NOT_REPRODUCED
 
 
 def leaky(rho, average, x):
@@ -487,22 +507,7 @@ def test_adadelta_eps_gap_is_judged_against_the_books_own_gap(airfoil_data, monk
     assert check["bound"] == round(en.iloc[0] - (en - zh).abs().max(), 3) == 0.084
 
     def gap_at(eps):
-        adadelta = optimizers.OPTIMIZERS["adadelta"]
-        monkeypatch.setitem(
-            optimizers.OPTIMIZERS,
-            "adadelta",
-            optimizers.Optimizer(
-                adadelta.rule,
-                adadelta.state,
-                lambda ps, h: torch.optim.Adadelta(ps, rho=h["rho"], eps=eps),
-            ),
-        )
-        name = "adadelta.concise"
-        setting = CONFIG["settings"][name]
-        at = CONFIG["gap_at"][name]
-        return airfoil.compare_at_epoch(
-            name, setting, airfoil_data, 2, 10, 200, CONFIG["seeds"], at
-        )
+        return adadelta_gap_at(airfoil_data, monkeypatch, eps)
 
     # The check reads the gap at the epoch the derivation is about, over the seeds.
     assert CONFIG["gap_at"] == {"adadelta.concise": 0.8}
@@ -523,7 +528,9 @@ def test_adadelta_eps_gap_is_judged_against_the_books_own_gap(airfoil_data, monk
     assert verdict_of(claim, nearer) == claims.NOT_REPRODUCED
 
 
-def timing_rows(slowest, fastest, spread=0.0):
+def timing_rows(slowest, fastest, spread=1e-5):
+    """The slowest and fastest settings' sec/epoch, each with an IQR over seeds of ``spread``
+    (by default one small enough to leave ZH's 1.417 under 1.42 at its ends)."""
     return [
         metric("airfoil.slowest_sec_per_epoch", slowest),
         metric("airfoil.fastest_sec_per_epoch", fastest),
@@ -533,9 +540,11 @@ def timing_rows(slowest, fastest, spread=0.0):
 
 
 def test_sec_per_epoch_is_judged_against_the_editions_that_time_alike(airfoil_data, monkeypatch):
-    """The bound is ZH's printed extremes (1.42; CL's are 1.31): both those editions pass,
-    EN's scattered run (2.29) does not; a gap that holds only at the medians is inconclusive."""
+    """A claim beyond the book, its bound ZH's printed extremes (1.42; CL's are 1.31): both
+    those editions pass, EN's scattered run (2.29) does not; a gap that holds only at the
+    medians is inconclusive, and so is any ratio of times with no measured spread."""
     claim = "data.train_ch11.sec_per_epoch"
+    assert shipped_claims()[claim]["claimed_by"] == "beyond_book"
     check = shipped_claims()[claim]["checks"][0]
     assert check["bound"] == pytest.approx(0.017 / 0.012, abs=0.005)
     assert verdict_of(claim, timing_rows(0.017, 0.012)) == claims.REPRODUCED  # the book's ZH
@@ -543,6 +552,9 @@ def test_sec_per_epoch_is_judged_against_the_editions_that_time_alike(airfoil_da
     assert verdict_of(claim, timing_rows(0.245, 0.107)) == claims.NOT_REPRODUCED  # the book's EN
     assert verdict_of(claim, timing_rows(0.0175, 0.0115)) == claims.NOT_REPRODUCED
     assert verdict_of(claim, timing_rows(0.14, 0.1, spread=0.01)) == claims.INCONCLUSIVE
+    single = judged(claim, timing_rows(0.017, 0.012, spread=0.0))  # one timing of each
+    assert single["verdict"] == claims.INCONCLUSIVE
+    assert single["reason"].startswith(claims.NO_SPREAD)
     # Two settings that run the same code at the same cost: about the same time. In the
     # workflow each runs in a process of its own; here they share one, so a first run warms
     # it up for both (else the first setting alone pays for the first calls).

@@ -37,6 +37,12 @@ def test_warmup_sweep_counts_rescued_and_broken_pairs():
     assert number["warmup_sweep.linear.highest_lr"] == 1.0  # lr 0.5 lost a seed
     assert number["warmup_sweep.sign_p"] == pytest.approx(4 / 8)  # P(X >= 2), X ~ B(3, 1/2)
     assert "rescued 2 and broke 1 of 4" in values["warmup_sweep.sign_p"]["note"]
+    # The best the test could do here: the 2 pairs that failed without warm-up both rescued,
+    # none broken (not the 3 it rescued or broke: a pair that trained without warm-up can
+    # only count against the claim).
+    assert number["warmup_sweep.least_p"] == pytest.approx(1 / 4)
+    note = values["warmup_sweep.least_p"]["note"]
+    assert note.startswith("2 informative (lr, seed) pairs whose run without warm-up failed")
 
 
 def test_a_clear_rescue_is_significant_and_no_difference_is_not():
@@ -46,6 +52,11 @@ def test_a_clear_rescue_is_significant_and_no_difference_is_not():
     p_value = {r["metric"]: r["value"] for r in rescue}["warmup_sweep.sign_p"]
     assert p_value == pytest.approx(1 / 64)
     assert {r["metric"]: r["value"] for r in same}["warmup_sweep.sign_p"] == 1.0
+    # Where every run trained without warm-up, there is nothing to rescue: no p could pass.
+    least = [
+        {r["metric"]: r["value"] for r in rows}["warmup_sweep.least_p"] for rows in (rescue, same)
+    ]
+    assert least == pytest.approx([1 / 64, 1.0])
 
 
 def test_warmup_sweep_figure(tmp_path):

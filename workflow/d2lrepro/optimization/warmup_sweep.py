@@ -72,8 +72,10 @@ def trained(runs: pd.DataFrame) -> pd.DataFrame:
 def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
     """Runs that fail without and with warm-up; the (lr, seed) pairs, which start from the
     same weights, that warm-up rescues and that it breaks, and the one-sided sign-test
-    p-value of rescuing more than it breaks; per variant, the highest peak lr at which every
-    seed trained (0 if none). The rows name the devices of the runs, not this job's."""
+    p-value of rescuing more than it breaks, and the least that test could give here (every
+    pair whose run without warm-up failed rescued, none broken); per variant, the highest peak
+    lr at which every seed trained (0 if none). The rows name the devices of the runs, not
+    this job's."""
     table = trained(runs)
     device = provenance.devices_of(runs)
     pairs = table.pivot_table(index=["peak_lr", "seed"], columns="warmup", values="trained")
@@ -103,8 +105,8 @@ def sweep_metrics(runs: pd.DataFrame) -> list[dict]:
         metric("warmup_sweep.sign_p", sign_p, "p", device, note),
         least_sign_p(
             "warmup_sweep.least_p",
-            rescued + broken,
-            "(lr, seed) pairs (those that warm-up rescued or broke)",
+            int((~pairs["none"]).sum()),
+            "(lr, seed) pairs whose run without warm-up failed",
             "higher peak lrs (warmup_sweep.lrs) or more seeds (warmup_sweep.seeds) give more,"
             " each a pair of LeNet runs",
             device,

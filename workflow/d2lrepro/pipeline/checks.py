@@ -179,7 +179,8 @@ def _within(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
     text = (
         f"{read.shown(m)}{read.ends([m], low, high, u)} (needs ± {what} of {quantity(target, u)})"
     )
-    return _noisy(text, far <= limit, near <= limit), [low, high]
+    # The distance may overflow where its ends do not (1e308 from -1e308).
+    return _noisy(text, far <= limit, near <= limit), [low, high, far]
 
 
 def _ratio(sign: str, check: dict, read: Reading) -> tuple[Outcome, list[float]]:
