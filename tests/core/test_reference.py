@@ -142,15 +142,12 @@ def test_airfoil_final_loss_tolerances_are_the_editions_own_disagreement():
     """Each airfoil claim's final loss is judged against the window its editions print: from the
     least to the greatest of the printed EN/ZH/CL final losses, widened by 0.0005 on either side
     (the rounding of a loss printed to 3 decimals), with the seeds' IQR of the final loss as its
-    spread. The two plots whose editions' final losses lie 0.011 and more apart
-    (momentum.lr0.01_m0.9, adam.concise) keep EN's final loss within the larger of the plot's
-    EN-ZH gap and the spread of the printed losses. The printed losses are those of the book's
-    reference outputs."""
+    spread. The printed losses are those of the book's reference outputs."""
     from d2lrepro.pipeline import claims
 
     outputs = REPO.parent / "shared" / "reference" / "book_outputs.md"
     printed_lines = outputs.read_text().splitlines() if outputs.exists() else None
-    checked, windows = 0, 0
+    checked = 0
     for section in claims.load()["sections"]:
         for claim in section["claims"]:
             check = next(
@@ -165,23 +162,16 @@ def test_airfoil_final_loss_tolerances_are_the_editions_own_disagreement():
             ]
             assert len(printed) == 3, name
             statement = " ".join(claim["statement"].split())
-            if "spread" in check:
-                low, high = min(printed) - 0.0005, max(printed) + 0.0005
-                target, tol = round((low + high) / 2, 5), round((high - low) / 2, 5)
-                assert (check["target"], check["tol"]) == (target, tol), name
-                metric = check["metric"]
-                assert check["spread"] == {metric: f"{metric}_iqr"}, name
-                needs = f"lies between {low:.4f} and {high:.4f} (needs ± {tol:g} of {target:g})"
-                assert needs in statement, name
-                windows += 1
-            else:
-                tol = round(reference.final_loss_tolerance(BOOK, name, printed), 3)
-                assert (check["target"], check["tol"]) == (printed[0], tol), name
-                assert f"within {tol:.3f} of EN's {printed[0]:.3f}" in statement, name
+            low, high = min(printed) - 0.0005, max(printed) + 0.0005
+            target, tol = round((low + high) / 2, 5), round((high - low) / 2, 5)
+            assert (check["target"], check["tol"]) == (target, tol), name
+            metric = check["metric"]
+            assert check["spread"] == {metric: f"{metric}_iqr"}, name
+            needs = f"lies between {low:.4f} and {high:.4f} (needs ± {tol:g} of {target:g})"
+            assert needs in statement, name
             if printed_lines is not None:
                 (row,) = [line for line in printed_lines if line.startswith(f"| {name} |")]
                 found = re.findall(r"(EN|ZH|CL) `loss: ([\d.]+)", row)
                 assert [float(v) for _, v in found] == printed, name
             checked += 1
-    assert windows == 11
     assert checked == 13

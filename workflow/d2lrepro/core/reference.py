@@ -102,12 +102,6 @@ def edition_gap(curves: pd.DataFrame, claim_id: str, metric: str) -> float:
     return float((table.max(axis=1) - table.min(axis=1)).max())
 
 
-def final_loss_tolerance(curves: pd.DataFrame, claim_id: str, printed) -> float:
-    """How far a final airfoil loss may lie from EN's and still match the book: the plot's
-    :func:`edition_gap`, or the spread of the editions' ``printed`` final losses if larger."""
-    return max(edition_gap(curves, claim_id, "loss"), float(np.ptp(printed)))
-
-
 def draw(
     ax, curves: pd.DataFrame, claim_id: str, metric: str, what: str = "", linestyle=None
 ) -> None:
