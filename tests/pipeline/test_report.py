@@ -373,3 +373,27 @@ def test_a_claim_whose_id_names_no_figure_links_the_one_the_ledger_names(tmp_pat
     row = html.split('id="claim-s.other"')[1].split("</tr>")[0]
     assert 'href="#fig-s-c"' in row and "it took 2.5 s, the book 3.0 s" in row
     assert '<div class="reason mono">acc = 0.85</div>' in row  # the ids below the plain words
+
+
+def test_a_section_says_what_the_preset_changed_of_its_experiments():
+    """Made from the deviations and the verdicts: a section whose experiment ran on one seed of
+    the book's three never says that nothing was scaled, and names the claims judged at that
+    scale and those left to the book's."""
+    from d2lrepro.pipeline.report import scale_sentence
+    from d2lrepro.pipeline.scaling import SCALED_REASON
+
+    section = {"claims": [{"evidence": "results/multidevice/data_parallel/metrics.csv"}]}
+    rows = [
+        {"id": "mgpu.1gpu", "reason": "", "scale": "data_parallel.seeds = [0] (book: [0, 1, 2])"},
+        {"id": "mgpuc.1gpu", "reason": f"{SCALED_REASON}: preset cpu scaled ...", "scale": ""},
+    ]
+    seeds = settings.Deviation("data_parallel.seeds", [0, 1, 2], [0])
+    cpu = settings.Settings("cpu", "cpu", {}, [seeds])
+    said = scale_sentence(section, rows, cpu)
+    assert said.startswith("The cpu preset changed 1 of this section's settings")
+    assert "so mgpuc.1gpu is judged only at the book's scale" in said
+    assert "mgpu.1gpu was judged at this preset's scale, as each says" in said
+    other = settings.Settings("cpu", "cpu", {}, [settings.Deviation("hybridize.n_calls", 1, 2)])
+    assert scale_sentence(section, rows[:1], other) == (
+        "The cpu preset runs this section's experiments at the book's settings."
+    )

@@ -194,3 +194,37 @@ def test_the_book_scale_time_of_several_claims_counts_each_family_once():
 
 def test_a_duration_reads_in_the_unit_a_reader_would_use():
     assert [scaling.duration(t) for t in (45, 1800, 184_000)] == ["45 s", "30 min", "51 h"]
+
+
+# The cpu preset's deviations of the data-parallel runs: one seed where the book has three.
+DATA_PARALLEL = [
+    ("data_parallel.seeds", [0, 1, 2], [0]),
+    ("data_parallel.runs.resnet18.1.epochs", 10, 1),
+    ("data_parallel.runs.lenet.1.epochs", 10, 2),
+    ("hybridize.n_calls", 1000, 100),
+]
+
+
+def test_a_claim_judged_beside_a_change_of_its_experiment_names_it():
+    """mgpu.1gpu depends on the LeNet run: scaled, it is not judged (scaled_reason); judged on
+    one seed where the book's preset has three, it says so, and a change of another network's
+    run or of another experiment is not its own."""
+    claim = {
+        "evidence": "results/multidevice/data_parallel/metrics.csv",
+        "depends_on": ["data_parallel.runs.lenet.1"],
+    }
+    assert scaling.judged_at_scale(claim, DATA_PARALLEL) == (
+        "data_parallel.seeds = [0] (book: [0, 1, 2])"
+    )
+    assert scaling.judged_at_scale(claim, DATA_PARALLEL[2:]) == ""
+    # A claim that depends on the seeds is scaled by them, not judged beside them.
+    assert scaling.judged_at_scale(claim | {"depends_on": ["data_parallel.seeds"]}, DATA_PARALLEL)
+    no_seeds = claim | {"depends_on": ["data_parallel.runs.lenet.1", "data_parallel.seeds"]}
+    assert scaling.judged_at_scale(no_seeds, DATA_PARALLEL) == ""
+
+
+def test_an_experiment_is_the_folder_of_its_evidence():
+    assert scaling.experiment_of("results/multidevice/data_parallel/metrics.csv") == (
+        "data_parallel"
+    )
+    assert scaling.experiment_of("results/data/metrics.csv") == "data"
