@@ -218,9 +218,14 @@ def test_a_claim_judged_beside_a_change_of_its_experiment_names_it():
     )
     assert scaling.judged_at_scale(claim, DATA_PARALLEL[2:]) == ""
     # A claim that depends on the seeds is scaled by them, not judged beside them.
-    assert scaling.judged_at_scale(claim | {"depends_on": ["data_parallel.seeds"]}, DATA_PARALLEL)
     no_seeds = claim | {"depends_on": ["data_parallel.runs.lenet.1", "data_parallel.seeds"]}
     assert scaling.judged_at_scale(no_seeds, DATA_PARALLEL) == ""
+    # A printed output is the same at any scale.
+    assert scaling.judged_at_scale(claim | {"kind": "output"}, DATA_PARALLEL) == ""
+    # The cost model of LeNet beside a scaled ResNet-18 one.
+    cost = {"evidence": "results/multidevice/cost_model/metrics.csv"}
+    resnet = [("cost_model.resnet18.batches", [16, 32], [2, 4])]
+    assert scaling.judged_at_scale(cost | {"depends_on": ["cost_model.lenet_ddp"]}, resnet) == ""
 
 
 def test_an_experiment_is_the_folder_of_its_evidence():

@@ -153,19 +153,23 @@ def _shown(deviation: tuple) -> str:
 def judged_at_scale(claim: dict, deviations: list) -> str:
     """The settings the preset changed in the experiment of a ``claim`` (its evidence's) that
     its ``depends_on`` leaves out, so that the claim is judged at this scale and says so
-    ("data_parallel.seeds = [0] (book: [0, 1, 2])"); "" where it changed none. A change
-    under a run the claim does not read (another network's runs) is not the claim's."""
+    ("data_parallel.seeds = [0] (book: [0, 1, 2])"); "" where it changed none, and for a
+    printed output, the same at any scale. A change inside another part of the experiment
+    than the one the claim reads (another network's runs) is not the claim's."""
+    if claim.get("kind") == "output":
+        return ""
     depends_on = claim.get("depends_on", [])
     experiment, hits = experiment_of(claim["evidence"]), _hits(depends_on, deviations)
 
     def own(key: str) -> bool:
         if key.split(".")[0] != experiment:
             return False
-        # Beside a setting it depends on, deeper than the experiment: another run's.
+        # A setting inside a part beside the one the claim reads (runs.resnet18.1.epochs
+        # beside runs.lenet.1) is that part's; one of the whole (seeds) is the claim's too.
         for named in depends_on:
             a, b = key.split("."), named.split(".")
             common = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-            if common > 1 and common < len(a) and common < len(b):
+            if common < len(b) and len(a) - common > 1:
                 return False
         return True
 
