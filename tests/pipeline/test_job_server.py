@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -195,6 +196,7 @@ def test_a_server_that_cannot_start_says_why_and_leaves_the_jobs_their_own_pytho
     tmp_path, monkeypatch, capsys
 ):
     monkeypatch.delenv(job_server.RUN, raising=False)
+    monkeypatch.delenv(job_server.STARTING, raising=False)
     with contextlib.chdir(tmp_path):
         process = job_server.start(tmp_path / "server.log", python="/bin/false")
         process.watcher.join()
@@ -208,14 +210,16 @@ def test_a_server_that_cannot_start_says_why_and_leaves_the_jobs_their_own_pytho
             failing.chmod(0o755)
             started = time.monotonic()
             process = job_server.start(tmp_path / "server.log", python=str(failing))
-            # it returns while the server imports, and the jobs that time wait for it
-            assert time.monotonic() - started < 0.5 and os.environ[job_server.RUN]
+            # it returns while the server imports, and the jobs that time wait for it; the
+            # environment names no server until one listens
+            assert time.monotonic() - started < 0.5 and os.environ[job_server.STARTING]
+            assert job_server.RUN not in os.environ
             assert list(tmp_path.rglob("*.starting"))
             process.watcher.join()
             assert f"({why}" in capsys.readouterr().err
             assert not list(tmp_path.rglob("*.starting"))
-    # the jobs find no server: the run's environment, which other threads copy, is left as is
-    assert os.environ[job_server.RUN] == str(os.getpid())
+    # the jobs find no server named: they start their own Python
+    assert job_server.RUN not in os.environ and job_server.STARTING not in os.environ
     job_server.stop(process)
     assert job_server.RUN not in os.environ
 
@@ -234,7 +238,8 @@ def test_while_the_server_imports_only_the_jobs_that_time_wait_for_it(tmp_path):
         starting.touch()
         threading.Timer(2.0, starting.unlink).start()
         started = time.monotonic()
-        done = run_script(tmp_path, "why", **{job_server.RUN: run} | env)
+        # no server named yet (the module's own server, named in this process, is not this run's)
+        done = run_script(tmp_path, "why", **{job_server.RUN: "", job_server.STARTING: run} | env)
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == ["None", why]  # in its own Python
         assert (time.monotonic() - started >= 2.0) is waits
@@ -244,7 +249,7 @@ def test_while_the_server_imports_only_the_jobs_that_time_wait_for_it(tmp_path):
 @pytest.mark.parametrize(
     "local, deployment, touch, wanted",
     [
-        (True, None, False, True),
+        (True, None, False, sys.platform == "linux"),  # proven on Linux only
         (False, None, False, False),  # a cluster runs the jobs
         (True, "conda", False, False),  # each job in its own environment's Python
         (True, None, True, False),  # --touch runs no job
@@ -264,3 +269,55 @@ def test_a_server_starts_only_where_this_python_runs_the_jobs(local, deployment,
     assert job_server.wanted(workflow) is wanted
     # the attributes it reads are Snakemake's own
     assert all(isinstance(getattr(Workflow, a), property) for a in ("local_exec", "touch"))
+
+
+def test_where_the_socket_type_is_missing_the_script_runs_in_place(monkeypatch):
+    """On a system without AF_UNIX SEQPACKET sockets (macOS), creating the socket fails: the
+    job runs in its own Python instead of failing."""
+    from types import SimpleNamespace
+
+    def refused(*args):
+        raise OSError(93, "Protocol not supported")
+
+    monkeypatch.setenv(job_server.RUN, "12345")
+    monkeypatch.delenv(job_server.CHILD, raising=False)
+    monkeypatch.setattr(socket, "socket", refused)
+    job_server.hand_over(SimpleNamespace(rule="a_rule", params={}))
+    assert job_server.why_here == "no job server answered"
+
+
+def test_a_child_does_not_outlive_its_server(tmp_path, monkeypatch):
+    """Killed outright, the server leaves no child behind: each child asked the kernel for a
+    SIGTERM when the server ends, and its job's process fails."""
+    monkeypatch.delenv(job_server.RUN, raising=False)
+    (tmp_path / "script.py").write_text(SCRIPT)
+    with contextlib.chdir(tmp_path):
+        process = job_server.start(tmp_path / "server.log")
+    process.watcher.join()
+    assert process.poll() is None, (tmp_path / "server.log").read_text()
+    pid_file = tmp_path / "child.pid"
+    try:
+        client = subprocess.Popen(
+            [sys.executable, "script.py", "sleep", str(pid_file)],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert waited(lambda: pid_file.exists() and pid_file.read_text())
+        child = int(pid_file.read_text())
+        process.kill()
+        process.wait()
+        assert client.wait(60) == 1
+        assert "the job server stopped before the job ended" in client.stderr.read()
+
+        def gone():
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                return True
+            return Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+
+        assert waited(gone, 30)
+    finally:
+        job_server.stop(process)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import atexit
 import enum
 import json
 import logging
@@ -59,6 +60,9 @@ def start(
     log = logs.setup(snakemake.log[0])
     if os.environ.get(job_server.CHILD):
         log.info("runs in process %d, forked from the job server %d", os.getpid(), os.getppid())
+        # Snakemake's benchmark measures the process that waits for this one: the log says
+        # what this one used.
+        atexit.register(log_usage, log)
     else:
         log.info("runs in process %d, a Python of its own: %s", os.getpid(), job_server.why_here)
     ran_alone = snakemake.params.get("ran_alone")
@@ -108,6 +112,23 @@ def start(
         ran_alone=ran_alone,
     )
     return log
+
+
+def log_usage(log: logging.Logger) -> None:
+    """Log this process's peak memory and CPU time, and its ended children's (a forked job's
+    own use, which its benchmark file does not see)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    log.info(
+        "used %.0f MiB at most and %.1f s of CPU; its ended child processes %.0f MiB at most"
+        " and %.1f s of CPU",
+        own.ru_maxrss / 1024,
+        own.ru_utime + own.ru_stime,
+        children.ru_maxrss / 1024,
+        children.ru_utime + children.ru_stime,
+    )
 
 
 def shortfall(snakemake) -> dict:

@@ -6,8 +6,8 @@ process RUN (the run's Snakemake) lives."""
 
 from __future__ import annotations
 
-import atexit
 import contextlib
+import ctypes
 import gc
 import importlib
 import json
@@ -97,10 +97,12 @@ def thread_names() -> list[str]:
     return names
 
 
-def serve(path: Path, run: int) -> None:
+def serve(path: Path, run: int) -> dict | None:
     """Listen on ``path`` while process ``run`` (the run's Snakemake, its parent) lives and no
     SIGTERM came; fork a child for each request, report its exit status, and stop its process
-    group if its job's process goes away first."""
+    group if its job's process goes away first. Returns None in the server; in a child, the
+    request it is to run (:func:`run_script`), once it has left the server's loop."""
+    server = os.getpid()
     imported = warm_up()  # a SIGTERM meanwhile ends it at once: it has nothing to clean up
     stopped = []
     signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
@@ -122,7 +124,10 @@ def serve(path: Path, run: int) -> None:
         while not stopped and os.getppid() == run:
             for key, _ in selector.select(timeout=0.5):
                 if key.fileobj is listener:
-                    accept(listener, selector, imported)
+                    request = accept(listener, selector, imported)
+                    if request is not None:  # this is the child: it leaves the loop
+                        selector.close()
+                        return request
                 elif key.data[0] == "job":  # the job's process is gone: stop its child
                     if key.fileobj.fileno() < 0:
                         continue  # closed: its child ended in this same round
@@ -146,22 +151,32 @@ def serve(path: Path, run: int) -> None:
                     signal_group(pid, signal.SIGKILL)
                     del stopping[pid]
     finally:
-        children = [k.data[1] for k in selector.get_map().values() if k.data and k.data[0] == "pid"]
-        for pid in children:
-            signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        while children and time.monotonic() < deadline:
-            children = [pid for pid in children if not reaped(pid)]
-            time.sleep(0.05)
-        for pid in children:
-            signal_group(pid, signal.SIGKILL)
-        path.unlink(missing_ok=True)
+        if os.getpid() == server:
+            stop_children(selector, path)
+    return None
 
 
-def accept(listener: socket.socket, selector: selectors.BaseSelector, imported: dict) -> None:
+def stop_children(selector: selectors.BaseSelector, path: Path) -> None:
+    """Stop the server's children that still run (SIGTERM, then SIGKILL after
+    :data:`STOP_GRACE_S`) and remove its socket."""
+    children = [k.data[1] for k in selector.get_map().values() if k.data and k.data[0] == "pid"]
+    for pid in children:
+        signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    while children and time.monotonic() < deadline:
+        children = [pid for pid in children if not reaped(pid)]
+        time.sleep(0.05)
+    for pid in children:
+        signal_group(pid, signal.SIGKILL)
+    path.unlink(missing_ok=True)
+
+
+def accept(
+    listener: socket.socket, selector: selectors.BaseSelector, imported: dict
+) -> dict | None:
     """Take one request: fork its child and watch both it and its job's process; refuse it
     where the package changed since the server imported it. A request that cannot be read or
-    forked fails that job alone."""
+    forked fails that job alone. Returns the request in the child, None in the server."""
     client, _ = listener.accept()
     fds = []
     try:
@@ -171,13 +186,15 @@ def accept(listener: socket.socket, selector: selectors.BaseSelector, imported: 
             client.send(REFUSED)
             raise RuntimeError("the package changed since the server imported it")
         open_files = [k.fileobj for k in selector.get_map().values()]
-        pid = fork_child(request, fds, open_files + [client])
+        pid = fork_child(fds, open_files + [client])
     except Exception as error:
         print(f"a request refused or failed: {error}", flush=True)
         for fd in fds:
             os.close(fd)
         client.close()
-        return
+        return None
+    if pid == 0:
+        return request
     try:
         watched = os.pidfd_open(pid)
     except OSError as error:  # a child it cannot watch would outlive its job: stop it now
@@ -185,9 +202,10 @@ def accept(listener: socket.socket, selector: selectors.BaseSelector, imported: 
         signal_group(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         client.close()
-        return
+        return None
     selector.register(client, selectors.EVENT_READ, ("job", pid))
     selector.register(watched, selectors.EVENT_READ, ("pid", pid, client))
+    return None
 
 
 def changed(imported: dict[str, int]) -> bool:
@@ -218,19 +236,29 @@ def shell_status(wait_status: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def fork_child(request: dict, fds: list[int], open_files: list) -> int:
-    """Fork the child that runs ``request``'s script on the job's streams ``fds``; its pid (also
-    its process group's). The child closes the server's sockets, ``open_files``."""
+# prctl's option that sends the calling process a signal when its parent ends (linux/prctl.h)
+PR_SET_PDEATHSIG = 1
+
+
+def fork_child(fds: list[int], open_files: list) -> int:
+    """Fork the child that runs a request's script on the job's streams ``fds``: its pid (also
+    its process group's) in the server, 0 in the child. The child closes the server's sockets,
+    ``open_files``, and is stopped (SIGTERM) if the server ends before it."""
     sys.stdout.flush()
     sys.stderr.flush()
+    server = os.getpid()
     pid = os.fork()
     if pid:
         for fd in fds:
             os.close(fd)
         return pid
-    code = 1
     try:
         os.setsid()
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != server:  # the server ended before the signal was asked for
+            os._exit(128 + signal.SIGTERM)
         for file in open_files:
             if isinstance(file, int):
                 os.close(file)
@@ -239,16 +267,16 @@ def fork_child(request: dict, fds: list[int], open_files: list) -> int:
         for fd, stream in zip(fds, STREAMS):
             os.dup2(fd, stream)
             os.close(fd)
-        code = run_script(request)
     except BaseException:
         traceback.print_exc()
-    finally:
-        os._exit(code)
+        os._exit(1)
+    return 0
 
 
 def run_script(request: dict) -> int:
     """Run a request's script as ``python script`` would in its folder and environment; its
-    exit status."""
+    exit status. The caller exits the interpreter with it (``sys.exit``), which then does what
+    it does for any script: waits for its threads, runs its exit functions."""
     import numpy
     import threadpoolctl
     import torch
@@ -274,12 +302,6 @@ def run_script(request: dict) -> int:
     except BaseException as error:
         sys.excepthook(type(error), error, error.__traceback__)
         code = 128 + signal.SIGINT if isinstance(error, KeyboardInterrupt) else 1
-    # What the interpreter does as it exits: wait for the script's non-daemon threads and its
-    # executors' workers, then run its exit functions (log handlers, temporary files).
-    threading._shutdown()
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
     return code
 
 
@@ -294,4 +316,6 @@ def exit_code(code) -> int:
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]), int(sys.argv[2]))
+    child_request = serve(Path(sys.argv[1]), int(sys.argv[2]))
+    if child_request is not None:  # a child, out of the server's loop: it exits as Python does
+        sys.exit(run_script(child_request))

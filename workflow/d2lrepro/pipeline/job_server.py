@@ -14,13 +14,19 @@ generators a fresh interpreter seeds at random, and runs the script from its fir
 server only imports: it forks nothing after a thread, CUDA or a device has started
 (:func:`d2lrepro.pipeline.job_forks.fork_safe`).
 
-Where no server answers (none started: ``job_server: false``, a dry run, ``--sdm conda``; a
-cluster job on another node; a Python other than the server's), or the server's package code is
-older than the files (edited during the run), :func:`hand_over` returns and the script runs in
-its own process, as it always could.
+The server runs on Linux only (pidfds, /proc, SEQPACKET sockets, the parent-death signal). The
+run names it in the jobs' environment only once it listens. Each child asks the kernel for a
+SIGTERM when the server ends, so that none outlives it; a child told to stop has
+:data:`STOP_GRACE_S` (30 s, as torchrun gives its workers) before a SIGKILL.
+
+Where no server answers (none started: ``job_server: false``, another system, a dry run,
+``--sdm conda``; a cluster job on another node; a Python other than the server's), or the
+server's package code is older than the files (edited during the run), :func:`hand_over`
+returns and the script runs in its own process, as it always could.
 
 Snakemake's benchmark of a job measures the job's own process: its wall time ``s`` is the
-job's, its memory and CPU columns count the small process that waited for the child.
+job's, its memory and CPU columns count the small process that waited for the child; the
+child logs its own peak memory and CPU time as it exits (:func:`d2lrepro.pipeline.job.start`).
 """
 
 from __future__ import annotations
@@ -39,13 +45,18 @@ from pathlib import Path
 SOCKETS = Path(".snakemake") / "job_server"
 # The run whose server the jobs hand themselves over to (set by start, inherited by its jobs).
 RUN = "D2LREPRO_JOB_SERVER"
+# The run whose server is still importing (set by start until it listens): only jobs that
+# time wait for it (hand_over); the others start their own Python.
+STARTING = "D2LREPRO_JOB_SERVER_STARTING"
 # Set in a child and everything it starts (torchrun's workers, a spawned process), so that a
 # script run again there runs in place instead of handing itself over once more.
 CHILD = "D2LREPRO_JOB_SERVER_CHILD"
 REFUSED = b"refused"  # the server's code is out of date: the job runs in place
 STREAMS = (0, 1, 2)
 READY_S = 120.0  # a server still importing after this long is left behind
-STOP_GRACE_S = 5.0
+# A child told to stop (SIGTERM) has this long to end before a SIGKILL, as torchrun gives its
+# workers.
+STOP_GRACE_S = 30.0
 # The server's environment: no thread started by an import, which a child would lack. One
 # thread each for the thread pools (numpy's BLAS starts its pool as it loads; a child sets the
 # job's own), and no background thread for the jemalloc of pyarrow, which pandas imports where
@@ -77,23 +88,30 @@ def hand_over(snakemake) -> None:
     why in ``why_here``). A job that times (its rule passes ``ran_alone``: True) first waits
     for a server still importing to listen or stop."""
     global why_here
-    run = os.environ.get(RUN)
-    if not run or os.environ.get(CHILD):
+    if os.environ.get(CHILD):
         return
-    path = socket_path(run)
-    if snakemake.params.get("ran_alone"):
+    run = os.environ.get(RUN)
+    starting = os.environ.get(STARTING)
+    if not run and starting:
+        if not snakemake.params.get("ran_alone"):
+            why_here = "the job server was still importing"
+            return
         deadline = time.monotonic() + READY_S
-        while starting_path(path).exists() and time.monotonic() < deadline:
+        while starting_path(socket_path(starting)).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        run = starting
+    if not run:
+        return
+    client = None
     try:
-        client.connect(str(path))
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        client.connect(str(socket_path(run)))
         request = {"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}
         socket.send_fds(client, [json.dumps(request).encode()], list(STREAMS))
-    except OSError:
-        client.close()
-        importing = starting_path(path).exists()
-        why_here = "the job server was still importing" if importing else "no job server answered"
+    except (OSError, AttributeError):  # no such socket type here (not Linux), or no server
+        if client is not None:
+            client.close()
+        why_here = "no job server answered"
         return
     try:
         status = client.recv(16)
@@ -112,11 +130,13 @@ def hand_over(snakemake) -> None:
 
 
 def wanted(workflow) -> bool:
-    """Whether a run of Snakemake's ``workflow`` starts a job server: where it runs its jobs
+    """Whether a run of Snakemake's ``workflow`` starts a job server: on Linux, the one system
+    it is proven on (it needs pidfds, /proc and SEQPACKET sockets), where the run runs its jobs
     itself, in this Python (no cluster, no conda), and runs them, not only touches their
     outputs."""
     return (
-        workflow.local_exec
+        sys.platform == "linux"
+        and workflow.local_exec
         and not workflow.deployment_settings.deployment_method
         and not workflow.touch
     )
@@ -124,10 +144,10 @@ def wanted(workflow) -> bool:
 
 def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen:
     """Start this run's job server, and return while it imports: the jobs this process starts
-    from now on hand themselves over to it once it listens (:func:`hand_over`). A thread
-    (``watcher`` of the process returned) waits for it to listen; where it stops or does not
-    listen in time, the thread says why on standard error and stops it, and the jobs start
-    their own Python."""
+    once it listens hand themselves over to it (:func:`hand_over`). A thread (``watcher`` of
+    the process returned) waits for it to listen, and only then names it in the environment
+    the jobs inherit; where it stops or does not listen in time, the thread says why on
+    standard error and stops it, and the jobs start their own Python."""
     run = str(os.getpid())
     path = socket_path(run)
     for folder in (path.parent, Path(log_path).parent):
@@ -143,7 +163,7 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen:
             start_new_session=True,
         )
     starting_path(path).touch()
-    os.environ[RUN] = run
+    os.environ[STARTING] = run
     # the run's working directory named once: the thread outlives a change of directory
     where = (server, run, path.absolute(), Path(log_path).absolute())
     server.watcher = threading.Thread(target=_watch, args=where, daemon=True)
@@ -152,14 +172,14 @@ def start(log_path: Path, python: str = sys.executable) -> subprocess.Popen:
 
 
 def _watch(server: subprocess.Popen, run: str, path: Path, log_path: Path) -> None:
-    """Wait for ``server`` to listen at ``path``; where it stops or does not listen in time
-    first, say why and stop it. Either way, jobs that time wait no longer. The run's
-    environment is left as it is (Snakemake copies it for jobs in other threads): the jobs
-    find no server and start their own Python."""
+    """Wait for ``server`` to listen at ``path``, then name it in the run's environment (the
+    jobs started from then on inherit it); where it stops or does not listen in time first,
+    say why and stop it: the jobs find no server named and start their own Python. Either
+    way, jobs that time wait no longer."""
     deadline = time.monotonic() + READY_S
     try:
         while not path.exists():
-            if os.environ.get(RUN) != run:
+            if os.environ.get(STARTING) != run:
                 return  # the run stopped the server
             if server.poll() is not None or time.monotonic() > deadline:
                 why = why_not(server, log_path)
@@ -170,7 +190,10 @@ def _watch(server: subprocess.Popen, run: str, path: Path, log_path: Path) -> No
                 )
                 return
             time.sleep(0.05)
+        if os.environ.get(STARTING) == run:
+            os.environ[RUN] = run
     finally:
+        os.environ.pop(STARTING, None)
         starting_path(path).unlink(missing_ok=True)
 
 
@@ -193,6 +216,7 @@ def stop(server: subprocess.Popen | None) -> None:
     """Stop the job server (it stops what children still run) and wait for it; the jobs this
     process starts from now on start their own Python."""
     os.environ.pop(RUN, None)
+    os.environ.pop(STARTING, None)
     _end(server)
 
 
@@ -202,7 +226,7 @@ def _end(server: subprocess.Popen | None) -> None:
         return
     server.terminate()
     try:
-        server.wait(STOP_GRACE_S * 2)
+        server.wait(STOP_GRACE_S + 5)
     except subprocess.TimeoutExpired:
         server.kill()
         server.wait()
