@@ -101,6 +101,13 @@ def iqr(values) -> float:
     return float(series.quantile(0.75) - series.quantile(0.25))
 
 
+def quotient(numerator: tuple, denominator: tuple) -> tuple[float, float]:
+    """The ends of a quotient of two spans (low, high); unbounded above where the
+    denominator's low end reaches zero."""
+    high = numerator[1] / denominator[0] if denominator[0] > 0 else math.inf
+    return numerator[0] / denominator[1], high
+
+
 def late_iqr(values, last: int = 5) -> float:
     """The interquartile range of a run's last ``last`` epoch values: how much its final
     number moves from epoch to epoch, the noise an ordering of one run per setting must beat."""

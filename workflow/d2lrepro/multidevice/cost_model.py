@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import statistics
 import sys
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from d2lrepro.core.results import (
     write_metrics,
     write_not_applicable,
 )
+from d2lrepro.multidevice.parts.cost_spans import step_widths, t1_over_t2_width
 
 if TYPE_CHECKING:
     import torch
@@ -293,7 +293,7 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
     ends = [
         metric(f"cost.{model}.t1_over_t2.smallest", first.t1 / first.t2, "x"),
         metric(f"cost.{model}.t1_over_t2.largest", last.t1 / last.t2, "x"),
-        metric(f"cost.{model}.t1_over_t2.largest_iqr", _width(_quotient(last, "t1", "t2")), "x"),
+        metric(f"cost.{model}.t1_over_t2.largest_iqr", t1_over_t2_width(last), "x"),
         crossover,
     ]
     at = cost.loc[np.log(cost["t1"] / cost["t2"]).abs().idxmin()]
@@ -311,46 +311,12 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
     values = (at.batch_per_device, ratio, *over, *(abs(o - 1) for o in over))
     # Each but the batch is a ratio of times, and weighs as timings do against their noise.
     units = ("", *["x"] * (len(BALANCED) - 1))
-    to_max = _quotient(at, "measured_step", "max")
-    spreads = (
-        _width(to_max),
-        _width(_error(to_max)),
-        _width(_error(_quotient(at, "measured_step", "sum"))),
-    )
+    spreads = step_widths(at)
     return (
         ends
         + [metric(f"cost.{model}.balanced.{n}", v, u) for n, v, u in zip(BALANCED, values, units)]
         + [metric(f"cost.{model}.balanced.{n}_iqr", w, "x") for n, w in zip(SPREAD, spreads)]
     )
-
-
-def _span(row, name: str) -> tuple[float, float]:
-    """The ends of a time of a cost-model row (its median -+ half its IQR over the repeats);
-    "max" and "sum" of t1 and t2 from theirs."""
-    if name in ("max", "sum"):
-        (a, b), (c, d) = _span(row, "t1"), _span(row, "t2")
-        return (max(a, c), max(b, d)) if name == "max" else (a + c, b + d)
-    half = row[f"{name.removeprefix('measured_')}_iqr"] / 2
-    return row[name] - half, row[name] + half
-
-
-def _quotient(row, numerator: str, denominator: str) -> tuple[float, float]:
-    """The ends of a quotient of two times of ``row``; unbounded where the denominator's spread
-    reaches 0."""
-    (a, b), (c, d) = _span(row, numerator), _span(row, denominator)
-    return a / d, b / c if c > 0 else math.inf
-
-
-def _error(span: tuple[float, float]) -> tuple[float, float]:
-    """The ends of |r - 1| for a ratio r between the ends of ``span``."""
-    low, high = span
-    ends = sorted((abs(low - 1), abs(high - 1)))
-    return (0.0 if low <= 1 <= high else ends[0]), ends[1]
-
-
-def _width(span: tuple[float, float]) -> float:
-    """The spread of a ratio its parts' IQRs give: the width of its span."""
-    return span[1] - span[0]
 
 
 def example_metrics(examples: pd.DataFrame) -> list[dict]:

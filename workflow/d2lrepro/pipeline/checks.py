@@ -10,7 +10,16 @@ from functools import partial
 
 import pandas as pd
 
-from d2lrepro.core.results import STATUSES, UNITS, domain, exact, named_unit, text, with_unit
+from d2lrepro.core.results import (
+    STATUSES,
+    UNITS,
+    domain,
+    exact,
+    named_unit,
+    quotient,
+    text,
+    with_unit,
+)
 
 
 @dataclass
@@ -132,13 +141,6 @@ def _beyond(sign: str, low: float, high: float, limit: float) -> tuple[bool, boo
     return high < limit, low < limit
 
 
-def _quotient(numerator: tuple, denominator: tuple) -> tuple[float, float]:
-    """The ends of a quotient of two spans; unbounded above where the denominator's noise
-    reaches zero."""
-    high = numerator[1] / denominator[0] if denominator[0] > 0 else math.inf
-    return numerator[0] / denominator[1], high
-
-
 def _noisy(text: str, margin: bool, reach: bool) -> Outcome:
     """``margin``: the check holds at the pessimistic ends; ``reach``: at the optimistic."""
     if reach and not margin:
@@ -191,7 +193,7 @@ def _ratio(sign: str, check: dict, read: Reading) -> tuple[Outcome, list[float]]
     text += f"{quantity(n, read.unit(num))} / {quantity(d, read.unit(den))}"
     if d <= 0:
         return _not_positive(text, "denominator", f" {needs}")
-    low, high = _quotient(read.span(num), read.span(den))
+    low, high = quotient(read.span(num), read.span(den))
     text += f" = {quantity(n / d, u, f'{n / d:.3g}')}{read.ends([num, den], low, high, u, 3)}"
     # The high end may be unbounded where the noise reaches zero; the ratio may not.
     return _noisy(f"{text} {needs}", *_beyond(sign, low, high, limit)), [n / d, low]
@@ -207,7 +209,7 @@ def _sum_of_parts(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
     limit = check.get("bound", 1)
     needs = "needs whole < sum" if limit == 1 else f"needs sum / whole {bound('>', limit, 'x')}"
     spans = [read.span(p) for p in parts]
-    low, high = _quotient((sum(s[0] for s in spans), sum(s[1] for s in spans)), read.span(whole))
+    low, high = quotient((sum(s[0] for s in spans), sum(s[1] for s in spans)), read.span(whole))
     between = read.ends([whole, *parts], low, high, "x", 3)
     text += f", sum / whole = {total / w:.3g}x{between} ({needs})"
     return _noisy(text, *_beyond(">", low, high, limit)), [total, total / w, low]
