@@ -101,9 +101,10 @@ def test_the_plan_is_the_workflow_s_own_on_the_machine_named():
     run = named["lr_schedules_run/constant.as_written.seed0"]
     assert run.needs == {"_cores": 1, "gpu": 0, "gpu_share": 1}
     assert [jobs[i].rule for i in run.after] == ["prepare_fashion_mnist"]
-    # the 2-device runs are light on one GPU; one job trains every airfoil setting
-    short = named["data_parallel_run/lenet.2.seed0"]
-    assert short.light and short.needs == {"_cores": 1, "gpu": 0, "gpu_share": 0}
+    # on one GPU the 2-device runs' 2 workers share it, a core each; one job trains every
+    # airfoil setting
+    shared = named["data_parallel_run/lenet.2.seed0"]
+    assert not shared.light and shared.needs == {"_cores": 2, "gpu": 0, "gpu_share": 1}
     assert named["airfoil_run"].needs == {"_cores": 4, "gpu": 0}
 
 
