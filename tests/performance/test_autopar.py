@@ -237,6 +237,9 @@ def test_where_the_books_code_does_not_overlap_the_pinned_memory_explains_its_nu
     # Copies into pinned memory no faster than into pageable memory: the memory explains nothing.
     slow = pd.DataFrame(autopar._copy_rows(copy_seconds(**H200 | {"pinned": 2.0}), "cuda:0"))
     assert explain.explanation(claim["autopar.overlap"], slow) == explain.NOT_EXPLAINED
+    # The book's code hiding half the shorter part: it did overlap, and the sentence would lie.
+    hid = pd.DataFrame(autopar._copy_rows(copy_seconds(**H200 | {"book": 0.16}), "cuda:0"))
+    assert explain.explanation(claim["autopar.overlap"], hid) == explain.NOT_EXPLAINED
 
 
 def test_the_copy_claim_judges_the_books_copy_against_its_products_only():
