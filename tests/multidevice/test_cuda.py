@@ -276,3 +276,21 @@ def test_the_books_code_on_two_gpus():
     assert two["train_loss"].tolist() == pytest.approx(one["train_loss"].tolist(), rel=1e-2)
     concise = single_process.train_concise(data, gpus, 1, 32, 0.1)  # nn.DataParallel
     assert concise["train_loss"].notna().all()
+
+
+def test_the_books_scatter_gives_each_gpu_its_rows():
+    """mgpu.scatter on two GPUs reads the book's nn.parallel.scatter, each shard named by the
+    GPU it was sent to."""
+    from conftest import verdict_of
+    from d2lrepro.multidevice.parts import allreduce_by_hand
+    from d2lrepro.pipeline.claims import REPRODUCED
+
+    rows = allreduce_by_hand.book_scatter_rows(4, 5, 2)
+    assert [(r["value"], r["device"]) for r in rows] == [
+        (0, "cuda:0"),
+        (1, "cuda:0"),
+        (2, "cuda:1"),
+        (3, "cuda:1"),
+    ]
+    assert not any(r["note"] for r in rows)
+    assert verdict_of("mgpu.scatter", rows) == REPRODUCED

@@ -80,6 +80,10 @@ def test_printed_examples_are_made_by_two_workers(tmp_path):
     assert all(values[f"allreduce.shard{r}.{j}"] == 3 for r in (0, 1) for j in (0, 1))
     rows = [values[f"scatter.shard{r}.{end}_row"] for r in (0, 1) for end in ("first", "last")]
     assert rows == [0, 1, 2, 3]
+    # CPU workers: tensor_split stands in for the book's scatter, and its rows say so.
+    notes = {row["metric"]: row["note"] for row in per_rank[0]}
+    assert notes["scatter.shard1.last_row"] == allreduce_by_hand.STAND_IN
+    assert notes["split6x4.shard1.last_row"] == ""
     rows = [values[f"split6x4.shard{r}.{end}_row"] for r in (0, 1) for end in ("first", "last")]
     assert rows == [0, 2, 3, 5]
 

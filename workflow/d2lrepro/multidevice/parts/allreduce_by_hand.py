@@ -113,12 +113,30 @@ def params_example(device: torch.device) -> list[dict]:
     ]
 
 
+# Where the book's nn.parallel.scatter cannot run (it needs a GPU for each worker in one
+# process), tensor_split, which splits a batch the same way, makes mgpu.scatter's rows.
+STAND_IN = "torch.tensor_split stood in for nn.parallel.scatter, which needs a GPU per worker"
+
+
+def book_scatter_rows(n: int, width: int, world: int) -> list[dict]:
+    """The rows the book's ``nn.parallel.scatter`` gives each of ``world`` GPUs of an ``n`` x
+    ``width`` batch, each row naming the GPU its shard was sent to."""
+    gpus = [torch.device("cuda", i) for i in range(world)]
+    shards = torch.nn.parallel.scatter(torch.arange(n * width).reshape(n, width), gpus)
+    return [
+        metric(f"scatter.shard{i}.{end}_row", shard[k, 0].item() // width, device=str(gpu))
+        for i, (shard, gpu) in enumerate(zip(shards, gpus))
+        for end, k in (("first", 0), ("last", -1))
+    ]
+
+
 def printed_examples(device: torch.device) -> list[dict]:
     """The section's printed examples, made by 2 workers on their own devices: LeNet's fresh
     parameters copied to worker 0's device (:func:`params_example`), the allreduce of [[1, 1]]
     held by worker 0 and [[2, 2]] held by worker 1, and the rows each worker takes of a 4x5
-    batch and of the blog notes' 6x4 batch. Every worker returns every worker's rows, each
-    naming its device, or, where the workers share a GPU, that they do
+    batch (the book's ``nn.parallel.scatter`` on worker 0 where each worker has a GPU of its
+    own, else :data:`STAND_IN`) and of the blog notes' 6x4 batch. Every worker returns every
+    worker's rows, each naming its device, or, where the workers share a GPU, that they do
     (:func:`~d2lrepro.core.devices.describe`)."""
     rank, world = dist.get_rank(), world_size()
     if world != 2:
@@ -127,10 +145,15 @@ def printed_examples(device: torch.device) -> list[dict]:
     rows = params_example(device) if rank == 0 else []
     held = dist_allreduce_(torch.full((1, 2), float(rank + 1), device=device))
     rows += [metric(f"allreduce.shard{rank}.{j}", held[0, j].item(), device=where) for j in (0, 1)]
+    own_gpus = device.type == "cuda" and not shares_gpus(world)
     for name, (n, width) in {"scatter": (4, 5), "split6x4": (6, 4)}.items():
+        if name == "scatter" and own_gpus:
+            rows += book_scatter_rows(n, width, world) if rank == 0 else []
+            continue
         mine = shard(torch.arange(n * width, device=device).reshape(n, width), rank, world)
+        note = STAND_IN if name == "scatter" else ""
         rows += [
-            metric(f"{name}.shard{rank}.{end}_row", mine[k, 0].item() // width, device=where)
+            metric(f"{name}.shard{rank}.{end}_row", mine[k, 0].item() // width, "", where, note)
             for end, k in (("first", 0), ("last", -1))
         ]
     gathered = [None] * world
