@@ -15,10 +15,17 @@ def test_a_time_spans_half_its_iqr_each_way_and_max_and_sum_follow_t1_and_t2():
     assert cost_spans.span(ROW, "sum") == pytest.approx((3.9, 4.3))
 
 
-def test_each_ratio_spans_from_its_pessimistic_to_its_optimistic_ends():
-    assert cost_spans.t1_over_t2_width(ROW) == pytest.approx(2.1 / 2.0 - 1.9 / 2.2)
-    to_max, from_max, from_sum = cost_spans.step_widths(ROW)
-    assert to_max == pytest.approx(4.1 / 2.0 - 3.9 / 2.2)
+def test_each_spread_reaches_both_ends_of_its_lopsided_span():
+    """A quotient's span is wider above its value: half the spread is the wider side, so the
+    evaluator's value -+ half holds the whole span."""
+    t1_over_t2 = cost_spans.t1_over_t2_spread(ROW)
+    low, high = 1.9 / 2.2, 2.1 / 2.0
+    assert t1_over_t2 / 2 == pytest.approx(max(2 / 2.1 - low, high - 2 / 2.1))
+    to_max, from_max, from_sum = cost_spans.step_spreads(ROW)
+    assert to_max / 2 == pytest.approx(4.1 / 2.0 - 4.0 / 2.1)  # the upper side is wider
     assert from_max == pytest.approx(to_max)  # the whole span lies above 1
-    # The span of step / (t1 + t2) holds 1: its distance from 1 reaches down to 0.
-    assert from_sum == pytest.approx(max(abs(3.9 / 4.3 - 1), abs(4.1 / 3.9 - 1)))
+    # step / (t1 + t2) spans 3.9 / 4.3 to 4.1 / 3.9, holding 1: its distance reaches down to 0.
+    point = abs(4 / 4.1 - 1)
+    assert from_sum / 2 == pytest.approx(max(point, (1 - 3.9 / 4.3) - point))
+    assert cost_spans.distance((0.9, 1.05)) == pytest.approx((0.0, 0.1))
+    assert cost_spans.distance((1.2, 1.5)) == pytest.approx((0.2, 0.5))

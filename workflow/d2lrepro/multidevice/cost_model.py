@@ -35,7 +35,7 @@ from d2lrepro.core.results import (
     write_metrics,
     write_not_applicable,
 )
-from d2lrepro.multidevice.parts.cost_spans import step_widths, t1_over_t2_width
+from d2lrepro.multidevice.parts.cost_spans import step_spreads, t1_over_t2_spread
 
 if TYPE_CHECKING:
     import torch
@@ -293,7 +293,7 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
     ends = [
         metric(f"cost.{model}.t1_over_t2.smallest", first.t1 / first.t2, "x"),
         metric(f"cost.{model}.t1_over_t2.largest", last.t1 / last.t2, "x"),
-        metric(f"cost.{model}.t1_over_t2.largest_iqr", t1_over_t2_width(last), "x"),
+        metric(f"cost.{model}.t1_over_t2.largest_iqr", t1_over_t2_spread(last), "x"),
         crossover,
     ]
     at = cost.loc[np.log(cost["t1"] / cost["t2"]).abs().idxmin()]
@@ -311,7 +311,7 @@ def cost_metrics(cost: pd.DataFrame, model: str) -> list[dict]:
     values = (at.batch_per_device, ratio, *over, *(abs(o - 1) for o in over))
     # Each but the batch is a ratio of times, and weighs as timings do against their noise.
     units = ("", *["x"] * (len(BALANCED) - 1))
-    spreads = step_widths(at)
+    spreads = step_spreads(at)
     return (
         ends
         + [metric(f"cost.{model}.balanced.{n}", v, u) for n, v, u in zip(BALANCED, values, units)]

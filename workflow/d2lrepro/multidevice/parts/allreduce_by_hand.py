@@ -120,12 +120,12 @@ STAND_IN = "torch.tensor_split stood in for nn.parallel.scatter, which needs a G
 
 def book_scatter_rows(n: int, width: int, world: int) -> list[dict]:
     """The rows the book's ``nn.parallel.scatter`` gives each of ``world`` GPUs of an ``n`` x
-    ``width`` batch, each row naming the GPU its shard was sent to."""
+    ``width`` batch, each row naming the device its shard landed on."""
     gpus = [torch.device("cuda", i) for i in range(world)]
     shards = torch.nn.parallel.scatter(torch.arange(n * width).reshape(n, width), gpus)
     return [
-        metric(f"scatter.shard{i}.{end}_row", shard[k, 0].item() // width, device=str(gpu))
-        for i, (shard, gpu) in enumerate(zip(shards, gpus))
+        metric(f"scatter.shard{i}.{end}_row", shard[k, 0].item() // width, device=str(shard.device))
+        for i, shard in enumerate(shards)
         for end, k in (("first", 0), ("last", -1))
     ]
 
@@ -145,7 +145,9 @@ def printed_examples(device: torch.device) -> list[dict]:
     rows = params_example(device) if rank == 0 else []
     held = dist_allreduce_(torch.full((1, 2), float(rank + 1), device=device))
     rows += [metric(f"allreduce.shard{rank}.{j}", held[0, j].item(), device=where) for j in (0, 1)]
+    # Worker 0 sends a shard to each GPU, so it must see one for each worker (one node).
     own_gpus = device.type == "cuda" and not shares_gpus(world)
+    own_gpus = own_gpus and torch.cuda.device_count() >= world
     for name, (n, width) in {"scatter": (4, 5), "split6x4": (6, 4)}.items():
         if name == "scatter" and own_gpus:
             rows += book_scatter_rows(n, width, world) if rank == 0 else []

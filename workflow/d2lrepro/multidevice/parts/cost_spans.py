@@ -1,6 +1,7 @@
 """The spreads of the cost model's ratios (:mod:`d2lrepro.multidevice.cost_model`): each time
-of a row is a median over repeats with its IQR, and a ratio of times holds between the ends its
-parts' spans give it."""
+of a row is a median over repeats with its IQR, a ratio of times lies between the ends its
+parts' spans give it, and its spread is written so that its value -+ half of it holds both
+ends (a quotient's span is lopsided: the wider side decides)."""
 
 from __future__ import annotations
 
@@ -17,20 +18,31 @@ def span(row, name: str) -> tuple[float, float]:
     return row[name] - half, row[name] + half
 
 
-def t1_over_t2_width(row) -> float:
-    """The spread the IQRs of t1 and t2 give t1 / t2: the width of its span."""
-    low, high = quotient(span(row, "t1"), span(row, "t2"))
-    return high - low
+def spread(value: float, ends: tuple[float, float]) -> float:
+    """The spread of ``value`` whose half reaches both ``ends`` of its span."""
+    return 2 * max(value - ends[0], ends[1] - value)
 
 
-def step_widths(row) -> tuple[float, float, float]:
-    """The spreads the times' IQRs give the step over max(t1, t2) and the step's distances
-    |r - 1| from max(t1, t2) and from t1 + t2: the widths of their spans."""
+def distance(ends: tuple[float, float]) -> tuple[float, float]:
+    """The ends of |r - 1| for r between ``ends``: from 0 where they hold 1."""
+    low, high = sorted(abs(end - 1) for end in ends)
+    return (0.0 if ends[0] <= 1 <= ends[1] else low), high
+
+
+def t1_over_t2_spread(row) -> float:
+    """The spread the IQRs of t1 and t2 give t1 / t2."""
+    return spread(row["t1"] / row["t2"], quotient(span(row, "t1"), span(row, "t2")))
+
+
+def step_spreads(row) -> tuple[float, float, float]:
+    """The spreads the times' IQRs give the step over max(t1, t2), and the step's distances
+    |r - 1| from max(t1, t2) and from t1 + t2."""
     step = span(row, "measured_step")
-
-    def distance(low: float, high: float) -> float:  # from 0 where the span holds 1
-        ends = sorted(abs(end - 1) for end in (low, high))
-        return ends[1] - (0.0 if low <= 1 <= high else ends[0])
-
     to_max, to_sum = quotient(step, span(row, "max")), quotient(step, span(row, "sum"))
-    return to_max[1] - to_max[0], distance(*to_max), distance(*to_sum)
+    over_max = row["measured_step"] / max(row["t1"], row["t2"])
+    over_sum = row["measured_step"] / (row["t1"] + row["t2"])
+    return (
+        spread(over_max, to_max),
+        spread(abs(over_max - 1), distance(to_max)),
+        spread(abs(over_sum - 1), distance(to_sum)),
+    )
