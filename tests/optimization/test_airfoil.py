@@ -144,21 +144,6 @@ def test_timings_from_different_hosts_are_not_compared(data, monkeypatch):
     assert all(rows[name]["status"] == "" for name in ends)
 
 
-def test_scratch_and_torch_sgd_momentum_agree_but_adam_does_not_exactly(data):
-    gaps = {
-        m["metric"]: m["value"]
-        for name, setting in SETTINGS.items()
-        if setting["implementation"] == "torch"
-        for m in airfoil.compare_implementation(name, setting, data, 2, 10, 100, seed=0)
-    }
-    assert set(gaps) == {
-        "momentum.concise.scratch_vs_torch_gap",
-        "adam.concise.scratch_vs_torch_gap",
-    }
-    assert gaps["momentum.concise.scratch_vs_torch_gap"] < 1e-6
-    assert gaps["adam.concise.scratch_vs_torch_gap"] > 0
-
-
 def test_concise_runs_are_the_books_train_concise_ch11(data):
     """train_concise_ch11 trains on MSELoss from nn.Linear's default bias: the scratch
     optimizer at twice the lr from that start is the same run."""

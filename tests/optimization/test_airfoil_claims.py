@@ -20,7 +20,7 @@ from conftest import (
 )
 from d2lrepro.core import reference
 from d2lrepro.core.results import metric
-from d2lrepro.optimization import airfoil, airfoil_summary, optimizers
+from d2lrepro.optimization import airfoil, airfoil_compare, airfoil_summary, optimizers
 from d2lrepro.pipeline import claims
 
 CONFIG = yaml.safe_load((REPO / "config.yaml").read_text())["airfoil"]
@@ -35,7 +35,9 @@ def summary(airfoil_data, names):
     for name in names:
         setting = CONFIG["settings"][name]
         if setting["implementation"] == "torch":
-            rows += airfoil.compare_implementation(name, setting, airfoil_data, 2, 10, 200, 0)
+            rows += airfoil_compare.compare_implementation(
+                name, setting, airfoil_data, 2, 10, 200, 0
+            )
     return rows
 
 
@@ -259,7 +261,9 @@ def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil_data, monkeypatc
     setting = CONFIG["settings"][name]
 
     def rows():
-        gap = airfoil.compare_implementation(name, setting, airfoil_data, 2, 10, 200, seed=0)
+        gap = airfoil_compare.compare_implementation(
+            name, setting, airfoil_data, 2, 10, 200, seed=0
+        )
         en = float(claim["printed"].split()[2])
         return gap + [
             metric(f"{name}.final_loss", en),
@@ -353,7 +357,9 @@ def adadelta_gap_at(airfoil_data, monkeypatch, eps=None) -> list[dict]:
         )
     name = "adadelta.concise"
     setting, at = CONFIG["settings"][name], CONFIG["gap_at"][name]
-    return airfoil.compare_at_epoch(name, setting, airfoil_data, 2, 10, 200, CONFIG["seeds"], at)
+    return airfoil_compare.compare_at_epoch(
+        name, setting, airfoil_data, 2, 10, 200, CONFIG["seeds"], at
+    )
 
 
 def test_adadelta_concise_eps_follows_the_eps(airfoil_data, monkeypatch):

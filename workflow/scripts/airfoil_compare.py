@@ -5,7 +5,7 @@ job_server.hand_over(snakemake)
 import torch
 
 from d2lrepro.core import results
-from d2lrepro.optimization import airfoil
+from d2lrepro.optimization import airfoil_compare
 from d2lrepro.pipeline import job
 
 log = job.start(snakemake, threads=True)
@@ -13,12 +13,12 @@ p = snakemake.params
 data = torch.load(snakemake.input.data)
 rows = []
 for name, setting in p.settings.items():
-    rows += airfoil.compare_implementation(
+    rows += airfoil_compare.compare_implementation(
         name, setting, data, p.epochs, p.batch_size, p.eval_every, p.seed
     )
     log.info("%s: scratch against torch.optim, largest loss gap %.3g", name, rows[-1]["value"])
     if name in p.gap_at:
-        rows += airfoil.compare_at_epoch(
+        rows += airfoil_compare.compare_at_epoch(
             name, setting, data, p.epochs, p.batch_size, p.eval_every, p.seeds, p.gap_at[name]
         )
 results.write_metrics(rows, snakemake.output.metrics)

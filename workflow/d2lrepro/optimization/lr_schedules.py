@@ -289,18 +289,10 @@ def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scaled: lis
     columns = ["train_loss", "train_acc", "test_acc"]
     median = h.groupby("epoch")[columns].median()
     seeds = h["seed"].nunique()
-    plotting.plot_lines(
-        ax,
-        median.index,
-        [median[c] for c in columns],
-        "epoch",
-        "loss, accuracy",
-        legend=[
-            "train loss",
-            "train acc",
-            f"test acc (median of {seeds} seeds)" if seeds > 1 else "test acc",
-        ],
-    )
+    test_acc = f"test acc (median of {seeds} seeds)" if seeds > 1 else "test acc"
+    lines = [median[c] for c in columns]
+    legend = ["train loss", "train acc", test_acc]
+    plotting.plot_lines(ax, median.index, lines, "epoch", "loss, accuracy", legend=legend)
     if seeds > 1:
         spread = h.groupby("epoch")["test_acc"].agg(["min", "max"])
         ax.fill_between(spread.index, spread["min"], spread["max"], color="C2", alpha=0.2)
@@ -314,10 +306,9 @@ def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scaled: lis
 
 
 def draw_lrs(history: pd.DataFrame, path, footer: str, scaled: list = ()) -> None:
-    """The learning rate each epoch ran with, as the book's code applies it and as intended
-    (a panel for each semantics the run has), each run in one colour and one style in every
-    panel (lines over one another stay visible in their styles), and one legend of them all;
-    what the preset scaled (``scaled``) said in the first panel and under them."""
+    """The learning rate of each epoch, as the book's code applies it and as intended (a panel
+    per semantics), each run in one colour and style in every panel and one legend of them
+    all; what the preset scaled (``scaled``) said in the first panel and under them."""
     runs = list(dict.fromkeys(history["run"]))
     by_semantics = history.groupby("semantics", sort=False)
     n = len(by_semantics)
@@ -346,17 +337,12 @@ def draw_early(history: pd.DataFrame, path, footer: str, scaled: list = ()) -> N
     """Test accuracy of the first epochs (median over seeds), cosine with and without
     warm-up; what the preset scaled (``scaled``) said in the panel and under it."""
     fig, ax = plotting.figure()
-    for (run, semantics), h in history[history["run"].isin(["cosine", "warmup"])].groupby(
-        ["run", "semantics"]
-    ):
+    early = history[history["run"].isin(["cosine", "warmup"])]
+    for (run, semantics), h in early.groupby(["run", "semantics"]):
         head = h[h["epoch"] <= 2 * EARLY_EPOCHS].groupby("epoch")["test_acc"].median()
-        ax.plot(
-            head.index,
-            head.values,
-            "-" if run == "warmup" else "--",
-            marker="o" if semantics == "as_written" else "x",
-            label=f"{run} ({SEMANTICS_WORDS.get(semantics, semantics)})",
-        )
+        style, marker = "-" if run == "warmup" else "--", "o" if semantics == "as_written" else "x"
+        label = f"{run} ({SEMANTICS_WORDS.get(semantics, semantics)})"
+        ax.plot(head.index, head.values, style, marker=marker, label=label)
     ax.set(xlabel="epoch", ylabel="test accuracy (fraction)")
     plotting.legend_readable(ax)
     ax.grid(True)
