@@ -550,3 +550,17 @@ def labelled_figure(**lines) -> tuple:
         ax.plot([0, 1], y, label=label or "_line")
     ax.set(xlabel="epoch", ylabel="loss")
     return fig, ax
+
+
+@pytest.fixture(scope="module")
+def linear_data():
+    """300 examples of a noisy linear model of 5 features: an airfoil-like problem in a few
+    milliseconds, for the airfoil loop's tests."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    features = torch.randn(300, 5, generator=g)
+    labels = features @ torch.tensor([0.5, -1.0, 0.2, 0.0, 0.3]) + 0.1 * torch.randn(
+        300, generator=g
+    )
+    return {"features": features, "labels": labels}

@@ -11,13 +11,8 @@ BOOK = reference.load()
 
 
 @pytest.fixture(scope="module")
-def data():
-    g = torch.Generator().manual_seed(0)
-    features = torch.randn(300, 5, generator=g)
-    labels = features @ torch.tensor([0.5, -1.0, 0.2, 0.0, 0.3]) + 0.1 * torch.randn(
-        300, generator=g
-    )
-    return {"features": features, "labels": labels}
+def data(linear_data):
+    return linear_data
 
 
 SETTINGS = {

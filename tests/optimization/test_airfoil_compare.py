@@ -1,7 +1,5 @@
 """Scratch against torch.optim on the airfoil data (d2lrepro.optimization.airfoil_compare)."""
 
-import pytest
-import torch
 
 from d2lrepro.optimization import airfoil_compare
 
@@ -17,21 +15,12 @@ CONCISE = {
 }
 
 
-@pytest.fixture(scope="module")
-def data():
-    g = torch.Generator().manual_seed(0)
-    features = torch.randn(300, 5, generator=g)
-    labels = features @ torch.tensor([0.5, -1.0, 0.2, 0.0, 0.3]) + 0.1 * torch.randn(
-        300, generator=g
-    )
-    return {"features": features, "labels": labels}
-
-
-def test_scratch_and_torch_sgd_momentum_agree_but_adam_does_not_exactly(data):
+def test_scratch_and_torch_sgd_momentum_agree_but_adam_does_not_exactly(linear_data):
+    compare = airfoil_compare.compare_implementation
     gaps = {
         m["metric"]: m["value"]
         for name, setting in CONCISE.items()
-        for m in airfoil_compare.compare_implementation(name, setting, data, 2, 10, 100, seed=0)
+        for m in compare(name, setting, linear_data, 2, 10, 100, seed=0)
     }
     assert set(gaps) == {
         "momentum.concise.scratch_vs_torch_gap",
@@ -41,11 +30,11 @@ def test_scratch_and_torch_sgd_momentum_agree_but_adam_does_not_exactly(data):
     assert gaps["adam.concise.scratch_vs_torch_gap"] > 0
 
 
-def test_the_gap_at_an_epoch_is_signed_and_taken_over_the_seeds(data):
+def test_the_gap_at_an_epoch_is_signed_and_taken_over_the_seeds(linear_data):
     """How far torch.optim's loss lies above the scratch one at one evaluation: its median
     over the seeds and their IQR; the same optimizer both ways gives no gap."""
     rows = airfoil_compare.compare_at_epoch(
-        "momentum.concise", CONCISE["momentum.concise"], data, 2, 10, 100, [0, 1, 2], 1.0
+        "momentum.concise", CONCISE["momentum.concise"], linear_data, 2, 10, 100, [0, 1, 2], 1.0
     )
     values = {r["metric"]: r["value"] for r in rows}
     assert set(values) == {

@@ -12,13 +12,10 @@ from d2lrepro.core.results import iqr, metric
 from d2lrepro.optimization.airfoil import hyper_of, train_airfoil
 
 
-def compare_implementation(
-    name: str, setting: dict, data: dict, epochs: int, batch_size: int, eval_every: int, seed: int
-) -> list[dict]:
-    """Scratch vs torch.optim on one problem (same loss, data order and start: train_ch11's,
-    b = 0), with the hyper-parameters of torch setting ``name``: the largest gap between their
-    loss curves over ``epochs``."""
-    curves = [
+def both(setting: dict, data: dict, epochs: int, batch_size: int, eval_every: int, seed: int):
+    """The scratch and the torch.optim run of torch setting ``setting``, from train_ch11's
+    start (b = 0) on the same loss and data order: their histories, scratch first."""
+    return [
         train_airfoil(
             setting["optimizer"],
             hyper_of(setting),
@@ -30,8 +27,19 @@ def compare_implementation(
             implementation=impl,
             eval_every=eval_every,
             start="ch11",
-        )["loss"].to_numpy()
+        )
         for impl in ("scratch", "torch")
+    ]
+
+
+def compare_implementation(
+    name: str, setting: dict, data: dict, epochs: int, batch_size: int, eval_every: int, seed: int
+) -> list[dict]:
+    """Scratch vs torch.optim on one problem (same loss, data order and start: train_ch11's,
+    b = 0), with the hyper-parameters of torch setting ``name``: the largest gap between their
+    loss curves over ``epochs``."""
+    curves = [
+        f["loss"].to_numpy() for f in both(setting, data, epochs, batch_size, eval_every, seed)
     ]
     gap = float(np.max(np.abs(curves[0] - curves[1]))) if len(curves[0]) else math.nan
     return [metric(f"{name}.scratch_vs_torch_gap", gap, "|Δ|", str(data["features"].device))]
@@ -53,21 +61,7 @@ def compare_at_epoch(
     (``{name}.scratch_vs_torch_gap_at_{epoch}``) and its IQR (``..._iqr``)."""
     gaps = []
     for seed in seeds:
-        frames = [
-            train_airfoil(
-                setting["optimizer"],
-                hyper_of(setting),
-                data["features"],
-                data["labels"],
-                epochs=epochs,
-                batch_size=batch_size,
-                seed=seed,
-                implementation=impl,
-                eval_every=eval_every,
-                start="ch11",
-            )
-            for impl in ("scratch", "torch")
-        ]
+        frames = both(setting, data, epochs, batch_size, eval_every, seed)
         at = [f.loc[np.isclose(f["epoch"], epoch), "loss"] for f in frames]
         gaps.append(at[1].iloc[0] - at[0].iloc[0] if all(len(a) for a in at) else math.nan)
     key, device = f"{name}.scratch_vs_torch_gap_at_{epoch:g}", str(data["features"].device)
