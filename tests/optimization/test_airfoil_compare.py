@@ -1,6 +1,5 @@
 """Scratch against torch.optim on the airfoil data (d2lrepro.optimization.airfoil_compare)."""
 
-
 from d2lrepro.optimization import airfoil_compare
 
 # The torch settings of two concise claims, as the config writes them.
