@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from d2lrepro.core import models
 from d2lrepro.core.devices import describe, place, run_devices, shares_gpus, world_size
-from d2lrepro.core.results import metric
+from d2lrepro.core.results import metric, not_applicable
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +113,9 @@ def params_example(device: torch.device) -> list[dict]:
     ]
 
 
-# Where the book's nn.parallel.scatter cannot run (it needs a GPU for each worker in one
-# process), tensor_split, which splits a batch the same way, makes mgpu.scatter's rows.
-STAND_IN = "torch.tensor_split stood in for nn.parallel.scatter, which needs a GPU per worker"
+# Why mgpu.scatter's rows are not measured without a GPU for each worker: no stand-in for the
+# book's function would say anything of it.
+NO_SCATTER = "needs a GPU for each worker: the book's nn.parallel.scatter sends a shard to each"
 
 
 def book_scatter_rows(n: int, width: int, world: int) -> list[dict]:
@@ -135,9 +135,9 @@ def printed_examples(device: torch.device) -> list[dict]:
     parameters copied to worker 0's device (:func:`params_example`), the allreduce of [[1, 1]]
     held by worker 0 and [[2, 2]] held by worker 1, and the rows each worker takes of a 4x5
     batch (the book's ``nn.parallel.scatter`` on worker 0 where each worker has a GPU of its
-    own, else :data:`STAND_IN`) and of the blog notes' 6x4 batch. Every worker returns every
-    worker's rows, each naming its device, or, where the workers share a GPU, that they do
-    (:func:`~d2lrepro.core.devices.describe`)."""
+    own, else not applicable: :data:`NO_SCATTER`) and of the blog notes' 6x4 batch. Every
+    worker returns every worker's rows, each naming its device, or, where the workers share a
+    GPU, that they do (:func:`~d2lrepro.core.devices.describe`)."""
     rank, world = dist.get_rank(), world_size()
     if world != 2:
         raise ValueError(f"the printed examples need 2 workers, not {world}")
@@ -147,17 +147,16 @@ def printed_examples(device: torch.device) -> list[dict]:
     rows += [metric(f"allreduce.shard{rank}.{j}", held[0, j].item(), device=where) for j in (0, 1)]
     # Worker 0 sends a shard to each GPU, so it must see one for each worker (one node).
     own_gpus = device.type == "cuda" and not shares_gpus(world)
-    own_gpus = own_gpus and torch.cuda.device_count() >= world
-    for name, (n, width) in {"scatter": (4, 5), "split6x4": (6, 4)}.items():
-        if name == "scatter" and own_gpus:
-            rows += book_scatter_rows(n, width, world) if rank == 0 else []
-            continue
-        mine = shard(torch.arange(n * width, device=device).reshape(n, width), rank, world)
-        note = STAND_IN if name == "scatter" else ""
-        rows += [
-            metric(f"{name}.shard{rank}.{end}_row", mine[k, 0].item() // width, "", where, note)
-            for end, k in (("first", 0), ("last", -1))
-        ]
+    if own_gpus and torch.cuda.device_count() >= world:
+        rows += book_scatter_rows(4, 5, world) if rank == 0 else []
+    else:
+        ends = [f"scatter.shard{rank}.{end}_row" for end in ("first", "last")]
+        rows += [not_applicable(m, NO_SCATTER, device=where) for m in ends]
+    mine = shard(torch.arange(6 * 4, device=device).reshape(6, 4), rank, world)
+    rows += [
+        metric(f"split6x4.shard{rank}.{end}_row", mine[k, 0].item() // 4, device=where)
+        for end, k in (("first", 0), ("last", -1))
+    ]
     gathered = [None] * world
     dist.all_gather_object(gathered, rows)
     return [row for worker in gathered for row in worker]
