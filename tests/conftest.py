@@ -1,3 +1,4 @@
+import fcntl
 import functools
 import os
 import shutil
@@ -12,6 +13,15 @@ import pytest
 from d2lrepro.core.results import diverged
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject.toml): a worker per core, each given a test file at a time
+    (`--dist loadfile`: a file's tests share its module fixtures, test_slurm.py's one cluster);
+    one worker where CUDA is, so that no test's GPU timing runs beside another's."""
+    import torch
+
+    return 1 if torch.cuda.is_available() else len(os.sched_getaffinity(0))
 
 
 @pytest.fixture(scope="session")
@@ -524,10 +534,20 @@ def snakemake(workdir, *args, check=True):
 @pytest.fixture(scope="session")
 def smoke_run(repo, mirror, tmp_path_factory):
     """A copy of the repository after a run of the smoke preset, shared by the tests that read
-    what a run writes."""
-    workdir = tmp_path_factory.mktemp("workflow") / "repo"
-    shutil.copytree(repo, workdir, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
-    snakemake(workdir, "--cores", "2", "--config", "preset=smoke", f"data_mirror={mirror}")
+    what a run writes: made once for all of pytest-xdist's workers (the first to need it makes
+    it, in the folder of this session that holds theirs, while the others wait for it)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    workdir, made = shared / "smoke" / "repo", shared / "smoke" / "made"
+    with open(shared / "smoke.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.exists():
+            shutil.rmtree(workdir.parent, ignore_errors=True)  # a run that failed part way
+            shutil.copytree(repo, workdir, ignore=lambda d, n: [x for x in n if x in OUTPUTS])
+            config = ["--config", "preset=smoke", f"data_mirror={mirror}"]
+            snakemake(workdir, "--cores", "2", *config)
+            made.touch()
     return workdir
 
 

@@ -37,7 +37,6 @@ DAEMONS = (
 PACKAGES = "slurmctld slurmd slurmdbd slurm-client munge mariadb-server"
 # Outputs that depend on nothing but the code and the config.
 DETERMINISTIC = ["results/data/fashion_mnist.pt", "results/data/airfoil.pt"]
-AUTOPAR = "results/performance/autopar/metrics.csv"
 # The rules that run in Snakemake's own process (downloads, verdicts, report, archive); all
 # others go to SLURM.
 LOCAL_RULES = {"fetch_data", "evaluate_claims", "report", "archive", "all"}
@@ -104,14 +103,15 @@ def _accounting_database(root: Path, started: list) -> int:
     return port
 
 
-@pytest.fixture
-def slurm(tmp_path):
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
     """A one-node SLURM cluster on this machine, with accounting (slurmdbd over MariaDB) so
-    that sacct sees its jobs: its config path; the daemons stop after."""
+    that sacct sees its jobs: its config path; the daemons stop after the module's tests, which
+    share it (starting one takes seconds; each test reads only its own jobs)."""
     reason = _why_not()
     if reason:
         pytest.skip(reason)
-    root = tmp_path / "cluster"
+    root = tmp_path_factory.mktemp("cluster")
     for sub in ("state", "spool", "log"):
         (root / sub).mkdir(parents=True)
     host, cpus = socket.gethostname().split(".")[0], os.cpu_count()
@@ -212,32 +212,35 @@ def sacct_states(conf) -> dict[str, str]:
     return dict(line.split("|", 1) for line in out.splitlines() if line)
 
 
-def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, tmp_path):
+def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, smoke_run, tmp_path):
     """The whole smoke preset through the profile: every job of every rule but the local ones
     (downloads, verdicts, report) is a SLURM job that completed, and deterministic outputs
-    equal a local run's."""
+    equal those of the local smoke run the end-to-end tests share. As the smoke preset lets
+    them, the jobs that time share the node, a core each, but autopar, which times on all of
+    its cores (the profile's whole-node request for each is tested in test_workflow.py)."""
     cpus = str(os.cpu_count())
-    threads = [f"{rule}={cpus}" for rule in TIMING_RULES]
+    sharing = [rule for rule in TIMING_RULES if rule != "autopar"]
     cluster = tmp_path / "slurm"
     done = _through_slurm(
-        slurm, repo, mirror, cluster, [], "--slurm-keep-successful-logs", "--set-threads", *threads
+        slurm,
+        repo,
+        mirror,
+        cluster,
+        [],
+        "--slurm-keep-successful-logs",
+        *("--set-threads", f"autopar={cpus}", *(f"{rule}=1" for rule in sharing)),
+        *("--set-resources", *(f"{rule}:slurm_extra=''" for rule in sharing)),
     )
     assert done.returncode == 0, done.stderr[-4000:]
     said = done.stdout + done.stderr
     assert (cluster / "results" / "report.html").exists()
-    local = tmp_path / "local"
-    shutil.copytree(repo, local, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
-    command = [sys.executable, "-m", "snakemake", *DETERMINISTIC, AUTOPAR, "--cores", cpus]
-    command += ["--config", "preset=smoke", f"data_mirror={mirror}"]
-    done = subprocess.run(command, cwd=local, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-4000:]
     # Each claim is judged on the machine of the job that measured it: the timing of two CPU
     # chains, on 2 cores in its SLURM job as here, is judged alike (the run's overview, a
     # 1-core job, plays no part); a job SLURM ran takes its allocation as its GPU lock.
     on_cluster = _machine_can_judge(cluster, "autopar.both.cpu")
-    assert on_cluster == _machine_can_judge(local, "autopar.both.cpu") == (int(cpus) >= 2)
+    assert on_cluster == _machine_can_judge(smoke_run, "autopar.both.cpu") == (int(cpus) >= 2)
     assert "allocation is its lock" in (cluster / "logs" / "autopar.log").read_text()
-    assert "allocation is its lock" not in (local / "logs" / "autopar.log").read_text()
+    assert "allocation is its lock" not in (smoke_run / "logs" / "autopar.log").read_text()
     # The executor logs each job under its rule and SLURM job id; sacct has that job as
     # completed.
     states = sacct_states(slurm)
@@ -250,7 +253,7 @@ def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, tmp_path):
         job_ids = [log.stem for log in (slurm_logs / f"rule_{rule}").rglob("*.log")]
         assert job_ids and all(states[i] == "COMPLETED" for i in job_ids), (rule, states)
     for target in DETERMINISTIC:
-        assert (cluster / target).read_bytes() == (local / target).read_bytes(), target
+        assert (cluster / target).read_bytes() == (smoke_run / target).read_bytes(), target
 
 
 def _machine_can_judge(tree, claim_id) -> bool:
@@ -298,14 +301,16 @@ def test_a_partition_the_cluster_lacks_stops_with_the_rule_and_sbatchs_reason(
     assert "intro" in said and "invalid partition" in said.lower(), said[-3000:]
 
 
-def test_a_job_killed_for_time_names_its_rule_and_job_id_and_leaves_its_checkpoint(
+def test_jobs_killed_for_time_and_for_memory_name_their_rules_and_job_ids(
     slurm, repo, mirror, tmp_path
 ):
-    """The 1-device LeNet on all 60,000 images, made 50 epochs long (several minutes on the
-    fastest core seen, where the cpu preset's 10 epochs ended within SLURM's grace after the
-    limit), given a 1-minute limit: SLURM kills it after a few epochs; the epochs done stay in
-    its checkpoint, which a rerun resumes from (tests/multidevice/test_worker.py checks the
-    resumed result)."""
+    """Two jobs of one run, each killed by SLURM, and Snakemake says which rule and which SLURM
+    job, with SLURM's state. The 1-device LeNet on all 60,000 images, made 50 epochs long
+    (several minutes on the fastest core seen, where the cpu preset's 10 epochs ended within
+    SLURM's grace after the limit), given a 1-minute limit: SLURM kills it after a few epochs;
+    the epochs done stay in its checkpoint, which a rerun resumes from
+    (tests/multidevice/test_worker.py checks the resumed result). A job given less memory than
+    importing torch takes: the cgroup's OOM killer ends it."""
     workdir = tmp_path / "w"
     longer = tmp_path / "longer.yaml"
     longer.write_text("presets: {cpu: {data_parallel: {runs: {lenet.1: {epochs: 50}}}}}\n")
@@ -314,58 +319,33 @@ def test_a_job_killed_for_time_names_its_rule_and_job_id_and_leaves_its_checkpoi
         repo,
         mirror,
         workdir,
-        ["results/multidevice/data_parallel/lenet.1.seed0.csv"],
-        "--configfile",
-        longer,
-        "--set-resources",
-        "data_parallel_run:runtime=1",
-        "--set-threads",
-        "data_parallel_run=1",
+        ["results/multidevice/data_parallel/lenet.1.seed0.csv", "results/figures/intro/risk.png"],
+        *("--configfile", longer, "--keep-going"),
+        *("--set-resources", "data_parallel_run:runtime=1", "intro:mem_mb=50"),
+        *("--set-threads", "data_parallel_run=1"),
         preset="cpu",
     )
     said = done.stdout + done.stderr
     assert done.returncode != 0
-    job_ids = [log.stem for log in (workdir / ".snakemake" / "slurm_logs").rglob("*.log")]
-    failed = [
-        line for line in said.splitlines() if "TIMEOUT" in line and any(i in line for i in job_ids)
-    ]
-    assert failed and "data_parallel_run" in said, said[-3000:]
-    assert [sacct_states(slurm)[i] for i in job_ids] == ["TIMEOUT"]
+    states = sacct_states(slurm)
+    for rule, state in (("data_parallel_run", "TIMEOUT"), ("intro", "OUT_OF_MEMORY")):
+        logs = workdir / ".snakemake" / "slurm_logs" / f"rule_{rule}"
+        job_ids = [log.stem for log in logs.rglob("*.log")]
+        assert job_ids, said[-3000:]
+        failed = [line for line in said.splitlines() if state in line and job_ids[0] in line]
+        assert failed and rule in said, said[-3000:]
+        assert [states[i] for i in job_ids] == [state]
     checkpoints = list((workdir / "results" / "checkpoints").glob("lenet.1-*.pt"))
     assert len(checkpoints) == 1
 
 
-def test_a_job_killed_for_memory_names_its_rule_and_job_id(slurm, repo, mirror, tmp_path):
-    """A job given less memory than importing torch takes: the cgroup's OOM killer ends it,
-    and Snakemake says which rule and which SLURM job, with SLURM's state."""
-    workdir = tmp_path / "w"
-    done = _through_slurm(
-        slurm,
-        repo,
-        mirror,
-        workdir,
-        ["results/figures/intro/risk.png"],
-        "--set-resources",
-        "intro:mem_mb=50",
-    )
-    said = done.stdout + done.stderr
-    assert done.returncode != 0
-    job_ids = [log.stem for log in (workdir / ".snakemake" / "slurm_logs").rglob("*.log")]
-    failed = [
-        line
-        for line in said.splitlines()
-        if "OUT_OF_MEMORY" in line and any(i in line for i in job_ids)
-    ]
-    assert failed and "intro" in said, said[-3000:]
-    assert [sacct_states(slurm)[i] for i in job_ids] == ["OUT_OF_MEMORY"]
-
-
-def _power_off(root):
+def _power_off(conf):
     """What a power cut does to the node: its slurmd and every process of its jobs (all in
     the jobs' cgroups) die at once; slurmctld finds out when the node stops answering."""
     jobs = Path("/sys/fs/cgroup").glob("*/slurm*/uid_*/job_*/**/cgroup.procs")
     pids = {int(pid) for procs in jobs for pid in procs.read_text().split()}
-    for pid in pids | {int((root / "slurmd.pid").read_text())}:
+    slurmd = re.search(r"^SlurmdPidFile=(.+)$", conf.read_text(), re.M)[1]
+    for pid in pids | {int(Path(slurmd).read_text())}:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
@@ -399,7 +379,7 @@ def test_a_node_that_fails_mid_training_names_the_rule_and_job_id_and_a_rerun_re
             while not list(checkpoints.glob("lenet.1-*.pt")) and running.poll() is None:
                 assert time.monotonic() < deadline, "no checkpoint after 5 minutes"
                 time.sleep(0.5)
-            _power_off(tmp_path / "cluster")
+            _power_off(slurm)
             said = running.communicate(timeout=300)[0]
         finally:
             running.kill()

@@ -434,8 +434,9 @@ def test_a_run_across_nodes_asks_slurm_for_them(repo, tmp_path):
 
 @pytest.mark.skipif(not shutil.which("taskset"), reason="needs taskset")
 def test_on_one_core_the_1_device_runs_train_as_jobs_that_time_nothing(repo, tmp_path):
-    """Two devices cannot run on one core, so no claim judges a 1-device run's time: it says
-    so in its `unjudged` resource. A run across nodes decides what it lacks in its job."""
+    """Without 2 GPUs no claim judges a run's time: the 1-device run says so in its
+    `unjudged` resource, and the 2-device run, which cannot run on one core, is light too. A
+    run across nodes decides what it lacks in its job."""
     extra = tmp_path / "nodes.yaml"
     extra.write_text(
         "data_parallel:\n  runs:\n    lenet.4: {model: lenet, devices: 4, nodes: 2, epochs: 1,"
@@ -456,11 +457,11 @@ def test_on_one_core_the_1_device_runs_train_as_jobs_that_time_nothing(repo, tmp
         for i, line in enumerate(lines)
         if "wildcards: run=" in line
     }
-    why = "needs 2 devices, the job that measured it could use 1 (1 CPU core)"
+    why, short = "needs 2 GPUs, the job that measured it could use none", "needs 2 devices"
     assert f"unjudged={why}" in asked["lenet.1"]
     said = re.compile(r"\b(shortfall|unjudged)=[^,]")  # a reason: not empty
     # The 2-device run cannot run here at all: a light job, whose time nothing judges either.
-    assert f"shortfall={why}" in asked["lenet.2"] and f"unjudged={why}" in asked["lenet.2"]
+    assert f"shortfall={short}" in asked["lenet.2"] and f"unjudged={why}" in asked["lenet.2"]
     assert not said.search(asked["lenet.4"])
 
 
@@ -723,7 +724,7 @@ def plan_on_gpus(repo, gpus, preset, given, remote=False):
         (8, ["gpu=4"], 4, [2, 4, 2]),
         (2, ["gpu=0"], 0, [0, 0, 0]),
         (0, ["gpu=1"], 1, [1, 1, 1]),  # a login node: the book preset asks for what it wants
-        (0, [], None, [2, 8, 2]),
+        (0, [], None, [2, 8, 1]),  # data-parallel runs, whose time is unjudged here: one
     ],
 )
 def test_a_job_asks_for_no_more_gpus_than_the_run_has(repo, gpus, given, limit, asked):
@@ -760,12 +761,15 @@ def test_a_job_short_of_devices_is_planned_light(repo, gpus, given):
 def test_without_a_gpu_the_book_s_one_process_code_is_planned_light(repo, preset):
     """It needs GPUs, which cores do not stand in for: one core, no GPU (under the book preset
     too, which asks for GPUs where the machine has none, as a cluster's login node), and the
-    reason."""
+    reason. No claim judges the data-parallel runs' or the cost model's time without 2 GPUs:
+    they train on the cores, a core for each worker, beside other jobs."""
     each = plan_on_gpus(repo, 0, preset, [])["each"]
     why = "needs 2 GPUs, the job that measured it could use none"
     assert each["single_process"] == [1, 0, 0, why, ""]
-    # the 1-device runs time on the cores (the book preset asks a cluster for a GPU)
-    assert each["data_parallel_run.lenet.1.0"] == [2, int(preset == "book"), 0, "", ""]
+    # (the book preset asks a cluster for a GPU)
+    assert each["data_parallel_run.lenet.1.0"] == [1, int(preset == "book"), 0, "", why]
+    assert each["data_parallel_run.lenet.2.0"][0] == each["cost_model"][0] == 2
+    assert each["data_parallel_run.lenet.2.0"][-1] == each["cost_model"][-1] == why
 
 
 @pytest.mark.e2e
@@ -798,13 +802,16 @@ def test_a_host_short_of_devices_reruns_nothing_another_measured(repo, tmp_path,
 
 @pytest.mark.parametrize("gpus", [2, 0])
 def test_a_job_with_its_devices_is_not_light(repo, gpus):
-    """Two GPUs, or two cores of a machine without GPUs, run the 2-device jobs, and the 1-device
-    runs time alone beside them (the book's one-process code needs GPUs)."""
+    """Two GPUs, or two cores of a machine without GPUs, run the 2-device jobs, and on 2 GPUs
+    the 1-device runs time alone beside them (without GPUs, the book's one-process code is
+    light, and no claim judges a data-parallel time: tested above)."""
     each = plan_on_gpus(repo, gpus, "cpu", [])["each"]
-    light = {name for name, (*_, short, unjudged) in each.items() if short or unjudged}
+    light = {name for name, (*_, short, _) in each.items() if short}
     assert each and light == (set() if gpus else {"single_process"})
     assert each["parameter_server"][:2] == [2, gpus]
-    assert each["data_parallel_run.lenet.1.0"][:2] == [2, min(gpus, 1)]
+    if gpus:
+        assert not any(unjudged for *_, unjudged in each.values())
+        assert each["data_parallel_run.lenet.1.0"][:2] == [2, 1]
 
 
 SHARING_RULES = ("lr_schedules_run", "warmup_sweep")

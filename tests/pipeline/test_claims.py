@@ -949,6 +949,17 @@ def test_a_gpu_claim_measured_on_cpu_cores_is_an_observation_never_a_verdict(gpu
     )
 
 
+def test_a_gpu_claim_timed_on_cpu_cores_beside_other_jobs_lacks_its_gpus():
+    """A timing that CPU cores took beside other jobs (planned so where no claim can judge it:
+    common.smk's unjudged_time) describes neither the book nor this machine: not applicable,
+    for the GPUs the claim needs."""
+    claim = {"id": "x.y", "evidence": "m.csv", "checks": [NO_SPEEDUP]} | GPU_SPEED
+    row = claims.evaluate_claim(claim, *measured_on(SPEEDUP, {"ran_alone": False}))
+    assert row["verdict"] == claims.NOT_APPLICABLE
+    assert row["reason"].startswith("needs 2 GPUs, the job that measured it could use none")
+    assert row["measured"].startswith("speedup = 1.67x")
+
+
 def test_a_gpu_claim_whose_run_failed_on_cpu_cores_is_not_reproduced():
     claim = {"id": "x.y", "evidence": "m.csv", "checks": [NO_SPEEDUP]} | GPU_SPEED
     rows = [failed("speedup", "the 2-device run died", "x"), metric("speedup_iqr", 0.1, "x")]

@@ -50,11 +50,11 @@ DATA_PARALLEL_SHORT = shortfall_of(
     lambda w: RUN_DEVICES(w) if S["data_parallel"]["runs"][w.run]["nodes"] == 1 else 1,
     share=True,
 )
-# A run's time is judged only in the speed-ups of 2 devices, each of its own, over 1: where
-# they cannot run here (one GPU, one core), every run trains as jobs that time nothing do,
-# with a core for each worker.
+# A run's time is judged only in the speed-ups of 2 GPUs, each of its own, over 1: where
+# they are not here (no GPU, one GPU), every run trains as jobs that time nothing do, with a
+# core for each worker, beside other jobs (CPU cores do not stand in for the GPUs' timing).
 DATA_PARALLEL_UNJUDGED = unjudged_time(
-    shortfall_of(2), lambda w: S["data_parallel"]["runs"][w.run]["nodes"] == 1
+    shortfall_of(2, cuda=2), lambda w: S["data_parallel"]["runs"][w.run]["nodes"] == 1
 )
 DATA_PARALLEL_THREADS = when_short(
     DATA_PARALLEL_SHORT,
@@ -116,7 +116,7 @@ COST_STEPS = list(S["cost_model"])
 # their own: without them (one GPU), the 2 workers make the printed examples only, as jobs
 # that time nothing do.
 COST_MODEL_SHORT = shortfall_of(2, share=True)
-COST_MODEL_UNJUDGED = unjudged_time(shortfall_of(2), lambda w: True)
+COST_MODEL_UNJUDGED = unjudged_time(shortfall_of(2, cuda=2), lambda w: True)
 COST_MODEL_THREADS = when_short(
     COST_MODEL_SHORT, 1, lambda w: 2 if COST_MODEL_UNJUDGED(w) else timing_threads(w)
 )

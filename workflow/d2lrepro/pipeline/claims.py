@@ -169,9 +169,10 @@ def _not_judged(
     requires = claim.get("requires", {})
     machines = provenance.records_of(used, records, claim["evidence"]) if requires else []
     unmet = requires and _unmet(requires, machines)
-    # CPU cores that stood in for GPUs measured something real about this machine: shown as
-    # such, unless a check below finds the run broken or not comparable.
-    observed = unmet and claim.get("premise") == "gpus"
+    # CPU cores that stood in for GPUs measured something real about this machine where they
+    # timed alone: shown as such, unless a check below finds the run broken or not comparable.
+    beside_others = claim.get("timed") and _ran_beside_others(used, records)
+    observed = unmet and claim.get("premise") == "gpus" and not beside_others
     observed = observed and not any(m["cuda_devices"] for m in machines)
     if unmet and not observed:
         return NOT_APPLICABLE, unmet
@@ -194,7 +195,7 @@ def _not_judged(
     not_here = used[status == NOT_APPLICABLE_STATUS]
     if len(not_here):
         return NOT_APPLICABLE, _notes(not_here)
-    if claim.get("timed") and _ran_beside_others(used, records):
+    if beside_others:
         return NOT_APPLICABLE, RAN_BESIDE_OTHERS
     if observed:
         return OBSERVED, observation(claim, provenance.devices_of(used), unmet)
