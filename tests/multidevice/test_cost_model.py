@@ -104,8 +104,9 @@ def test_cost_metrics_judge_the_step_where_t1_and_t2_balance():
 
 def test_max_t1_t2_is_judged_on_two_gpus_with_the_spread_of_its_repeats():
     """The overlap the notes' model assumes is a GPU's (the all-reduce on a link of its own):
-    CPU cores' numbers are an observation of the machine, one GPU cannot judge it, and two
-    judge it with the spread the times' IQRs over the repeats give each ratio."""
+    CPU cores' numbers, timed alone (on a cluster's node; a run here plans them beside other
+    jobs), are an observation of the machine, one GPU cannot judge it, and two judge it with
+    the spread the times' IQRs over the repeats give each ratio."""
 
     def verdict(steps, gpus=2, **times):
         rows = cost_model.cost_metrics(cost_table(steps, **times), "lenet_ddp")

@@ -956,14 +956,20 @@ def test_a_gpu_claim_timed_on_cpu_cores_beside_other_jobs_lacks_its_gpus():
     claim = {"id": "x.y", "evidence": "m.csv", "checks": [NO_SPEEDUP]} | GPU_SPEED
     row = claims.evaluate_claim(claim, *measured_on(SPEEDUP, {"ran_alone": False}))
     assert row["verdict"] == claims.NOT_APPLICABLE
-    assert row["reason"].startswith("needs 2 GPUs, the job that measured it could use none")
+    assert row["reason"] == (
+        "needs 2 GPUs, the job that measured it could use none; timed beside other jobs, as"
+        " planned where no claim can judge its time"
+    )
     assert row["measured"].startswith("speedup = 1.67x")
 
 
-def test_a_gpu_claim_whose_run_failed_on_cpu_cores_is_not_reproduced():
+@pytest.mark.parametrize("alone", [True, False])
+def test_a_gpu_claim_whose_run_failed_on_cpu_cores_is_not_reproduced(alone):
+    """Timed alone or beside other jobs: a crash is a finding."""
     claim = {"id": "x.y", "evidence": "m.csv", "checks": [NO_SPEEDUP]} | GPU_SPEED
     rows = [failed("speedup", "the 2-device run died", "x"), metric("speedup_iqr", 0.1, "x")]
-    assert claims.evaluate_claim(claim, *measured_on(rows))["verdict"] == claims.NOT_REPRODUCED
+    judged = claims.evaluate_claim(claim, *measured_on(rows, {"ran_alone": alone}))
+    assert judged["verdict"] == claims.NOT_REPRODUCED
 
 
 def test_observations_are_counted_apart_in_the_findings():

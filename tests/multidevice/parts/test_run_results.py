@@ -92,6 +92,7 @@ def test_resnet18_speedups_on_throughput_against_the_editions_less_20_percent():
         assert verdict(140) == REPRODUCED
         assert verdict(120) == NOT_REPRODUCED
         assert verdict(140, examples=512) == NOT_APPLICABLE  # not the same examples
+        # on CPU cores that timed alone (a cluster's node; a run here plans them beside others)
         assert verdict(140, machine=None) == verdict(120, machine=None) == OBSERVED
 
 
@@ -197,7 +198,7 @@ def test_no_meaningful_speedup_is_judged_with_its_spread():
     assert verdict([124.0, 125.0, 126.0, 125.0])["verdict"] == NOT_REPRODUCED  # 1.25, IQR 0.005
     alike = verdict([115.0, 115.0, 115.0, 115.0])  # 1.15, IQR 0: a single timing's worth
     assert alike["verdict"] == INCONCLUSIVE and alike["reason"].startswith(NO_SPREAD)
-    assert verdict(steady, machine=None)["verdict"] == OBSERVED  # on CPU cores
+    assert verdict(steady, machine=None)["verdict"] == OBSERVED  # on CPU cores, timed alone
 
 
 def test_a_speedup_without_a_whole_batch_after_the_first_is_not_applicable():

@@ -162,8 +162,8 @@ def _not_judged(
     """The verdict and reason of a claim that its checks do not decide, in this order: the
     machine lacks its hardware, a run failed, a number is none (``no_number`` says which),
     the preset scaled it, a metric was not measured here, or it was timed beside other jobs;
-    then a claim about GPUs that jobs without a GPU measured is an observation of this
-    machine. None where its checks decide it."""
+    then a claim about GPUs that jobs without a GPU timed alone is an observation of this
+    machine (timed beside other jobs, it lacks its GPUs). None where its checks decide it."""
     # Hardware before scale: a claim the machine lacks the devices for is not applicable for
     # that reason, which no preset cures, whatever the preset scaled.
     requires = claim.get("requires", {})
@@ -172,9 +172,9 @@ def _not_judged(
     # CPU cores that stood in for GPUs measured something real about this machine where they
     # timed alone: shown as such, unless a check below finds the run broken or not comparable.
     beside_others = claim.get("timed") and _ran_beside_others(used, records)
-    observed = unmet and claim.get("premise") == "gpus" and not beside_others
-    observed = observed and not any(m["cuda_devices"] for m in machines)
-    if unmet and not observed:
+    on_cores = unmet and claim.get("premise") == "gpus"
+    on_cores = on_cores and not any(m["cuda_devices"] for m in machines)
+    if unmet and not on_cores:
         return NOT_APPLICABLE, unmet
     failed_rows = used[status == FAILED]
     # A run that failed or measured no number is a finding even when the preset scaled it: a
@@ -185,6 +185,9 @@ def _not_judged(
         return NOT_REPRODUCED, f"the run failed: {_notes(failed_rows)}{also}"
     if no_number:
         return NOT_REPRODUCED, f"no number was measured: {', '.join(no_number)}{also}"
+    if on_cores and beside_others:
+        why = "timed beside other jobs, as planned where no claim can judge its time"
+        return NOT_APPLICABLE, f"{unmet}; {why}"
     # A crash or a broken number stays a finding beside a part its job had no devices for.
     lacking = _lacking(used, status)
     if len(lacking):
@@ -197,7 +200,7 @@ def _not_judged(
         return NOT_APPLICABLE, _notes(not_here)
     if beside_others:
         return NOT_APPLICABLE, RAN_BESIDE_OTHERS
-    if observed:
+    if on_cores:
         return OBSERVED, observation(claim, provenance.devices_of(used), unmet)
     return None
 
