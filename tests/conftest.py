@@ -15,6 +15,15 @@ from d2lrepro.core.results import diverged
 REPO = Path(__file__).resolve().parents[1]
 
 
+# The files whose tests take minutes, first: a worker starts each of them while the others take
+# the rest (pytest-xdist hands out whole files in the order they were collected).
+SLOW_FILES = ("test_slurm.py", "test_workflow.py")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name not in SLOW_FILES)  # stable: the rest as found
+
+
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (pyproject.toml): a worker per core, each given a test file at a time
     (`--dist loadfile`: a file's tests share its module fixtures, test_slurm.py's one cluster);

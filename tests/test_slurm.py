@@ -212,50 +212,6 @@ def sacct_states(conf) -> dict[str, str]:
     return dict(line.split("|", 1) for line in out.splitlines() if line)
 
 
-def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, smoke_run, tmp_path):
-    """The whole smoke preset through the profile: every job of every rule but the local ones
-    (downloads, verdicts, report) is a SLURM job that completed, and deterministic outputs
-    equal those of the local smoke run the end-to-end tests share. As the smoke preset lets
-    them, the jobs that time share the node, a core each, but autopar, which times on all of
-    its cores (the profile's whole-node request for each is tested in test_workflow.py)."""
-    cpus = str(os.cpu_count())
-    sharing = [rule for rule in TIMING_RULES if rule != "autopar"]
-    cluster = tmp_path / "slurm"
-    done = _through_slurm(
-        slurm,
-        repo,
-        mirror,
-        cluster,
-        [],
-        "--slurm-keep-successful-logs",
-        *("--set-threads", f"autopar={cpus}", *(f"{rule}=1" for rule in sharing)),
-        *("--set-resources", *(f"{rule}:slurm_extra=''" for rule in sharing)),
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    said = done.stdout + done.stderr
-    assert (cluster / "results" / "report.html").exists()
-    # Each claim is judged on the machine of the job that measured it: the timing of two CPU
-    # chains, on 2 cores in its SLURM job as here, is judged alike (the run's overview, a
-    # 1-core job, plays no part); a job SLURM ran takes its allocation as its GPU lock.
-    on_cluster = _machine_can_judge(cluster, "autopar.both.cpu")
-    assert on_cluster == _machine_can_judge(smoke_run, "autopar.both.cpu") == (int(cpus) >= 2)
-    assert "allocation is its lock" in (cluster / "logs" / "autopar.log").read_text()
-    assert "allocation is its lock" not in (smoke_run / "logs" / "autopar.log").read_text()
-    # The executor logs each job under its rule and SLURM job id; sacct has that job as
-    # completed.
-    states = sacct_states(slurm)
-    slurm_logs = cluster / ".snakemake" / "slurm_logs"
-    rules = {d.name.removeprefix("rule_") for d in slurm_logs.iterdir()}
-    assert set(re.findall(r"^localrule (\w+):", said, re.M)) == LOCAL_RULES
-    assert rules == set(re.findall(r"^rule (\w+):", said, re.M))
-    assert {"lr_schedules_run", "hybridize", "data_parallel_run", "cost_model"} <= rules
-    for rule in rules:
-        job_ids = [log.stem for log in (slurm_logs / f"rule_{rule}").rglob("*.log")]
-        assert job_ids and all(states[i] == "COMPLETED" for i in job_ids), (rule, states)
-    for target in DETERMINISTIC:
-        assert (cluster / target).read_bytes() == (smoke_run / target).read_bytes(), target
-
-
 def _machine_can_judge(tree, claim_id) -> bool:
     """Whether the machines that measured ``claim_id``'s evidence in ``tree`` have what it
     requires (the preset aside: smoke scales every timing, and lets its timing jobs share
@@ -337,6 +293,50 @@ def test_jobs_killed_for_time_and_for_memory_name_their_rules_and_job_ids(
         assert [states[i] for i in job_ids] == [state]
     checkpoints = list((workdir / "results" / "checkpoints").glob("lenet.1-*.pt"))
     assert len(checkpoints) == 1
+
+
+def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, smoke_run, tmp_path):
+    """The whole smoke preset through the profile: every job of every rule but the local ones
+    (downloads, verdicts, report) is a SLURM job that completed, and deterministic outputs
+    equal those of the local smoke run the end-to-end tests share. As the smoke preset lets
+    them, the jobs that time share the node, a core each, but autopar, which times on all of
+    its cores (the profile's whole-node request for each is tested in test_workflow.py)."""
+    cpus = str(os.cpu_count())
+    sharing = [rule for rule in TIMING_RULES if rule != "autopar"]
+    cluster = tmp_path / "slurm"
+    done = _through_slurm(
+        slurm,
+        repo,
+        mirror,
+        cluster,
+        [],
+        "--slurm-keep-successful-logs",
+        *("--set-threads", f"autopar={cpus}", *(f"{rule}=1" for rule in sharing)),
+        *("--set-resources", *(f"{rule}:slurm_extra=''" for rule in sharing)),
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    said = done.stdout + done.stderr
+    assert (cluster / "results" / "report.html").exists()
+    # Each claim is judged on the machine of the job that measured it: the timing of two CPU
+    # chains, on 2 cores in its SLURM job as here, is judged alike (the run's overview, a
+    # 1-core job, plays no part); a job SLURM ran takes its allocation as its GPU lock.
+    on_cluster = _machine_can_judge(cluster, "autopar.both.cpu")
+    assert on_cluster == _machine_can_judge(smoke_run, "autopar.both.cpu") == (int(cpus) >= 2)
+    assert "allocation is its lock" in (cluster / "logs" / "autopar.log").read_text()
+    assert "allocation is its lock" not in (smoke_run / "logs" / "autopar.log").read_text()
+    # The executor logs each job under its rule and SLURM job id; sacct has that job as
+    # completed.
+    states = sacct_states(slurm)
+    slurm_logs = cluster / ".snakemake" / "slurm_logs"
+    rules = {d.name.removeprefix("rule_") for d in slurm_logs.iterdir()}
+    assert set(re.findall(r"^localrule (\w+):", said, re.M)) == LOCAL_RULES
+    assert rules == set(re.findall(r"^rule (\w+):", said, re.M))
+    assert {"lr_schedules_run", "hybridize", "data_parallel_run", "cost_model"} <= rules
+    for rule in rules:
+        job_ids = [log.stem for log in (slurm_logs / f"rule_{rule}").rglob("*.log")]
+        assert job_ids and all(states[i] == "COMPLETED" for i in job_ids), (rule, states)
+    for target in DETERMINISTIC:
+        assert (cluster / target).read_bytes() == (smoke_run / target).read_bytes(), target
 
 
 def _power_off(conf):
