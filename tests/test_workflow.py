@@ -776,19 +776,18 @@ def test_without_a_gpu_the_book_s_one_process_code_is_planned_light(repo, preset
 @pytest.mark.skipif(
     not shutil.which("taskset") or len(os.sched_getaffinity(0)) < 2, reason="needs taskset, 2 cores"
 )
-def test_a_host_short_of_devices_reruns_nothing_another_measured(repo, tmp_path, mirror):
-    """The parameter servers and a 1-device run measured on 2 cores; planned again on 1 core,
-    where the first would be light and no claim could judge the second's time, nothing is to
-    be done: what the plan finds goes to the job as resources, which Snakemake does not
-    compare, and the job's inputs stay the same."""
+def test_a_host_short_of_devices_reruns_nothing_another_measured(smoke_run, tmp_path, mirror):
+    """The parameter servers and a 1-device run, measured on 2 cores by the smoke run; planned
+    again on 1 core, where the first would be light, nothing is to be done: what the plan finds
+    goes to the job as resources, which Snakemake does not compare, and the job's inputs stay
+    the same."""
     tree = tmp_path / "repo"
-    shutil.copytree(repo, tree)
+    shutil.copytree(smoke_run, tree, symlinks=True)
     targets = [
         "results/multidevice/parameter_server/metrics.csv",
         "results/multidevice/data_parallel/lenet.1.seed0.csv",
     ]
     config = ["--config", "preset=smoke", f"data_mirror={mirror}"]
-    snakemake(tree, "--cores", "2", *config, "--", *targets)
     one_core = ["taskset", "-c", "0", sys.executable, "-m", "snakemake", "-n", "--cores", "1"]
     done = subprocess.run(
         [*one_core, *config, "--", *targets],
