@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from conftest import OUTPUTS, TIMING_RULES
 from d2lrepro.core import provenance
@@ -302,22 +301,17 @@ def test_the_smoke_preset_runs_through_sbatch(slurm, repo, mirror, smoke_run, tm
     (downloads, verdicts, report) is a SLURM job that completed, and deterministic outputs
     equal those of the local smoke run the end-to-end tests share. As the smoke preset lets
     them, the jobs that time share the node, a core each, but autopar, which times on all of
-    its cores (the profile's whole-node request for each is tested in test_workflow.py). The
-    data-parallel runs are the LeNet ones: the ResNet-18 runs are jobs of the same rule, which
-    the local smoke run trains."""
+    its cores (the profile's whole-node request for each is tested in test_workflow.py)."""
     cpus = str(os.cpu_count())
     sharing = [rule for rule in TIMING_RULES if rule != "autopar"]
     cluster = tmp_path / "slurm"
-    lenets = tmp_path / "lenets.yaml"
-    resnets = dict.fromkeys(f"{m}.{d}" for m in ("resnet18", "resnet18_momentum") for d in (1, 2))
-    lenets.write_text(yaml.safe_dump({"presets": {"smoke": {"data_parallel": {"runs": resnets}}}}))
     done = _through_slurm(
         slurm,
         repo,
         mirror,
         cluster,
         [],
-        *("--configfile", lenets, "--slurm-keep-successful-logs"),
+        "--slurm-keep-successful-logs",
         *("--set-threads", f"autopar={cpus}", *(f"{rule}=1" for rule in sharing)),
         *("--set-resources", *(f"{rule}:slurm_extra=''" for rule in sharing)),
     )
