@@ -965,11 +965,16 @@ def test_a_gpu_claim_timed_on_cpu_cores_beside_other_jobs_lacks_its_gpus():
 
 @pytest.mark.parametrize("alone", [True, False])
 def test_a_gpu_claim_whose_run_failed_on_cpu_cores_is_not_reproduced(alone):
-    """Timed alone or beside other jobs: a crash is a finding."""
+    """Timed alone or beside other jobs: a crash, or a number that is none, is a finding."""
     claim = {"id": "x.y", "evidence": "m.csv", "checks": [NO_SPEEDUP]} | GPU_SPEED
     rows = [failed("speedup", "the 2-device run died", "x"), metric("speedup_iqr", 0.1, "x")]
     judged = claims.evaluate_claim(claim, *measured_on(rows, {"ran_alone": alone}))
     assert judged["verdict"] == claims.NOT_REPRODUCED
+    assert judged["reason"].startswith("the run failed: the 2-device run died")
+    rows = [metric("speedup", float("nan"), "x"), metric("speedup_iqr", 0.1, "x")]
+    judged = claims.evaluate_claim(claim, *measured_on(rows, {"ran_alone": alone}))
+    assert judged["verdict"] == claims.NOT_REPRODUCED
+    assert judged["reason"].startswith("no number was measured: speedup")
 
 
 def test_observations_are_counted_apart_in_the_findings():

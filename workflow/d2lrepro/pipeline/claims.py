@@ -160,10 +160,10 @@ def _not_judged(
     no_number: list[str],
 ) -> tuple[str, str] | None:
     """The verdict and reason of a claim that its checks do not decide, in this order: the
-    machine lacks its hardware, a run failed, a number is none (``no_number`` says which),
-    the preset scaled it, a metric was not measured here, or it was timed beside other jobs;
-    then a claim about GPUs that jobs without a GPU timed alone is an observation of this
-    machine (timed beside other jobs, it lacks its GPUs). None where its checks decide it."""
+    machine lacks its hardware (for a claim about GPUs that CPU cores timed beside other jobs,
+    after the next two), a run failed, a number is none (``no_number`` says which), the preset
+    scaled it, a metric was not measured here, or it was timed beside other jobs; then a claim
+    about GPUs that jobs without a GPU measured is an observation. None where checks decide."""
     # Hardware before scale: a claim the machine lacks the devices for is not applicable for
     # that reason, which no preset cures, whatever the preset scaled.
     requires = claim.get("requires", {})
