@@ -30,7 +30,9 @@ def pytest_xdist_auto_num_workers(config):
     one worker where CUDA is, so that no test's GPU timing runs beside another's."""
     import torch
 
-    return 1 if torch.cuda.is_available() else len(os.sched_getaffinity(0))
+    from d2lrepro.core.shortfall import usable_cores
+
+    return 1 if torch.cuda.is_available() else usable_cores()
 
 
 @pytest.fixture(scope="session")
