@@ -1,17 +1,11 @@
 """Scratch against torch.optim on the airfoil data (d2lrepro.optimization.airfoil_compare)."""
 
+from test_airfoil import SETTINGS
+
 from d2lrepro.optimization import airfoil_compare
 
 # The torch settings of two concise claims, as the config writes them.
-CONCISE = {
-    "momentum.concise": {
-        "implementation": "torch",
-        "optimizer": "sgd_momentum",
-        "lr": 0.005,
-        "momentum": 0.9,
-    },
-    "adam.concise": {"implementation": "torch", "optimizer": "adam", "lr": 0.01},
-}
+CONCISE = {name: SETTINGS[name] for name in ("momentum.concise", "adam.concise")}
 
 
 def test_scratch_and_torch_sgd_momentum_agree_but_adam_does_not_exactly(linear_data):
