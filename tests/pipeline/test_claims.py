@@ -949,6 +949,18 @@ def test_a_gpu_claim_measured_on_cpu_cores_is_an_observation_never_a_verdict(gpu
     )
 
 
+def test_an_unbounded_spread_is_noise_not_a_broken_number():
+    """A ratio whose denominator's spread reaches 0 has a spread up to +inf: the bound lies
+    inside it, so the claim is inconclusive, not "no number was measured"."""
+    claim = {"id": "x.y", "evidence": "m.csv", "checks": [NO_SPEEDUP]} | GPU_SPEED
+    rows = [metric("speedup", 1.67, "x"), metric("speedup_iqr", float("inf"), "x")]
+    row = claims.evaluate_claim(claim, *measured_on(rows, {"cuda_devices": 2}))
+    assert row["verdict"] == claims.INCONCLUSIVE
+    rows[1] = metric("speedup_iqr", float("nan"), "x")  # a spread that is none stays broken
+    row = claims.evaluate_claim(claim, *measured_on(rows, {"cuda_devices": 2}))
+    assert row["verdict"] == claims.NOT_REPRODUCED
+
+
 def test_a_gpu_claim_timed_on_cpu_cores_beside_other_jobs_lacks_its_gpus():
     """A timing that CPU cores took beside other jobs (planned so where no claim can judge it:
     common.smk's unjudged_time) describes neither the book nor this machine: not applicable,

@@ -86,14 +86,17 @@ def apply(check: dict, value, name=lambda m: m, unit=lambda m: "") -> Outcome:
     the same code may fall on either side.
 
     Finite metrics may still give a number that is not one (1e308 / 1e-308 is inf): a check
-    whose derived numbers are not all finite fails in every kind, marked as no number.
+    whose derived numbers are not all finite fails in every kind, marked as no number, unless
+    a spread it reads is unbounded (+inf: a denominator's spread reaching 0), whose ends are
+    noise: the bound then lies within them.
     """
     kind = check["kind"]
     if kind not in KINDS:
         raise ValueError(f"unknown check kind {kind!r}")
     read = Reading(value, name, unit, check.get("spread", {}))
     outcome, derived = KINDS[kind](check, read)
-    if all(math.isfinite(x) for x in derived):
+    unbounded = any(value(s) == math.inf for s in read.spread.values())
+    if unbounded or all(math.isfinite(x) for x in derived):
         return outcome
     return Outcome(outcome.measured.removesuffix(f", {WITHIN_NOISE}"), False, finite=False)
 

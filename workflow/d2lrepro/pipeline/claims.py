@@ -126,10 +126,11 @@ def _used(claim: dict, metrics: pd.DataFrame, depends_on: list, deviations: list
 
 def _broken(claim: dict, values: dict, units: dict, measured_here: set) -> list[str]:
     """The metrics measured here whose number is none: NaN or ±inf, or a finite number outside
-    its unit's domain (a time of 0 s, a speed-up of -1 x; a spread may be 0). Metrics that
-    were not measured, with a status saying why, are judged by their status instead."""
+    its unit's domain (a time of 0 s; a spread may be 0, or +inf where a ratio's denominator may
+    reach 0: checks read it as noise). Metrics not measured are judged by their status."""
     spreads = {n for check in claim["checks"] for n in check.get("spread", {}).values()}
-    broken = sorted(m for m in measured_here if not math.isfinite(values[m]))
+    unbounded = {m for m in spreads & measured_here if values[m] == math.inf}
+    broken = sorted(m for m in measured_here - unbounded if not math.isfinite(values[m]))
     return broken + sorted(
         m
         for m in measured_here - spreads
@@ -169,8 +170,7 @@ def _not_judged(
     requires = claim.get("requires", {})
     machines = provenance.records_of(used, records, claim["evidence"]) if requires else []
     unmet = requires and _unmet(requires, machines)
-    # CPU cores that stood in for GPUs measured something real about this machine where they
-    # timed alone: shown as such, unless a check below finds the run broken or not comparable.
+    # CPU cores standing in for GPUs measured this machine: an observation, where timed alone.
     beside_others = claim.get("timed") and _ran_beside_others(used, records)
     on_cores = unmet and claim.get("premise") == "gpus"
     on_cores = on_cores and not any(m["cuda_devices"] for m in machines)
@@ -297,7 +297,7 @@ def evaluate_claim(
     checks.check_spreads(claim, values, measured_here)
     broken = _broken(claim, values, units, measured_here)
     outcomes = []
-    if all(math.isfinite(v) for v in values.values()) and not broken and not missing:
+    if all(math.isfinite(v) or v == math.inf for v in values.values()) and not broken + missing:
         outcomes = [
             checks.apply(check, values.__getitem__, name, units.__getitem__)
             for check in claim["checks"]
