@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # The files whose tests take minutes, first: a worker starts each of them while the others take
-# the rest (pytest-xdist hands out whole files in the order they were collected).
+# the rest (pytest-xdist hands out whole files in the order they were collected, as
+# --no-loadscope-reorder in pyproject.toml asks).
 SLOW_FILES = ("test_slurm.py", "test_workflow.py")
 
 
