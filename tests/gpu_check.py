@@ -92,7 +92,9 @@ class Part:
 class Outcome:
     name: str
     limit: float | None
-    status: str  # OK, "failed (exit N)", "failed: why", "stopped at its N s limit", "skipped: why"
+    # OK, "failed (exit N)", "failed: why", "skipped: why", or "stopped at its N s limit; " and
+    # how Snakemake ended: "ended N s after SIGTERM", "killed, still running N s after SIGTERM"
+    status: str
     seconds: float
     result: str = ""
 
@@ -207,15 +209,20 @@ def prepare_data(scratch: Path, mirror: Path | None) -> Outcome:
     return Outcome("Fashion-MNIST fetched and prepared", None, status, time.monotonic() - start)
 
 
-def stop(process: subprocess.Popen) -> None:
+def stop(process: subprocess.Popen) -> str:
     """End a part's processes: SIGTERM to its process group (Snakemake passes it on to its
-    jobs), then SIGKILL to whatever is left of it."""
+    jobs), then SIGKILL to whatever is left of it; say how long Snakemake took to end."""
     os.killpg(process.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
+    start = time.monotonic()
+    try:
         process.wait(timeout=GRACE_S)
+        ended = f"ended {time.monotonic() - start:.1f} s after SIGTERM"
+    except subprocess.TimeoutExpired:
+        ended = f"killed, still running {GRACE_S} s after SIGTERM"
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    return ended
 
 
 def run_part(part: Part, out: Path, deadline: float, env: dict, total: float = TOTAL_S) -> Outcome:
@@ -243,8 +250,7 @@ def run_part(part: Part, out: Path, deadline: float, env: dict, total: float = T
             code = process.wait(timeout=limit)
             status = OK if code == 0 else f"failed (exit {code})"
         except subprocess.TimeoutExpired:
-            stop(process)
-            status = f"stopped at its {limit:.0f} s limit"
+            status = f"stopped at its {limit:.0f} s limit; {stop(process)}"
     return Outcome(part.name, limit, status, time.monotonic() - start, part.result(out))
 
 

@@ -151,9 +151,19 @@ def test_a_part_over_its_limit_is_stopped_with_the_processes_it_started(tmp_path
     part = gpu_check.Part("p", ["sh", "-c", script], tmp_path, "p.log", 2, "json", lambda out: "")
     start = time.monotonic()
     outcome = gpu_check.run_part(part, tmp_path, time.monotonic() + 60, dict(os.environ))
-    assert outcome.status == "stopped at its 2 s limit" and time.monotonic() - start < 10
+    assert outcome.status.startswith("stopped at its 2 s limit; ended ")
+    assert outcome.status.endswith(" s after SIGTERM") and time.monotonic() - start < 10
     stat = f"/proc/{(tmp_path / 'child.pid').read_text()}/stat"
     assert not os.path.exists(stat) or open(stat).read().split()[2] == "Z"  # ended
+
+
+def test_a_part_that_outlives_its_sigterm_is_killed_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "GRACE_S", 1)
+    part = gpu_check.Part(
+        "p", ["sh", "-c", "trap '' TERM; sleep 60"], tmp_path, "p.log", 1, "json", lambda out: ""
+    )
+    outcome = gpu_check.run_part(part, tmp_path, time.monotonic() + 60, dict(os.environ))
+    assert outcome.status == "stopped at its 1 s limit; killed, still running 1 s after SIGTERM"
 
 
 def test_a_part_without_its_module_or_time_is_skipped(tmp_path):

@@ -17,7 +17,14 @@ import pandas as pd
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import Paramspace
 
-from d2lrepro.pipeline import archive, claims, code_inputs, job_server, settings
+from d2lrepro.pipeline import (
+    archive,
+    claims,
+    code_inputs,
+    job_server,
+    settings,
+    stopping,
+)
 from d2lrepro.core import fetch, gpu_locks, paths, provenance
 from d2lrepro.core.shortfall import usable_cores
 
@@ -34,6 +41,9 @@ JOB_SERVER = {}
 
 
 onstart:
+    # Snakemake's SIGTERM handler waits for good on a lock that the main thread it interrupted
+    # may hold: it runs in a thread of its own (d2lrepro.pipeline.stopping).
+    stopping.sigterm_in_a_thread()
     settings.record_preset(SETTINGS.preset, paths.PRESET)
     if S["job_server"] and job_server.wanted(workflow):
         JOB_SERVER["process"] = job_server.start(paths.JOB_SERVER_LOG)
