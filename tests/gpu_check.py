@@ -93,7 +93,7 @@ class Outcome:
     name: str
     limit: float | None
     # OK, "failed (exit N)", "failed: why", "skipped: why", or "stopped at its N s limit; " and
-    # how Snakemake ended: "ended N s after SIGTERM", "killed, still running N s after SIGTERM"
+    # how the part ended: "ended N s after SIGTERM", "killed, still running N s after SIGTERM"
     status: str
     seconds: float
     result: str = ""
@@ -211,7 +211,7 @@ def prepare_data(scratch: Path, mirror: Path | None) -> Outcome:
 
 def stop(process: subprocess.Popen) -> str:
     """End a part's processes: SIGTERM to its process group (Snakemake passes it on to its
-    jobs), then SIGKILL to whatever is left of it; say how long Snakemake took to end."""
+    jobs), then SIGKILL to whatever is left of it; say how long the part took to end."""
     os.killpg(process.pid, signal.SIGTERM)
     start = time.monotonic()
     try:

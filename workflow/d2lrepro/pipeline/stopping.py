@@ -1,14 +1,7 @@
-"""A SIGTERM that stops a run whenever it comes.
-
-On SIGTERM, Snakemake (9.x) stops gracefully: its scheduler's handler takes the scheduler's
-lock, marks the run as stopping and wakes the scheduler, which starts no new job and exits once
-the running ones end. Python runs a signal handler in the main thread, between two steps of
-whatever that thread was doing. Where that is the scheduler's own work under the same lock (ending
-a job, handling a failed one, waiting for a job's late output files), or the handler of an earlier
-SIGTERM (GNU ``timeout`` sends one to Snakemake, then one to its whole process group), the handler
-waits for a lock its own thread holds, and the run hangs for good. Run in a thread of its own, the
-handler waits until the scheduler lets go of the lock, and the run stops as Snakemake means it to.
-"""
+"""Once a run has started, a SIGTERM no longer hangs Snakemake: its handler (9.x) takes the
+scheduler's lock, and Python runs a handler in the main thread, which may hold that lock or be
+running the handler of an earlier SIGTERM; run in a thread of its own, the handler waits for the
+lock instead of for itself (docs/experiments.md, "Interrupted runs")."""
 
 import signal
 import threading
