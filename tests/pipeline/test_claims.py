@@ -758,11 +758,35 @@ ONE_GPU = {"cuda_devices": 1, "usable_cores": 16, "host": "vm"}
 LACKS_A_GPU = shortfall.reason(2, have_cuda=1, cores=16)
 
 
-def cpu_preset_deviations() -> list[tuple]:
+def cpu_preset_deviations(preset="cpu", left_out=()) -> list[tuple]:
+    """The deviations of the shipped ``preset``, with the data-parallel runs ``left_out``."""
     import yaml
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text()) | {"preset": "cpu"}
+    config = yaml.safe_load((REPO / "config.yaml").read_text()) | {"preset": preset}
+    runs = config["presets"][preset]["data_parallel"]["runs"]
+    runs.update(dict.fromkeys(left_out))
     return [(d.key, d.book, d.value) for d in settings.resolve(config).deviations]
+
+
+def test_identical_replicas_are_judged_at_any_scale_and_not_where_a_run_is_left_out():
+    """mgpu.2gpu.replicas, an output of the code, depends on both 2-device runs: the cpu
+    preset's scaled runs judge it, where a measurement would be judged at the book's scale
+    only; a preset that leaves out the ResNet-18 run leaves it nothing to judge, and it says
+    so (the claims stopped with a KeyError before)."""
+    claim = shipped_claim("mgpu.2gpu.replicas")
+    gaps = [metric("lenet.2.replica_gap", 0.0), metric("resnet18.2.replica_gap", 0.0)]
+    scaled = cpu_preset_deviations()
+    assert scaling.scaled_reason(claim["depends_on"], scaled, "cpu", {})
+    row = claims.evaluate_claim(claim, *measured_on(gaps, CPU_ONLY), scaled, "cpu")
+    assert row["verdict"] == claims.REPRODUCED
+    drifted = [gaps[0], metric("resnet18.2.replica_gap", 1e-6)]
+    row = claims.evaluate_claim(claim, *measured_on(drifted, CPU_ONLY), scaled, "cpu")
+    assert row["verdict"] == claims.NOT_REPRODUCED
+    without = cpu_preset_deviations("smoke", left_out=["resnet18.2"])
+    row = claims.evaluate_claim(claim, *measured_on(gaps[:1], CPU_ONLY), without, "smoke")
+    assert row["verdict"] == claims.NOT_APPLICABLE
+    assert "left out data_parallel.runs.resnet18.2" in row["reason"]
+    assert "data_parallel.runs.resnet18.2.epochs" not in row["reason"]
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import pandas as pd
 from d2lrepro.core import provenance, shortfall
 from d2lrepro.core.results import FAILED, outside_domain, text
 from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
-from d2lrepro.pipeline import checks
+from d2lrepro.pipeline import checks, scaling
 
 # The ledger's own reading, named here as its callers name it (claims.load, claims.claimant).
 from d2lrepro.pipeline.ledger import BEYOND_BOOK as BEYOND_BOOK
@@ -277,7 +277,7 @@ def evaluate_claim(
         k: claim.get(k, "")
         for k in ("id", "kind", "headline", "statement", "printed", "printed_en", "evidence")
     }
-    depends_on, deviations = claim.get("depends_on", []), list(deviations)
+    depends_on, deviations = claim.get("depends_on", []), scaling.bearing_on(claim, deviations)
     scaled = scaled_reason(depends_on, deviations, preset, rates or {})
     used, missing = _used(claim, metrics, depends_on, deviations)
     row["device"] = provenance.devices_of(used)

@@ -104,6 +104,22 @@ def _hits(depends_on: list[str], deviations: list) -> list:
     ]
 
 
+def bearing_on(claim: dict, deviations: list) -> list:
+    """The deviations that can keep ``claim`` from being judged: every one, but for an output of
+    the code, which holds at any scale, only those that leave something out (a run mapped to
+    null, values dropped from a list)."""
+    if claim.get("kind") != "output":
+        return list(deviations)
+    return [
+        (key, book, value)
+        for key, book, value in deviations
+        if value == LEFT_OUT
+        or (
+            isinstance(book, list) and isinstance(value, list) and any(v not in value for v in book)
+        )
+    ]
+
+
 def names_left_out(metric: str, depends_on: list[str], deviations: list) -> bool:
     """Whether ``metric`` names something a preset left out of a setting the claim depends
     on: a run it mapped to null (``data_parallel.runs.resnet18_b256.2`` in
