@@ -24,6 +24,8 @@ BOOK_SCALE_JUDGES = (
 # Settings whose ratio says how much more work the book's run is (None: the full data set);
 # a list setting (seeds, lrs) scales the work by its length.
 WORK_SETTINGS = {"epochs": None, "train_subset": 60_000}
+# The settings that change only how large a run is, not what it computes.
+SIZE_SETTINGS = {"epochs", "train_subset", "test_subset", "batch_size"}
 
 
 @dataclass(frozen=True)
@@ -105,18 +107,13 @@ def _hits(depends_on: list[str], deviations: list) -> list:
 
 
 def bearing_on(claim: dict, deviations: list) -> list:
-    """The deviations that can keep ``claim`` from being judged: every one, but for an output of
-    the code, which holds at any scale, only those that leave something out (a run mapped to
-    null, values dropped from a list)."""
+    """The deviations that can keep ``claim`` from being judged: every one; for an output of the
+    code, which holds at any size of run, all but those of a run's size (``SIZE_SETTINGS``):
+    what a preset left out, or another setting it changed, still counts."""
     if claim.get("kind") != "output":
         return list(deviations)
     return [
-        (key, book, value)
-        for key, book, value in deviations
-        if value == LEFT_OUT
-        or (
-            isinstance(book, list) and isinstance(value, list) and any(v not in value for v in book)
-        )
+        d for d in deviations if d[2] == LEFT_OUT or d[0].rsplit(".", 1)[-1] not in SIZE_SETTINGS
     ]
 
 
