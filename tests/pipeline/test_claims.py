@@ -786,27 +786,28 @@ def test_identical_replicas_are_judged_at_any_scale_and_not_where_a_run_is_left_
     row = claims.evaluate_claim(claim, *measured_on(gaps[:1], CPU_ONLY), without, "smoke")
     assert row["verdict"] == claims.NOT_APPLICABLE
     assert "left out data_parallel.runs.resnet18.2" in row["reason"]
-    assert "data_parallel.runs.lenet.2.epochs" not in row["reason"]  # a size: not a reason
 
 
 def test_an_output_is_judged_at_any_size_of_run_but_not_at_other_settings():
-    """A smaller run computes the same output; another lr or rho computes another one, which
-    the claim's statement does not speak of."""
+    """A smaller run computes the same output; another lr computes another one, which the
+    claim's statement does not speak of: then every setting the preset changed is named."""
     check = {"kind": "exact", "metric": "gap", "expected": 0, "decimals": 9}
-    output = {"kind": "output", "depends_on": ["airfoil.settings"]}
-    for key, book, value, judged in [
-        ("airfoil.settings.adam.concise.epochs", 4, 1, True),
-        ("airfoil.settings.adam.concise.lr", 0.01, 0.02, False),
+    output = {"kind": "output", "depends_on": ["data_parallel.runs.lenet.2"]}
+    smaller = ("data_parallel.runs.lenet.2.batch_size", 256, 32)
+    for deviations, judged in [
+        ([smaller], True),
+        ([smaller, ("data_parallel.runs.lenet.2.lr", 0.2, 0.5)], False),
     ]:
         row = evaluate_with(
-            [metric("gap", 0.0)], check, claim=output, deviations=[(key, book, value)], preset="p"
+            [metric("gap", 0.0)], check, claim=output, deviations=deviations, preset="p"
         )
-        assert (row["verdict"] == claims.REPRODUCED) == judged, (key, row["reason"])
+        assert (row["verdict"] == claims.REPRODUCED) == judged, row["reason"]
+        assert judged or "batch_size = 32" in row["reason"] and "lr = 0.5" in row["reason"]
         measurement = evaluate_with(
             [metric("gap", 0.0)],
             check,
             claim={**output, "kind": "measurement"},
-            deviations=[(key, book, value)],
+            deviations=deviations,
             preset="p",
         )
         assert measurement["verdict"] == claims.NOT_APPLICABLE

@@ -277,9 +277,9 @@ def evaluate_claim(
         k: claim.get(k, "")
         for k in ("id", "kind", "headline", "statement", "printed", "printed_en", "evidence")
     }
-    depends_on, bearing = claim.get("depends_on", []), scaling.bearing_on(claim, deviations)
-    scaled = scaled_reason(depends_on, bearing, preset, rates or {})
-    used, missing = _used(claim, metrics, depends_on, bearing)
+    depends_on, deviations = claim.get("depends_on", []), scaling.bearing_on(claim, deviations)
+    scaled = scaled_reason(depends_on, deviations, preset, rates or {})
+    used, missing = _used(claim, metrics, depends_on, deviations)
     row["device"] = provenance.devices_of(used)
     row["hosts"] = provenance.hosts_of(used, records)
     status = checks.statuses(used, claim["evidence"])

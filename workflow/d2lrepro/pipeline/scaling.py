@@ -107,14 +107,14 @@ def _hits(depends_on: list[str], deviations: list) -> list:
 
 
 def bearing_on(claim: dict, deviations: list) -> list:
-    """The deviations that can keep ``claim`` from being judged: every one; for an output of the
-    code, which holds at any size of run, all but those of a run's size (``SIZE_SETTINGS``):
-    what a preset left out, or another setting it changed, still counts."""
-    if claim.get("kind") != "output":
-        return list(deviations)
-    return [
-        d for d in deviations if d[2] == LEFT_OUT or d[0].rsplit(".", 1)[-1] not in SIZE_SETTINGS
-    ]
+    """The deviations by which to judge ``claim``: every one; for an output of the code, which
+    holds at any size of run, none of the settings it depends on where the preset changed only
+    their runs' size (``SIZE_SETTINGS``), as if they were the book's."""
+    hits = _hits(claim.get("depends_on", []), deviations)
+    sized = all(d[2] != LEFT_OUT and d[0].rsplit(".", 1)[-1] in SIZE_SETTINGS for d in hits)
+    if claim.get("kind") == "output" and sized:
+        return [d for d in deviations if d not in hits]
+    return list(deviations)
 
 
 def names_left_out(metric: str, depends_on: list[str], deviations: list) -> bool:
