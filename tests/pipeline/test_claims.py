@@ -782,6 +782,9 @@ def test_identical_replicas_are_judged_at_any_scale_and_not_where_a_run_is_left_
     drifted = [gaps[0], metric("resnet18.2.replica_gap", 1e-6)]
     row = claims.evaluate_claim(claim, *measured_on(drifted, CPU_ONLY), scaled, "cpu")
     assert row["verdict"] == claims.NOT_REPRODUCED
+    went_nan = [gaps[0], metric("resnet18.2.replica_gap", math.inf)]  # a replica held a NaN
+    row = claims.evaluate_claim(claim, *measured_on(went_nan, CPU_ONLY), scaled, "cpu")
+    assert row["verdict"] == claims.NOT_REPRODUCED
     without = cpu_preset_deviations("smoke", left_out=["resnet18.2"])
     row = claims.evaluate_claim(claim, *measured_on(gaps[:1], CPU_ONLY), without, "smoke")
     assert row["verdict"] == claims.NOT_APPLICABLE

@@ -35,6 +35,23 @@ def test_one_worker_has_no_replicas_to_compare():
     assert math.isnan(allreduce_by_hand.replica_gap(lenet_params(seed=0)))
 
 
+def _gaps(rank, world, store, out):
+    """Both workers' gaps for replicas alike, then for a NaN in rank 1's only."""
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    params = lenet_params(seed=0)
+    alike = allreduce_by_hand.replica_gap(params)
+    if rank == 1:
+        params[0].data[0, 0, 0, 0] = math.nan
+    torch.save([alike, allreduce_by_hand.replica_gap(params)], f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+def test_a_replica_that_went_nan_on_another_worker_is_the_largest_gap(tmp_path):
+    mp.spawn(_gaps, args=(2, tmp_path / "store", tmp_path / "gaps"), nprocs=2)
+    for rank in (0, 1):
+        assert torch.load(tmp_path / f"gaps.{rank}") == [0.0, math.inf]
+
+
 def _batch(n=24, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.rand(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g)

@@ -52,13 +52,15 @@ def replica_gap(params) -> float:
     """How far the workers' replicas lie apart (``mgpu.2gpu.replicas``): the largest absolute
     difference between any worker's ``params`` and rank 0's, over every element (valid on
     every worker; a collective: all call it). 0 where the replicas are identical, which the
-    book's data parallelism keeps them; NaN with one worker, which has nothing to compare."""
+    book's data parallelism keeps them; inf where a replica holds a NaN; NaN with one worker,
+    which has nothing to compare."""
     if world_size() == 1:
         return math.nan
     mine = torch.cat([p.detach().reshape(-1) for p in params])
     first = mine.clone()
     dist.broadcast(first, src=0)
-    gap = (mine - first).abs().max().reshape(1)
+    # gloo's MAX keeps a number over a NaN: a NaN is made the largest gap before it.
+    gap = torch.nan_to_num((mine - first).abs().max(), nan=math.inf).reshape(1)
     dist.all_reduce(gap, op=dist.ReduceOp.MAX)
     return gap.item()
 
