@@ -2,8 +2,9 @@
 measured wall time and the workflow's own plan, beside the runs that measured the times.
 
     .venv/bin/python tests/schedule_estimate.py [--run LABEL JOBS PRESET CORES GPUS SECONDS]...
-        [--estimate-jobs JOBS] [--estimate-preset P] [--assume JOB SECONDS]...
-        [--less JOB SECONDS]... [--light-seconds S] [--imports-seconds I]
+        [--estimate-jobs JOBS [--estimate-commit C]] [--estimate-preset P]
+        [--assume JOB SECONDS]... [--assumed TSV] [--less JOB SECONDS]... [--light-seconds S]
+        [--imports-seconds I]
 
 JOBS is a run's benchmarks/ folder or a TSV of job and seconds (the GPU run's job-seconds.tsv);
 SECONDS the run's measured wall time. Without --run it checks the first and the latest GPU runs
@@ -19,9 +20,12 @@ bound). With --estimate-jobs, the estimates take the job times of a run of this 
 its light jobs as measured, and its jobs as they started there (the job server's saving only
 where --imports-seconds is given). --less takes SECONDS off a job's time in the estimates: what
 a change measured elsewhere is expected to save it; --assume gives a time to a job that run did
-not finish (a run stopped part way). --estimate-preset plans another preset (the book's) on that
-machine, from a run of it (--estimate-jobs). A name --assume or --less gives that the plan lacks
-is an error.
+not finish (a run stopped part way), --assumed a table of them (job, seconds, and why each).
+--estimate-preset plans another preset (the book's) on that
+machine, from a run of it (--estimate-jobs). --estimate-commit names the commit whose run
+measured those times: a job that its plan ran light (short of devices, it trained nothing) and
+this tree's plan runs in full has no measured time, and needs one from --assume. A name --assume
+or --less gives that the plan lacks is an error.
 
 The plan is the workflow's own: a dry run of this tree as a machine of CORES cores and GPUS
 GPUs would plan it (the Snakefile's GPU count faked), which gives each job's threads (a job
@@ -260,6 +264,14 @@ def less(times: dict[str, float], cuts: list[tuple[str, str]]) -> dict[str, floa
     return times
 
 
+def trained_nothing_then(then: list[Job], now: list[Job]) -> list[str]:
+    """The jobs of ``now`` (this tree's plan) that ``then`` (the plan of the commit whose run
+    measured the times) ran light: there they wrote "not applicable" and trained nothing, so
+    the time measured is not the time of the job this tree runs."""
+    light = {job.name for job in then if job.light}
+    return sorted(job.name for job in now if job.name in light and not job.light)
+
+
 def assume(times: dict[str, float], guesses: list[tuple[str, str]]) -> dict[str, float]:
     """``times`` with a time for each job of ``guesses`` (job, seconds) that the run did not
     finish; a job it measured is an error, since a guess would hide the measurement."""
@@ -322,10 +334,21 @@ def main() -> None:
         help="a time for a job the estimates' run did not finish (repeatable)",
     )
     parser.add_argument(
+        "--assumed",
+        type=Path,
+        metavar="TSV",
+        help="a table of --assume's times: job, seconds (and why each, which is not read)",
+    )
+    parser.add_argument(
         "--estimate-preset",
         default=H200_RUN[2],
         help=f"the preset the estimates plan (default: {H200_RUN[2]}; another needs"
         " --estimate-jobs from a run of it)",
+    )
+    parser.add_argument(
+        "--estimate-commit",
+        help="the commit whose run measured --estimate-jobs: a job its plan ran light that this"
+        " tree runs in full needs a time from --assume",
     )
     parser.add_argument(
         "--light-seconds",
@@ -334,8 +357,12 @@ def main() -> None:
         help="what a light job takes in the estimate (one took 0.47 s on a 2-core machine)",
     )
     args = parser.parse_args()
+    tabled = [(job, str(t)) for job, t in measured(args.assumed).items()] if args.assumed else []
+    guesses = args.assume + tabled
     if args.estimate_preset != H200_RUN[2] and not args.estimate_jobs:
         parser.error(f"--estimate-preset {args.estimate_preset} needs --estimate-jobs")
+    if args.estimate_commit and not args.estimate_jobs:
+        parser.error("--estimate-commit needs --estimate-jobs")
     runs = [(*run, "") for run in args.run] if args.run else [H200_RUN, LATEST_H200_RUN]
     print(f"{'run':<24} {'jobs':>4} {'measured':>18} {'simulated':>18} {'error':>6}")
     for label, source, preset, cores, gpus, wall, commit in runs:
@@ -356,14 +383,27 @@ def main() -> None:
     preset = args.estimate_preset
     if args.estimate_jobs:
         label, source = str(args.estimate_jobs), args.estimate_jobs
+        if args.estimate_commit:
+            label += f", measured at {args.estimate_commit}"
     limits, jobs = plan(preset, cores, gpus)
     planned = {job.name for job in jobs}
-    named = [("--assume", job) for job, _ in args.assume]
+    named = [("--assume", job) for job, _ in guesses]
     named += [("--less", job) for job, _ in args.less]
     for option, job in named:
         if job not in planned:
             sys.exit(f"{option} {job}: the {preset} preset plans no such job")
-    times = less(assume(measured(source), args.assume), args.less)
+    times = measured(source)
+    if args.estimate_commit:
+        void = trained_nothing_then(plan(preset, cores, gpus, args.estimate_commit)[1], jobs)
+        missing = [job for job in void if job not in dict(guesses)]
+        if missing:
+            sys.exit(
+                f"these jobs trained nothing in the run of {args.estimate_commit} (its plan ran"
+                f" them light) and this tree runs them: give each a time with --assume:"
+                f" {', '.join(missing)}"
+            )
+        times = {job: t for job, t in times.items() if job not in void}
+    times = less(assume(times, guesses), args.less)
     light_seconds = None if args.estimate_jobs else args.light_seconds
     imports = args.imports_seconds
     if imports is None and not args.estimate_jobs:
@@ -373,6 +413,7 @@ def main() -> None:
     idle = sum(map(measures_nothing, jobs))
     lights = f"{idle} taking {light_seconds} s each" if light_seconds else "as measured"
     changes = "".join(f", {job} {float(seconds):g} s assumed" for job, seconds in args.assume)
+    changes += f", the assumed times of {args.assumed} ({len(tabled)} jobs)" if tabled else ""
     changes += "".join(f", {job} {float(seconds):g} s shorter" for job, seconds in args.less)
     print(
         f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU"

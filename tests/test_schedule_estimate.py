@@ -191,3 +191,45 @@ def test_an_estimate_refuses_a_preset_without_its_times_and_a_job_it_does_not_pl
     with pytest.raises(SystemExit) as stopped:
         schedule_estimate.main()
     assert error in f"{stopped.value.code} {capsys.readouterr().err}"
+
+
+def test_a_job_that_trained_nothing_when_measured_is_one_this_tree_runs_in_full_only():
+    then = [
+        Job("dp/x.2", "dp", {"_cores": 1}, light=True),  # short of devices then
+        Job("single_process", "single_process", {"_cores": 1}, light=True),  # light still
+        Job("dp/x.1", "dp", {"_cores": 1}),
+    ]
+    now = [
+        Job("dp/x.2", "dp", {"_cores": 2, "gpu_share": 1}),
+        Job("single_process", "single_process", {"_cores": 1}, light=True),
+        Job("dp/x.1", "dp", {"_cores": 1}, light=True),  # light now: its time is an upper one
+    ]
+    assert schedule_estimate.trained_nothing_then(then, now) == ["dp/x.2"]
+
+
+def test_an_estimate_refuses_a_time_measured_by_a_plan_that_ran_the_job_light(
+    monkeypatch, capsys, tmp_path
+):
+    """The measuring commit's plan ran the 2-device run light (0.4 s: it wrote "not applicable")
+    and this tree trains it: the estimate stops and names it until --assume gives it a time."""
+    machine = {"_cores": 16, "gpu": 1, "gpu_share": 4}
+    then = [Job("dp/x.2", "dp", {"_cores": 1}, light=True), Job("dp/x.1", "dp", {"_cores": 1})]
+    now = [Job(j.name, "dp", {"_cores": 2, "gpu_share": 1}) for j in then]
+    planned = lambda preset, cores, gpus, commit="": (machine, then if commit else now)  # noqa: E731
+    monkeypatch.setattr(schedule_estimate, "plan", planned)
+    table = tmp_path / "times.tsv"
+    table.write_text("job\tseconds\ndp/x.2\t0.4\ndp/x.1\t120\n")
+    args = ["--run", "run", str(table), "book", "16", "1", "120", "--estimate-preset", "book"]
+    args += ["--estimate-jobs", str(table), "--estimate-commit", "abc1234"]
+    monkeypatch.setattr("sys.argv", ["schedule_estimate.py", *args])
+    with pytest.raises(SystemExit) as stopped:
+        schedule_estimate.main()
+    assert "trained nothing in the run of abc1234" in str(stopped.value.code)
+    assert str(stopped.value.code).endswith("--assume: dp/x.2")
+    assumed = tmp_path / "assumed.tsv"
+    assumed.write_text("job\tseconds\twhy\ndp/x.2\t130\tdp/x.1's time, a lower figure\n")
+    monkeypatch.setattr("sys.argv", ["schedule_estimate.py", *args, "--assumed", str(assumed)])
+    schedule_estimate.main()
+    estimate = capsys.readouterr().out.splitlines()[-2]
+    assert f"the assumed times of {assumed} (1 jobs)" in estimate
+    assert estimate.endswith("130 s (2 min 10 s)")
