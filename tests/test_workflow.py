@@ -18,7 +18,16 @@ from snakemake.persistence.file import FilePersistence
 
 from conftest import BROWSERS, OUTPUTS, TIMING_RULES, shipped_claims, snakemake
 from d2lrepro.core import paths, results
-from d2lrepro.pipeline import archive, checks, claims, code_inputs, compare, job_server, settings
+from d2lrepro.pipeline import (
+    archive,
+    checks,
+    claims,
+    code_inputs,
+    compare,
+    explain,
+    job_server,
+    settings,
+)
 
 # Rules that run only when asked for, outside `all`.
 ON_DEMAND = {"compare"}
@@ -129,6 +138,20 @@ def test_the_smoke_run_lacks_only_the_metrics_of_what_it_leaves_out(smoke_run):
         for metric in reason.split(NOT_MEASURED)[1].split(", ")
     }
     assert lacking == SMOKE_LEAVES_OUT
+
+
+@pytest.mark.e2e
+def test_every_number_a_plain_sentence_names_is_a_metric_of_its_evidence(smoke_run):
+    """A claim's plain sentence reads "" where a number it names is missing, as where a run
+    measured nothing: a misspelled name would leave it empty in every run, unnoticed. The
+    smoke run writes every metric a plain sentence names, measured or not applicable."""
+    misnamed = []
+    for section in claims.load(smoke_run / "workflow" / "claims.yaml")["sections"]:
+        for claim in [c for c in section["claims"] if "plain" in c]:
+            metrics = set(pd.read_csv(smoke_run / claim["evidence"])["metric"])
+            names = {n.strip() for p in explain.placeholders(claim["plain"]) for n in p.split("/")}
+            misnamed += [f"{claim['id']}: {name}" for name in sorted(names - metrics)]
+    assert not misnamed
 
 
 TIMING_KINDS = {"time", "bandwidth", "throughput", "speed-up"}
