@@ -357,8 +357,9 @@ def main() -> None:
         help="what a light job takes in the estimate (one took 0.47 s on a 2-core machine)",
     )
     args = parser.parse_args()
-    tabled = [(job, str(t)) for job, t in measured(args.assumed).items()] if args.assumed else []
-    guesses = args.assume + tabled
+    tabled = {job: str(t) for job, t in measured(args.assumed).items()} if args.assumed else {}
+    # a job given both ways takes the command line's time
+    guesses = list((tabled | dict(args.assume)).items())
     if args.estimate_preset != H200_RUN[2] and not args.estimate_jobs:
         parser.error(f"--estimate-preset {args.estimate_preset} needs --estimate-jobs")
     if args.estimate_commit and not args.estimate_jobs:
@@ -387,7 +388,8 @@ def main() -> None:
             label += f", measured at {args.estimate_commit}"
     limits, jobs = plan(preset, cores, gpus)
     planned = {job.name for job in jobs}
-    named = [("--assume", job) for job, _ in guesses]
+    named = [(f"--assumed {args.assumed}:", job) for job in tabled]
+    named += [("--assume", job) for job, _ in args.assume]
     named += [("--less", job) for job, _ in args.less]
     for option, job in named:
         if job not in planned:
@@ -403,7 +405,11 @@ def main() -> None:
                 f" {', '.join(missing)}"
             )
         times = {job: t for job, t in times.items() if job not in void}
-    times = less(assume(times, guesses), args.less)
+    try:
+        times = less(assume(times, guesses), args.less)
+    except ValueError as error:
+        hint = "" if args.estimate_commit else " (--estimate-commit voids a time measured light)"
+        sys.exit(f"{error}{hint}")
     light_seconds = None if args.estimate_jobs else args.light_seconds
     imports = args.imports_seconds
     if imports is None and not args.estimate_jobs:

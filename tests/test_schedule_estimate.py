@@ -227,9 +227,30 @@ def test_an_estimate_refuses_a_time_measured_by_a_plan_that_ran_the_job_light(
     assert "trained nothing in the run of abc1234" in str(stopped.value.code)
     assert str(stopped.value.code).endswith("--assume: dp/x.2")
     assumed = tmp_path / "assumed.tsv"
-    assumed.write_text("job\tseconds\twhy\ndp/x.2\t130\tdp/x.1's time, a lower figure\n")
+    assumed.write_text("job\tseconds\twhy\ndp/x.2\t130\tdp/x.1's time, without the all-reduces\n")
     monkeypatch.setattr("sys.argv", ["schedule_estimate.py", *args, "--assumed", str(assumed)])
     schedule_estimate.main()
     estimate = capsys.readouterr().out.splitlines()[-2]
     assert f"the assumed times of {assumed} (1 jobs)" in estimate
     assert estimate.endswith("130 s (2 min 10 s)")
+
+
+def test_a_time_given_on_the_command_line_overrides_the_table_s_and_a_measured_one_is_refused(
+    monkeypatch, capsys, tmp_path
+):
+    machine = {"_cores": 16, "gpu": 1, "gpu_share": 4}
+    jobs = [Job("a", "a", {"_cores": 1}), Job("b", "b", {"_cores": 1})]
+    monkeypatch.setattr(schedule_estimate, "plan", lambda *args: (machine, jobs))
+    table, assumed = tmp_path / "times.tsv", tmp_path / "assumed.tsv"
+    table.write_text("job\tseconds\na\t5\n")
+    assumed.write_text("job\tseconds\twhy\nb\t7\tb's time elsewhere\n")
+    args = ["--run", "run", str(table), "cpu", "16", "1", "5", "--estimate-jobs", str(table)]
+    args += ["--assumed", str(assumed)]
+    monkeypatch.setattr("sys.argv", ["schedule_estimate.py", *args, "--assume", "b", "9"])
+    schedule_estimate.main()
+    assert capsys.readouterr().out.splitlines()[-2].endswith("9 s (0 min 09 s)")
+    assumed.write_text("job\tseconds\nb\t7\na\t1\n")  # a: measured, and no commit voids it
+    monkeypatch.setattr("sys.argv", ["schedule_estimate.py", *args])
+    with pytest.raises(SystemExit) as stopped:
+        schedule_estimate.main()
+    assert "--assume a: the run measured it (5 s) (--estimate-commit" in str(stopped.value.code)

@@ -190,7 +190,9 @@ def test_two_workers_that_may_share_one_gpu_train_on_it(model, fashion, tmp_path
     history = pd.read_csv(out)
     assert history["devices"].iloc[0].startswith("2 workers sharing 1 GPU (")
     assert set(history["devices_used"]) == {1} and set(history["world_size"]) == {2}
-    assert (history["replica_gap"] == 0).all() and history["test_acc"].between(0, 1).all()
+    # identical to the 9 decimals mgpu.2gpu.replicas checks
+    assert (history["replica_gap"].round(9) == 0).all()
+    assert history["test_acc"].between(0, 1).all()
 
 
 @processes
