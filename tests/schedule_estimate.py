@@ -278,7 +278,7 @@ def assume(times: dict[str, float], guesses: list[tuple[str, str]]) -> dict[str,
     times = dict(times)
     for job, seconds in guesses:
         if job in times:
-            raise ValueError(f"--assume {job}: the run measured it ({times[job]:g} s)")
+            raise ValueError(f"{job}: the run measured it ({times[job]:g} s)")
         times[job] = float(seconds)
     return times
 
@@ -408,8 +408,10 @@ def main() -> None:
     try:
         times = less(assume(times, guesses), args.less)
     except ValueError as error:
-        hint = "" if args.estimate_commit else " (--estimate-commit voids a time measured light)"
-        sys.exit(f"{error}{hint}")
+        sys.exit(
+            f"{error}; an assumed time is for a job the run did not finish, or one its plan ran"
+            " light (--estimate-commit names the commit whose plan that was)"
+        )
     light_seconds = None if args.estimate_jobs else args.light_seconds
     imports = args.imports_seconds
     if imports is None and not args.estimate_jobs:
@@ -419,7 +421,8 @@ def main() -> None:
     idle = sum(map(measures_nothing, jobs))
     lights = f"{idle} taking {light_seconds} s each" if light_seconds else "as measured"
     changes = "".join(f", {job} {float(seconds):g} s assumed" for job, seconds in args.assume)
-    changes += f", the assumed times of {args.assumed} ({len(tabled)} jobs)" if tabled else ""
+    kept = len(set(tabled) - set(dict(args.assume)))
+    changes += f", the assumed times of {args.assumed} ({kept} jobs)" if tabled else ""
     changes += "".join(f", {job} {float(seconds):g} s shorter" for job, seconds in args.less)
     print(
         f"Estimates: the {preset} preset on {cores} cores and {gpus} GPU"
