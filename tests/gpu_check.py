@@ -1,5 +1,7 @@
 """Benchmark: the GPU check. On a machine with CUDA, in at most 9 minutes on one GPU: the CUDA
-tests (``pytest -m cuda``), ResNet-18 on all of Fashion-MNIST at the book's batch size, and
+tests (``pytest -m cuda``), ResNet-18 on all of Fashion-MNIST at the book's batch size in one
+worker, and at the 2-device run's in 2 workers sharing one GPU (as the ``book`` preset trains
+its 2-device runs on a machine with one GPU: their time, which no run has measured), and
 the GPU experiments of the ``cpu`` preset through Snakemake in a scratch copy of the
 repository (never the user's results tree).
 
@@ -37,13 +39,13 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import yaml
 
-from d2lrepro.core import data, environment, fetch, paths
+from d2lrepro.core import data, devices, environment, fetch, paths
 from d2lrepro.pipeline import settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,10 +67,14 @@ GPU_RULES = (
 # The book's 1-device ResNet-18 run (config.yaml, data_parallel.runs.resnet18.1), for two
 # epochs: the first pays one-off set-up (cuDNN's choice of kernels), the second does not.
 RESNET = ["--model", "resnet18", "--batch-size", "256", "--lr", "0.1", "--epochs", "2"]
+# The book's 2-device ResNet-18 run (data_parallel.runs.resnet18.2) for one epoch, its 2 workers
+# sharing one GPU over gloo, as the workflow's launcher runs them on a machine with one GPU.
+SHARED_RESNET = ["--model", "resnet18", "--batch-size", "512", "--lr", "0.2", "--epochs", "1"]
 # Where rule prepare_fashion_mnist puts the data.
 FASHION_MNIST = paths.RESULTS / "data" / "fashion_mnist.pt"
 OK = "ok"
 RESNET_PART = "ResNet-18, all of Fashion-MNIST, batch 256, 2 epochs"
+SHARED_PART = "ResNet-18, all of Fashion-MNIST, batch 512, 1 epoch, 2 workers sharing one GPU"
 GPU_RUNS = "the GPU experiments of the `cpu` preset"
 WHOLE_RUN = "the whole `cpu` preset"
 # The whole preset's limit (about 6.5 min there, without the job server); the check with it
@@ -86,6 +92,7 @@ class Part:
     limit: float | None  # seconds; None: what is left of TOTAL_S
     needs: str  # the module it runs
     result: Callable[[Path], str]  # what it found, in a line, from the output folder
+    env: dict = field(default_factory=dict)  # set for it, besides the check's environment
 
 
 @dataclass
@@ -148,10 +155,10 @@ def verdicts(claims: Path) -> str:
     return f"{sum(counts.values())} claims: {found}"
 
 
-def resnet_epochs(out: Path) -> str:
-    """Each epoch of the worker's history: its time, images/s over the epoch and from its
-    second batch on, and the test accuracy after it."""
-    history = out / "resnet18.csv"
+def resnet_epochs(out: Path, name: str = "resnet18.csv") -> str:
+    """Each epoch of the history ``name`` in ``out``: its time, images/s over the epoch and
+    from its second batch on, and the test accuracy after it."""
+    history = out / name
     if not history.exists():
         return ""
     with open(history) as f:
@@ -174,6 +181,11 @@ def plan(
     pytest = [python, "-m", "pytest", "-m", "cuda", "-v"]
     resnet = [python, "-m", "d2lrepro.multidevice.parts.worker", *RESNET]
     resnet += ["--data", str(scratch / FASHION_MNIST), "--out", str(out / "resnet18.csv")]
+    shared = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    shared += ["-m", "d2lrepro.multidevice.parts.worker", *SHARED_RESNET]
+    shared += ["--data", str(scratch / FASHION_MNIST), "--out", str(out / "resnet18-shared.csv")]
+    first_gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+    sharing = {devices.SHARE_GPUS: "1", "CUDA_VISIBLE_DEVICES": first_gpu}
     targets = [] if whole else [*GPU_RULES, *data_parallel_targets(gpus)]
     experiments = [python, "-m", "snakemake", *targets]
     experiments += ["--cores", "all", "--keep-going", "--config", "preset=cpu"]
@@ -189,6 +201,16 @@ def plan(
     return [
         tests,
         Part(RESNET_PART, resnet, scratch, "resnet18.log", 90, "torch", resnet_epochs),
+        Part(
+            SHARED_PART,
+            shared,
+            scratch,
+            "resnet18-shared.log",
+            60,
+            "torch",
+            lambda out: resnet_epochs(out, "resnet18-shared.csv"),
+            sharing,
+        ),
         Part(GPU_RUNS, experiments, scratch, "snakemake.log", None, "snakemake", snakemake_steps),
     ]
 
@@ -241,7 +263,7 @@ def run_part(part: Part, out: Path, deadline: float, env: dict, total: float = T
         process = subprocess.Popen(
             part.command,
             cwd=part.cwd,
-            env=env,
+            env=env | part.env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, which stop() ends whole

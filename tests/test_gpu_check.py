@@ -15,7 +15,7 @@ import yaml
 
 import gpu_check
 from conftest import OUTPUTS, REPO
-from d2lrepro.core import fetch
+from d2lrepro.core import devices, fetch
 from d2lrepro.multidevice.parts import worker
 
 SCRIPT = REPO / "tests" / "gpu_check.py"
@@ -105,10 +105,25 @@ def test_the_resnet_part_is_the_book_s_one_device_run_on_all_the_data(tmp_path):
     assert args.data == tmp_path / gpu_check.FASHION_MNIST
 
 
+def test_the_shared_part_is_the_book_s_two_device_run_with_its_workers_on_one_gpu(
+    tmp_path, monkeypatch
+):
+    """As the workflow's launcher runs a 2-device run on a machine with one GPU: 2 workers
+    (torchrun), allowed to share the GPU, and only the first of the GPUs visible."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    part = gpu_check.plan(tmp_path, tmp_path, None, 2)[2]
+    args = worker.parse_args(part.command[part.command.index("--model") :])
+    run = yaml.safe_load((REPO / "config.yaml").read_text())["data_parallel"]["runs"]["resnet18.2"]
+    assert (args.model, args.batch_size, args.lr) == (run["model"], run["batch_size"], run["lr"])
+    assert args.train_subset is None and args.test_subset is None
+    assert "--nproc-per-node=2" in part.command
+    assert part.env == {devices.SHARE_GPUS: "1", "CUDA_VISIBLE_DEVICES": "3"}
+
+
 def test_snakemake_plans_the_experiments_as_the_check_runs_them(tmp_path):
     copy = tmp_path / "repo"
     shutil.copytree(REPO, copy, ignore=lambda d, names: [n for n in names if n in OUTPUTS])
-    part = gpu_check.plan(copy, tmp_path, None, 1)[2]
+    part = gpu_check.plan(copy, tmp_path, None, 1)[-1]
     done = subprocess.run(
         [*part.command, "-n"], cwd=part.cwd, capture_output=True, text=True, timeout=300
     )
