@@ -9,7 +9,7 @@ repository (never the user's results tree).
         [--out-dir .]
 
 Each part runs in processes of its own under a time limit; one that fails or runs out of time
-is recorded, and the next still runs. The experiments go last and take what is left of the 8
+is recorded, and the next still runs. The experiments go last and take what is left of the 9
 minutes. Everything lands in one folder, ``gpu-check-<host>-<date>-<id>/``: each part's log,
 the experiments' metrics CSVs and machine records, each job's wall time, ResNet-18's epochs,
 and ``summary.md``, whose rows go into docs/timings.md as they are. Without CUDA it stops at
@@ -46,6 +46,7 @@ from pathlib import Path
 import yaml
 
 from d2lrepro.core import data, devices, environment, fetch, paths
+from d2lrepro.multidevice.parts import launcher, worker
 from d2lrepro.pipeline import settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,6 +94,10 @@ class Part:
     needs: str  # the module it runs
     result: Callable[[Path], str]  # what it found, in a line, from the output folder
     env: dict = field(default_factory=dict)  # set for it, besides the check's environment
+
+    def shown(self) -> str:
+        """Its command as a shell would run it, with the variables it sets."""
+        return shlex.join([*(f"{k}={v}" for k, v in self.env.items()), *self.command])
 
 
 @dataclass
@@ -181,11 +186,13 @@ def plan(
     pytest = [python, "-m", "pytest", "-m", "cuda", "-v"]
     resnet = [python, "-m", "d2lrepro.multidevice.parts.worker", *RESNET]
     resnet += ["--data", str(scratch / FASHION_MNIST), "--out", str(out / "resnet18.csv")]
-    shared = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    shared += ["-m", "d2lrepro.multidevice.parts.worker", *SHARED_RESNET]
-    shared += ["--data", str(scratch / FASHION_MNIST), "--out", str(out / "resnet18-shared.csv")]
+    shared = [*SHARED_RESNET, "--data", str(scratch / FASHION_MNIST)]
+    shared += ["--out", str(out / "resnet18-shared.csv")]
+    # as the workflow's launcher starts the workers
+    shared = [python, "-m", "torch.distributed.run", *launcher.torchrun_argv(worker, 2, shared)]
     first_gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
-    sharing = {devices.SHARE_GPUS: "1", "CUDA_VISIBLE_DEVICES": first_gpu}
+    # the job's 2 threads, a core for each worker (torchrun would set 1 where none is set)
+    sharing = {devices.SHARE_GPUS: "1", "CUDA_VISIBLE_DEVICES": first_gpu, "OMP_NUM_THREADS": "2"}
     targets = [] if whole else [*GPU_RULES, *data_parallel_targets(gpus)]
     experiments = [python, "-m", "snakemake", *targets]
     experiments += ["--cores", "all", "--keep-going", "--config", "preset=cpu"]
@@ -258,7 +265,7 @@ def run_part(part: Part, out: Path, deadline: float, env: dict, total: float = T
         return Outcome(part.name, part.limit, f"skipped: no time left of {total:.0f} s", 0)
     start = time.monotonic()
     with open(out / part.log, "w") as log:
-        log.write(f"$ {shlex.join(part.command)}\n")
+        log.write(f"$ {part.shown()}\n")
         log.flush()
         process = subprocess.Popen(
             part.command,
@@ -396,7 +403,7 @@ def print_plan(parts: list[Part], mirror: Path | None, gpus: int, whole: bool, b
         print(f"- Fashion-MNIST from {source}, prepared in SCRATCH/{FASHION_MNIST}")
     for part in parts:
         limit = f"{part.limit:.0f} s" if part.limit else "what is left"
-        print(f"- {part.name} (limit: {limit}), in {part.cwd}:\n    {shlex.join(part.command)}")
+        print(f"- {part.name} (limit: {limit}), in {part.cwd}:\n    {part.shown()}")
     print("SCRATCH: a temporary copy of the repository; OUT: the output folder")
 
 

@@ -16,7 +16,7 @@ import yaml
 import gpu_check
 from conftest import OUTPUTS, REPO
 from d2lrepro.core import devices, fetch
-from d2lrepro.multidevice.parts import worker
+from d2lrepro.multidevice.parts import launcher, worker
 
 SCRIPT = REPO / "tests" / "gpu_check.py"
 H200 = {
@@ -108,16 +108,36 @@ def test_the_resnet_part_is_the_book_s_one_device_run_on_all_the_data(tmp_path):
 def test_the_shared_part_is_the_book_s_two_device_run_with_its_workers_on_one_gpu(
     tmp_path, monkeypatch
 ):
-    """As the workflow's launcher runs a 2-device run on a machine with one GPU: 2 workers
-    (torchrun), allowed to share the GPU, and only the first of the GPUs visible."""
+    """As the workflow runs a 2-device run on a machine with one GPU: the worker under torchrun
+    (launcher.torchrun_argv), 2 workers allowed to share the GPU, only the first of the GPUs
+    visible, the job's 2 threads; its result is read from the history it writes."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
     part = gpu_check.plan(tmp_path, tmp_path, None, 2)[2]
-    args = worker.parse_args(part.command[part.command.index("--model") :])
+    at = part.command.index("--model")
+    args = worker.parse_args(part.command[at:])
     run = yaml.safe_load((REPO / "config.yaml").read_text())["data_parallel"]["runs"]["resnet18.2"]
     assert (args.model, args.batch_size, args.lr) == (run["model"], run["batch_size"], run["lr"])
     assert args.train_subset is None and args.test_subset is None
-    assert "--nproc-per-node=2" in part.command
-    assert part.env == {devices.SHARE_GPUS: "1", "CUDA_VISIBLE_DEVICES": "3"}
+    assert part.command[1:3] == ["-m", "torch.distributed.run"]
+    assert part.command[3:] == launcher.torchrun_argv(worker, 2, part.command[at:])
+    assert part.env == {
+        devices.SHARE_GPUS: "1",
+        "CUDA_VISIBLE_DEVICES": "3",
+        "OMP_NUM_THREADS": "2",
+    }
+    history = "epoch,seconds,samples_per_s,steady_samples_per_s,test_acc\n1,9.5,6315.8,7400.2,0.8\n"
+    (tmp_path / args.out.name).write_text(history)
+    assert args.out.parent == tmp_path and part.result(tmp_path).startswith("epoch 1: 9.50 s")
+
+
+def test_a_part_runs_with_the_variables_it_sets_and_its_log_shows_them(tmp_path):
+    code = "import os; print('sees', os.environ['GPU_CHECK_SET'])"
+    part = a_part(tmp_path, code)
+    part.env = {"GPU_CHECK_SET": "yes"}
+    outcome = gpu_check.run_part(part, tmp_path, time.monotonic() + 60, dict(os.environ))
+    assert outcome.status == gpu_check.OK
+    log = (tmp_path / "p.log").read_text()
+    assert log.startswith("$ GPU_CHECK_SET=yes ") and "sees yes" in log
 
 
 def test_snakemake_plans_the_experiments_as_the_check_runs_them(tmp_path):
