@@ -184,12 +184,12 @@ def plan(
     CUDA tests, in place of the GPU experiments and ResNet-18."""
     python = sys.executable
     pytest = [python, "-m", "pytest", "-m", "cuda", "-v"]
-    resnet = [python, "-m", "d2lrepro.multidevice.parts.worker", *RESNET]
-    resnet += ["--data", str(scratch / FASHION_MNIST), "--out", str(out / "resnet18.csv")]
-    shared = [*SHARED_RESNET, "--data", str(scratch / FASHION_MNIST)]
-    shared += ["--out", str(out / "resnet18-shared.csv")]
+    on_data = ["--data", str(scratch / FASHION_MNIST)]
+    resnet = [python, "-m", worker.__name__, *RESNET, *on_data, "--out", str(out / "resnet18.csv")]
+    shared_args = [*SHARED_RESNET, *on_data, "--out", str(out / "resnet18-shared.csv")]
     # as the workflow's launcher starts the workers
-    shared = [python, "-m", "torch.distributed.run", *launcher.torchrun_argv(worker, 2, shared)]
+    shared = [python, "-m", "torch.distributed.run"]
+    shared += launcher.torchrun_argv(worker, 2, shared_args)
     first_gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
     # the job's 2 threads, a core for each worker (torchrun would set 1 where none is set)
     sharing = {devices.SHARE_GPUS: "1", "CUDA_VISIBLE_DEVICES": first_gpu, "OMP_NUM_THREADS": "2"}
