@@ -6,7 +6,7 @@ import jsonschema
 import pandas as pd
 import pytest
 
-from conftest import REPO, measured_on
+from conftest import REPO, measured_on, shipped_claims
 from d2lrepro.core import shortfall
 from d2lrepro.core.results import failed, metric, not_applicable
 from d2lrepro.pipeline import checks, claims, scaling, settings
@@ -103,6 +103,29 @@ def test_missing_devices_are_not_applicable():
         )["verdict"]
         == claims.REPRODUCED
     )
+
+
+@pytest.mark.parametrize(
+    "first_job_gpus, second_job_gpus, expected",
+    [(1, 2, claims.REPRODUCED), (1, 1, claims.NOT_APPLICABLE), (0, 0, claims.OBSERVED)],
+)
+def test_a_speed_up_needs_2_gpus_in_the_job_that_ran_on_2_not_in_the_1_device_job(
+    first_job_gpus, second_job_gpus, expected
+):
+    """A speed-up reads the 1-device run's job, which locked one GPU, beside the 2-device
+    run's: on a machine with 2 GPUs it is judged; on one GPU it is not applicable, and on CPU
+    cores it is an observation of this machine."""
+    claim = shipped_claims()["mgpuc.2gpu"]
+    rows = pd.DataFrame(
+        [metric("resnet18.speedup", 1.6, "x"), metric("resnet18.speedup_iqr", 0.02, "x")]
+    ).assign(machine="one two")
+    records = {
+        name: {"usable_cores": 16, "cuda_devices": gpus, "host": "h"}
+        for name, gpus in (("one", first_job_gpus), ("two", second_job_gpus))
+    }
+    row = claims.evaluate_claim(claim, rows, records)
+    assert row["verdict"] == expected, row["reason"]
+    assert expected != claims.NOT_APPLICABLE or row["reason"].startswith("needs 2 devices")
 
 
 def test_a_claim_needing_more_cores_than_the_run_may_use_is_not_applicable():

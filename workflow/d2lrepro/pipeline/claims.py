@@ -66,7 +66,8 @@ COLUMNS = [
 
 def _unmet(requires: dict, records: list[dict]) -> str:
     """Why the machines that measured a claim's numbers (``records``, as each job saw its
-    machine) lack what the claim ``requires``; "" when each has it."""
+    machine) lack what the claim ``requires``; "" when one of them has it. A speed-up reads a
+    1-device job beside a 2-device one: the first locked one GPU, and it needed no more."""
     reasons = [
         shortfall.reason(
             cuda=requires.get("cuda_devices", 0),
@@ -77,7 +78,7 @@ def _unmet(requires: dict, records: list[dict]) -> str:
         )
         for record in records
     ]
-    return "; ".join(dict.fromkeys(r for r in reasons if r))
+    return "" if not all(reasons) else "; ".join(dict.fromkeys(reasons))
 
 
 def _lacking(rows: pd.DataFrame, status: pd.Series) -> pd.DataFrame:
