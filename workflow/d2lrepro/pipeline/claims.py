@@ -65,9 +65,8 @@ COLUMNS = [
 
 
 def _unmet(requires: dict, records: list[dict]) -> str:
-    """Why the machines that measured a claim's numbers (``records``, as each job saw its
-    machine) lack what the claim ``requires``; "" when one of them has it. A speed-up reads a
-    1-device job beside a 2-device one: the first locked one GPU, and it needed no more."""
+    """Why the machines that measured a claim's numbers (``records``, as each job saw them)
+    lack what it ``requires``; "" when one has it (a speed-up's 1-device job locked one GPU)."""
     reasons = [
         shortfall.reason(
             cuda=requires.get("cuda_devices", 0),
