@@ -149,8 +149,8 @@ def test_inconclusive_claims_are_counted_apart_from_those_that_did_not_hold():
     opt = findings.findings(LEDGER, rows, "cpu")[0]
     assert opt["sentence"].startswith(
         "This run judged 3 of the chapter's 4 claims: 2 held (1 measurement, 1 printed output),"
-        " 0 did not and 1 was inconclusive (the book's number lay within the spread of its"
-        " measurements here)."
+        " 0 did not and 1 was inconclusive (this run could not tell which side of its bound it"
+        " lies on)."
     )
     assert opt["failures"] == []
     assert opt["inconclusive"] == [

@@ -110,9 +110,10 @@ def chapter(
         parts = [f"{len(held)} held ({kinds or 'none'})", f"{len(failed)} did not"]
         if unsure:
             one = len(unsure) == 1
+            its, lies = ("its", "it lies") if one else ("their", "they lie")
             parts.append(
-                f"{len(unsure)} {'was' if one else 'were'} inconclusive (the book's number lay"
-                f" within the spread of {'its' if one else 'their'} measurements here)"
+                f"{len(unsure)} {'was' if one else 'were'} inconclusive (this run could not"
+                f" tell which side of {its} bound {lies} on)"
             )
         sentence += ": " + ", ".join(parts[:-1]) + " and " + parts[-1]
     sentence += "."
