@@ -93,7 +93,7 @@ def eps_rows(airfoil_data):
     the book's 0.01 (to keep the test short)."""
     lrs = CONFIG["adam_eps"]["lrs"][1:4]
     finals = pd.concat(
-        adam_eps.runs_at(eps, airfoil_data, CONFIG["seeds"], lrs, 2, 10, 200)
+        adam_eps.runs_at(eps, airfoil_data, CONFIG["adam_eps"]["seeds"], lrs, 2, 10, 200)
         for eps in (1e-2, 1e-1)
     )
     return adam_eps.eps_metrics(finals)

@@ -19,7 +19,7 @@ from conftest import (
     verdict_of,
 )
 from d2lrepro.core import reference
-from d2lrepro.core.results import metric
+from d2lrepro.core.results import RUN_SPREAD, metric
 from d2lrepro.optimization import airfoil, airfoil_compare, airfoil_summary, optimizers
 from d2lrepro.pipeline import claims
 
@@ -203,19 +203,17 @@ def test_each_curve_claim_follows_the_code(airfoil_data, monkeypatch, name):
     assert verdict_of(name, summary(airfoil_data, [name])) == claims.NOT_REPRODUCED
 
 
-# The curve claims whose final loss is judged within the editions' final points (their spread
-# plus the rounding of three printed decimals) with the seeds' IQR as its spread; the other two
-# (momentum.lr0.01_m0.9, adam.concise), whose editions end 0.011 and more apart, keep the
-# plot's tolerance, no less than that disagreement.
+# The curve claims whose final loss is judged against the editions' final points (their
+# window, the rounding of three printed decimals included) as typical runs of the code.
 
 
 @pytest.mark.parametrize("name", CURVES)
 def test_each_curve_claim_reads_its_tolerance(name):
-    """The curve's excess passes inside the plot's tolerance and fails beyond it; the final loss
-    passes inside its window and fails beyond it: the editions' final points, the printed
-    EN/ZH/CL final losses widened by 0.0005 on either side, where a final
-    loss the plot's tolerance let pass fails, and one whose seeds' IQR reaches out of the
-    window reads within the noise."""
+    """The curve's excess passes inside the plot's tolerance and fails beyond it. The final
+    loss passes where the editions' window meets the seeds' middle half, is within the noise
+    where it meets only their extremes, and fails where it lies beyond every seed, once the
+    seeds are enough for that to be a finding (5 of them against 3 editions, p = 0.036 by
+    chance; 4 give 0.057): among them what the plot's tolerance let pass."""
     claim = shipped_claims()[name]
     bound = next(c["bound"] for c in claim["checks"] if c["metric"].endswith("curve_excess"))
     final = next(c for c in claim["checks"] if c["metric"] == f"{name}.final_loss")
@@ -223,31 +221,38 @@ def test_each_curve_claim_reads_its_tolerance(name):
     en = printed[0]
     assert len(printed) == 3 and claim["printed"].startswith(f"EN loss: {en:.3f}")
     low, high = min(printed) - 0.0005, max(printed) + 0.0005
-    assert final["target"] == pytest.approx((low + high) / 2)
-    assert final["tol"] == pytest.approx((high - low) / 2)
-    assert final["spread"] == {f"{name}.final_loss": f"{name}.final_loss_iqr"}
-    assert f"between {low:.4f} and {high:.4f}" in " ".join(claim["statement"].split())
+    assert final["kind"] == "typical" and final["editions"] == len(printed)
+    assert (final["low"], final["high"]) == pytest.approx((low, high))
+    assert f"{low:.4f} to {high:.4f}" in " ".join(claim["statement"].split())
 
-    def rows(final, excess, iqr=0.0):
+    def rows(q1, q3, least=None, most=None, runs=20, excess=0.0):
+        spread = (q1, q3, q1 if least is None else least, q3 if most is None else most, runs)
         return [
-            metric(f"{name}.final_loss", final),
-            metric(f"{name}.final_loss_iqr", iqr),
+            metric(f"{name}.final_loss", (q1 + q3) / 2),
+            *(metric(f"{name}.final_loss_{p}", v) for p, v in zip(RUN_SPREAD, spread)),
             metric(f"{name}.scratch_vs_torch_gap", 0.0),
             metric(f"{name}.curve_excess", excess),
         ]
 
     for inside in (high - 0.0002, low + 0.0002):
-        assert verdict_of(name, rows(inside, 0.0)) == claims.REPRODUCED
+        assert verdict_of(name, rows(inside, inside)) == claims.REPRODUCED
+    # A middle half that reaches into the window from above or below.
+    assert verdict_of(name, rows(high - 0.0001, high + 0.003)) == claims.REPRODUCED
+    assert verdict_of(name, rows(low - 0.003, low + 0.0001)) == claims.REPRODUCED
     middle = (low + high) / 2
-    for final, excess in ((middle, bound + 0.001), (high + 0.0003, 0), (low - 0.0003, 0)):
-        assert verdict_of(name, rows(final, excess)) == claims.NOT_REPRODUCED
+    assert verdict_of(name, rows(middle, middle, excess=bound + 0.001)) == claims.NOT_REPRODUCED
+    for beyond in (high + 0.0003, low - 0.0003):
+        assert verdict_of(name, rows(beyond, beyond)) == claims.NOT_REPRODUCED
+        assert verdict_of(name, rows(beyond, beyond, runs=5)) == claims.NOT_REPRODUCED
+        assert verdict_of(name, rows(beyond, beyond, runs=4)) == claims.INCONCLUSIVE
     if en + bound - 0.0005 > high:
         # What the plot's tolerance accepted (EN's final loss plus the largest EN-ZH gap).
-        assert verdict_of(name, rows(en + bound - 0.0005, 0.0)) == claims.NOT_REPRODUCED
-    # A median inside the window whose seeds' IQR reaches out of it; one whose whole spread
-    # lies beyond it.
-    assert verdict_of(name, rows(high - 0.0002, 0.0, iqr=0.002)) == claims.INCONCLUSIVE
-    assert verdict_of(name, rows(high + 0.002, 0.0, iqr=0.002)) == claims.NOT_REPRODUCED
+        accepted = en + bound - 0.0005
+        assert verdict_of(name, rows(accepted, accepted)) == claims.NOT_REPRODUCED
+    # A middle half beyond the window whose lowest or highest seed reaches into it.
+    above = rows(high + 0.001, high + 0.002, least=high - 0.0001)
+    below = rows(low - 0.002, low - 0.001, most=low + 0.0001)
+    assert verdict_of(name, above) == verdict_of(name, below) == claims.INCONCLUSIVE
 
 
 @pytest.mark.parametrize("name", ["adagrad.concise", "rmsprop.concise", "adam.concise"])
@@ -267,7 +272,7 @@ def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil_data, monkeypatc
         en = float(claim["printed"].split()[2])
         return gap + [
             metric(f"{name}.final_loss", en),
-            metric(f"{name}.final_loss_iqr", 0.0),
+            *(metric(f"{name}.final_loss_{p}", v) for p, v in zip(RUN_SPREAD, [en] * 4 + [20])),
             metric(f"{name}.curve_excess", 0.0),
         ]
 
@@ -559,7 +564,7 @@ def test_sec_per_epoch_is_judged_against_the_editions_that_time_alike(airfoil_da
     skip_if_shared(verdict, claims.REPRODUCED, others, f"same code, same cost: {measured}")
     assert verdict == claims.REPRODUCED, measured
     # Settings timed on two hosts are not compared.
-    hosts = iter(["node1"] * 5 + ["node2"] * 5)
+    hosts = iter(["node1", "node2"] * len(CONFIG["seeds"]))
     with monkeypatch.context() as m:
         m.setattr(airfoil.socket, "gethostname", lambda: next(hosts))
         assert verdict_of(claim, summary(airfoil_data, names)) == claims.NOT_APPLICABLE

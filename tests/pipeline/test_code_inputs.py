@@ -30,6 +30,7 @@ def test_closure_follows_dotted_nested_and_late_imports(tmp_path, repo):
         "pipeline/__init__.py",
         "pipeline/checks.py",
         "pipeline/claims.py",
+        "pipeline/evidence.py",
         "pipeline/ledger.py",
         "pipeline/scaling.py",
         "pipeline/settings.py",

@@ -247,7 +247,7 @@ rule adam_eps_run:
         **needs(2000, 10),
     params:
         eps=lambda w: EPS[w.eps],
-        seeds=S["airfoil"]["seeds"],
+        seeds=S["airfoil"]["adam_eps"]["seeds"],
         lrs=S["airfoil"]["adam_eps"]["lrs"],
         epochs=S["airfoil"]["epochs"]["scratch"],
         batch_size=S["airfoil"]["batch_size"],

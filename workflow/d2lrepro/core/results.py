@@ -47,7 +47,7 @@ POSITIVE = {"time", "size", "work", "intensity", "bandwidth", "throughput", "spe
 UNSHOWN = {"", "p", "|Δ|", "hex"}
 # What a metric's name says it is, by how it ends (after a spread's "_iqr"), and so the unit it
 # is in, the first that matches: a row may leave that unit out, never give another
-# (pipeline.checks.units), so that a time of -1 named "_s" is never judged as a pure number.
+# (pipeline.evidence.units), so that a time of -1 named "_s" is never judged as a pure number.
 NAMED_UNITS = (
     (r"[._]samples_per_s", "samples/s"),
     (r"[._]sec_per_epoch", "s"),
@@ -99,6 +99,17 @@ def iqr(values) -> float:
     """The interquartile range of ``values`` (0 for one value)."""
     series = pd.Series(values)
     return float(series.quantile(0.75) - series.quantile(0.25))
+
+
+# How runs spread beside their median ``<metric>``: their quartiles, their extremes and how
+# many there were, as ``<metric>_<part>`` (a check of typical runs reads them).
+RUN_SPREAD = ("q1", "q3", "min", "max", "runs")
+
+
+def run_spread(values) -> list[float]:
+    """The parts of :data:`RUN_SPREAD` of ``values``, in its order."""
+    series = pd.Series(values)
+    return [*series.quantile([0.25, 0.75, 0.0, 1.0]).tolist(), float(len(series))]
 
 
 def quotient(numerator: tuple, denominator: tuple) -> tuple[float, float]:

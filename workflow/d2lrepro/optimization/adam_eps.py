@@ -111,7 +111,7 @@ def eps_metrics(finals: pd.DataFrame) -> list[dict]:
             "adam.eps_outside.least_p",
             outside + inside,
             "seeds (those whose two forms differ beyond float32 precision)",
-            "more seeds (airfoil.seeds) give more, each a sweep of ε and lr",
+            "more seeds (airfoil.adam_eps.seeds) give more, each a sweep of ε and lr",
             device,
         ),
     ]

@@ -1,5 +1,5 @@
-"""The checks a claim may make (the ledger's small vocabulary), and what a metric must be to
-be judged at all: a known status, a known unit, a number inside its unit's domain."""
+"""The checks a claim may make (the ledger's small vocabulary); what a metric must be to be
+judged at all is :mod:`.evidence`'s."""
 
 from __future__ import annotations
 
@@ -8,16 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-import pandas as pd
-
 from d2lrepro.core.results import (
-    STATUSES,
+    RUN_SPREAD,
     UNITS,
-    domain,
     exact,
-    named_unit,
     quotient,
-    text,
     with_unit,
 )
 
@@ -188,6 +183,29 @@ def _within(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
     return _noisy(text, far <= limit, near <= limit), [low, high, far]
 
 
+def _typical(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
+    """The book's printed runs are typical runs of this code: the window its ``editions`` print
+    (``low`` to ``high``, rounding included) meets the middle half of this run's runs. Beyond
+    every run, the book's runs are unlike these: not reproduced where that happens by chance
+    with p < 0.05 (every edition beyond all n runs on a side: 2 / C(n + editions, editions)),
+    else out of reach; meeting the runs but not their middle half, within their noise."""
+    m, low, high, editions = check["metric"], check["low"], check["high"], check["editions"]
+    q1, q3, least, most, n = (read.value(f"{m}_{part}") for part in RUN_SPREAD)
+    u, numbers = read.unit(m), [q1, q3, least, most]
+    text = f"{read.shown(m)}, middle half {quantity(q1, u)} to {quantity(q3, u)}, {fmt(n)} runs"
+    text += f" {quantity(least, u)} to {quantity(most, u)} (needs the editions'"
+    text += f" {quantity(low, u)} to {quantity(high, u)} to meet the middle half)"
+    if q3 >= low and q1 <= high:
+        return Outcome(text, True), numbers
+    if least <= high and most >= low:
+        return Outcome(f"{text}, {WITHIN_NOISE}", False, within_noise=True), numbers
+    chance = 2 / math.comb(int(n) + editions, editions)
+    if chance < 0.05:
+        return Outcome(f"{text}: every edition lies beyond every run", False), numbers
+    reach = f"with {fmt(n)} runs, every edition beyond them all has p = {chance:.2g} by chance"
+    return Outcome(f"{text}, out of reach: {reach}", False, out_of_reach=True), numbers
+
+
 def _ratio(sign: str, check: dict, read: Reading) -> tuple[Outcome, list[float]]:
     num, den, limit = check["numerator"], check["denominator"], check["bound"]
     n, d, u = read.value(num), read.value(den), ratio_unit(read.unit(num), read.unit(den))
@@ -249,6 +267,7 @@ KINDS = {
     "above": partial(_bound, ">"),
     "below": partial(_bound, "<"),
     "within": _within,
+    "typical": _typical,
     "ratio_above": partial(_ratio, ">"),
     "ratio_below": partial(_ratio, "<"),
     "sum_of_parts": _sum_of_parts,
@@ -260,6 +279,8 @@ KINDS = {
 def metrics_of(check: dict) -> list[str]:
     names = [check.get(k) for k in ("metric", "numerator", "denominator", "whole", "least")]
     names = [n for n in names if n] + check.get("parts", []) + check.get("metrics", [])
+    if check["kind"] == "typical":
+        names += [f"{check['metric']}_{part}" for part in RUN_SPREAD]
     return names + list(check.get("spread", {}).values())
 
 
@@ -274,56 +295,3 @@ def unmeasured_noise(check: dict, value, unit) -> list[str]:
     return [
         m for m in read if UNITS[unit(m)] in TIMINGS and not (m in spread and value(spread[m]) > 0)
     ]
-
-
-def statuses(used: pd.DataFrame, evidence: str) -> pd.Series:
-    """Each metric's status; one the evaluator does not know, or one without a note saying why
-    the metric has no number, stops the rule."""
-    if "status" not in used:
-        return pd.Series("", index=used.index)
-    status = text(used["status"])
-    notes = text(used["note"]) if "note" in used else status.map(lambda _: "")
-    for metric, value, note in zip(used["metric"], status, notes):
-        if value not in STATUSES:
-            raise ValueError(f"{evidence}: metric {metric} has an unknown status {value!r}")
-        if value and not note:
-            raise ValueError(f"{evidence}: metric {metric} is {value!r} without a note saying why")
-    return status
-
-
-def units(used: pd.DataFrame, evidence: str) -> dict[str, str]:
-    """Each metric's unit. A file without units, or a unit the evaluator does not know, stops
-    the rule, since the domain of its numbers (:data:`d2lrepro.core.results.UNITS`) would be
-    unknown; so does a unit other than the one the metric's name says
-    (:func:`d2lrepro.core.results.named_unit`). A metric without a unit is in the one its name
-    says: judged as a pure number, a time of -1 s written without its unit would pass."""
-    if "unit" not in used:
-        raise ValueError(f"{evidence} has no unit column: its numbers' domains are unknown")
-    units = {}
-    for metric, unit in zip(used["metric"], text(used["unit"])):
-        if unit not in UNITS:
-            raise ValueError(f"{evidence}: metric {metric} has an unknown unit {unit!r}")
-        named = named_unit(metric)
-        if named is not None and unit not in ("", named):
-            raise ValueError(
-                f"{evidence}: metric {metric} has unit {unit!r}, but its name says {named!r}"
-            )
-        units[metric] = unit or named or ""
-    return units
-
-
-def check_spreads(claim: dict, values: dict, measured: set) -> None:
-    """A spread is an IQR: a negative one would widen the margin it should narrow."""
-    for check in claim["checks"]:
-        for spread in check.get("spread", {}).values():
-            if spread in measured and values[spread] < 0:
-                raise ValueError(
-                    f"{claim['evidence']}: metric {spread}, an IQR, is negative "
-                    f"({fmt(values[spread])})"
-                )
-
-
-def no_number(metric: str, value: float, unit: str, name) -> str:
-    """Why ``value`` is no measurement: not finite, or outside the domain of its unit."""
-    text = f"{name(metric)} = {quantity(value, unit)}"
-    return text if not math.isfinite(value) else f"{text} ({domain(unit)})"

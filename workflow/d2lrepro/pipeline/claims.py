@@ -14,7 +14,7 @@ import pandas as pd
 from d2lrepro.core import provenance, shortfall
 from d2lrepro.core.results import FAILED, outside_domain, text
 from d2lrepro.core.results import NOT_APPLICABLE as NOT_APPLICABLE_STATUS
-from d2lrepro.pipeline import checks, scaling
+from d2lrepro.pipeline import checks, evidence, scaling
 
 # The ledger's own reading, named here as its callers name it (claims.load, claims.claimant).
 from d2lrepro.pipeline.ledger import BEYOND_BOOK as BEYOND_BOOK
@@ -82,7 +82,7 @@ def _unmet(requires: dict, records: list[dict]) -> str:
 
 def _lacking(rows: pd.DataFrame, status: pd.Series) -> pd.DataFrame:
     """The ``rows`` not measured because the job lacked hardware, as their notes say."""
-    if "note" not in rows:  # then no row has a status (checks.statuses)
+    if "note" not in rows:  # then no row has a status (evidence.statuses)
         return rows[:0]
     lacks = rows["note"].map(lambda note: isinstance(note, str) and bool(shortfall.group(note)))
     return rows[(status == NOT_APPLICABLE_STATUS) & lacks]
@@ -282,8 +282,8 @@ def evaluate_claim(
     used, missing = _used(claim, metrics, depends_on, deviations)
     row["device"] = provenance.devices_of(used)
     row["hosts"] = provenance.hosts_of(used, records)
-    status = checks.statuses(used, claim["evidence"])
-    units = checks.units(used, claim["evidence"])
+    status = evidence.statuses(used, claim["evidence"])
+    units = evidence.units(used, claim["evidence"])
     values = dict(zip(used["metric"], used["value"].astype(float)))
     measured_here = set(used["metric"][status == ""])
     prefix = claim["id"] + "."  # metric names often repeat the claim's id
@@ -294,7 +294,7 @@ def evaluate_claim(
     def shown(metric):
         return f"{name(metric)} = {checks.quantity(values[metric], units[metric])}"
 
-    checks.check_spreads(claim, values, measured_here)
+    evidence.check_spreads(claim, values, measured_here)
     broken = _broken(claim, values, units, measured_here)
     outcomes = []
     if all(math.isfinite(v) or v == math.inf for v in values.values()) and not broken + missing:
@@ -306,7 +306,7 @@ def evaluate_claim(
         shown(m) for m in values if math.isfinite(values[m])
     )
     # A number derived from finite ones may be none (a ratio that overflows to inf).
-    no_number = [checks.no_number(m, values[m], units[m], name) for m in broken]
+    no_number = [evidence.no_number(m, values[m], units[m], name) for m in broken]
     no_number += [o.measured for o in outcomes if not o.finite]
     not_judged = _not_judged(claim, used, records, status, scaled, missing, no_number)
     verdict, reason = not_judged or _judged(outcomes, used, _quiet(claim, values, units, name))
