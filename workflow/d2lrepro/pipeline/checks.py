@@ -248,7 +248,7 @@ def _exact(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
 
 def _ordering(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
     ms, increasing = check["metrics"], check["order"] == "increasing"
-    spans = [read.span(m) for m in ms]
+    spans, values = [read.span(m) for m in ms], [read.value(m) for m in ms]
     # Each neighbouring pair, the one that should be the smaller first.
     pairs = list(zip(spans, spans[1:]) if increasing else zip(spans[1:], spans))
     margin = all(a[1] < b[0] for a, b in pairs)
@@ -257,7 +257,10 @@ def _ordering(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
         read.shown(m) + read.ends([m], *span, read.unit(m), form=" ({})")
         for m, span in zip(ms, spans)
     ]
-    text = (" < " if increasing else " > ").join(items) + " (needs this order)"
+    # Each pair joined by how its medians compare, whatever the order needs.
+    signs = ["<" if a < b else ">" if a > b else "=" for a, b in zip(values, values[1:])]
+    text = items[0] + "".join(f" {sign} {item}" for sign, item in zip(signs, items[1:]))
+    text += f" (needs {(' < ' if increasing else ' > ').join(read.name(m) for m in ms)})"
     return _noisy(text, margin, reach), [x for span in spans for x in span]
 
 
