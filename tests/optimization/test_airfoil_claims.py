@@ -186,9 +186,9 @@ def test_every_curve_claim_has_a_mutation():
 
 
 def curve_checks_verdict(name: str, rows) -> str:
-    """The claim judged by its checks other than the final loss's: the final loss's window is
-    as narrow as the editions' printed final points, and whether the real code's median lands
-    in it is this run's finding, which the report shows, not a property of the code."""
+    """The claim judged by its checks other than the final loss's: where the seeds end against
+    the editions' printed final points is this run's finding, which the report shows, not a
+    property of the code that a mutation changes."""
     claim = shipped_claims()[name]
     kept = [c for c in claim["checks"] if c.get("metric") != f"{name}.final_loss"]
     return claims.evaluate_claim(claim | {"checks": kept}, *measured_on(rows))["verdict"]

@@ -167,3 +167,20 @@ def test_an_order_the_numbers_break_shows_how_they_compare():
     outcome = checks.apply(check, values.__getitem__)
     assert not outcome.passed
     assert outcome.measured == "a = 0.801 > b = 0.72 = c = 0.72 (needs a < b < c)"
+
+
+def test_a_typical_run_check_names_its_chance_and_the_runs_that_would_judge_it():
+    """Every edition beyond every run is a finding with the chance of it named, or out of
+    reach with the number of runs that would judge it; meeting only the runs' extremes is
+    within their noise."""
+    check = {"kind": "typical", "metric": "loss", "low": 0.2425, "high": 0.2445, "editions": 3}
+    runs = {"loss": 0.25, "loss_q1": 0.249, "loss_q3": 0.251, "loss_min": 0.248, "loss_max": 0.26}
+    many = checks.apply(check, (runs | {"loss_runs": 20}).__getitem__)
+    assert not many.passed and not (many.within_noise or many.out_of_reach)
+    assert many.measured.endswith("every edition beyond every one of 20 runs, p = 0.0011 by chance")
+    few = checks.apply(check, (runs | {"loss_runs": 4}).__getitem__)
+    assert few.out_of_reach and few.measured.endswith(
+        "p = 0.057 by chance; 5 runs or more judge it"
+    )
+    reaching = checks.apply(check, (runs | {"loss_runs": 20, "loss_min": 0.244}).__getitem__)
+    assert reaching.within_noise and not reaching.passed

@@ -66,6 +66,8 @@ def test_the_number_of_each_kind_of_check():
         compare.headline({"kind": "sum_of_parts", "whole": "a", "parts": ["b", "d"]}, values) == 1
     )
     assert compare.headline({"kind": "within", "metric": "b", "target": 2, "tol": 1}, values) == 2
+    typical = {"kind": "typical", "metric": "b", "low": 1, "high": 3, "editions": 3}
+    assert compare.headline(typical, values) == 2  # the runs' median
     assert math.isnan(compare.headline({"kind": "ordering", "metrics": ["a", "b"]}, values))
     assert math.isnan(compare.headline({"kind": "above", "metric": "absent"}, values))
 

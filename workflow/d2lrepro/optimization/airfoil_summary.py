@@ -51,7 +51,8 @@ def summarize(
 
 
 def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
-    """Per setting: median final loss over seeds, its IQR and range over seeds, sec/epoch
+    """Per setting: median final loss over seeds, its quartiles, extremes and count
+    (:data:`~d2lrepro.core.results.RUN_SPREAD`), sec/epoch
     (median and IQR over seeds), divergence, and how far the median curve over seeds strays from
     the band of the book's editions, its clipped top included (``curve_excess``); for from-
     scratch Adagrad the slope of its effective lr; for an audited optimizer the largest gaps of

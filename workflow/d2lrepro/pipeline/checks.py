@@ -199,10 +199,12 @@ def _typical(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
         return Outcome(text, True), numbers
     if least <= high and most >= low:
         return Outcome(f"{text}, {WITHIN_NOISE}", False, within_noise=True), numbers
-    chance = 2 / math.comb(int(n) + editions, editions)
+    chance = 2 / math.comb(max(int(n), 0) + editions, editions)
+    beyond = f"every edition beyond every one of {fmt(n)} runs, p = {chance:.2g} by chance"
     if chance < 0.05:
-        return Outcome(f"{text}: every edition lies beyond every run", False), numbers
-    reach = f"with {fmt(n)} runs, every edition beyond them all has p = {chance:.2g} by chance"
+        return Outcome(f"{text}: {beyond}", False), numbers
+    more = next(k for k in range(1, 99) if 2 / math.comb(k + editions, editions) < 0.05)
+    reach = f"{beyond}; {more} runs or more judge it"
     return Outcome(f"{text}, out of reach: {reach}", False, out_of_reach=True), numbers
 
 

@@ -71,7 +71,7 @@ def headline(check: dict, values: dict[str, float]) -> float:
     if kind == "sum_of_parts":
         whole = get(check.get("whole"))
         return sum(get(p) for p in check.get("parts", [])) / whole if whole > 0 else math.nan
-    if kind in ("above", "below", "within", "exact"):
+    if kind in ("above", "below", "within", "typical", "exact"):
         return get(check.get("metric"))
     return math.nan
 
