@@ -49,7 +49,8 @@ def units(used: pd.DataFrame, evidence: str) -> dict[str, str]:
 
 
 def check_spreads(claim: dict, values: dict, measured: set) -> None:
-    """A spread is an IQR: a negative one would widen the margin it should narrow."""
+    """A spread is an IQR: a negative one would widen the margin it should narrow. The runs a
+    typical-run check reads are at least one, and their extremes and quartiles in order."""
     for check in claim["checks"]:
         for spread in check.get("spread", {}).values():
             if spread in measured and values[spread] < 0:
@@ -57,6 +58,14 @@ def check_spreads(claim: dict, values: dict, measured: set) -> None:
                     f"{claim['evidence']}: metric {spread}, an IQR, is negative "
                     f"({fmt(values[spread])})"
                 )
+        parts = [f"{check.get('metric')}_{p}" for p in ("min", "q1", "q3", "max", "runs")]
+        # Numbers that are none (NaN, inf) read "no number was measured" where they are judged.
+        finite = set(parts) <= measured and all(math.isfinite(values[p]) for p in parts)
+        if check["kind"] == "typical" and finite:
+            *ends, runs = (values[p] for p in parts)
+            if not (runs >= 1 and runs == int(runs) and ends == sorted(ends)):
+                shown = ", ".join(f"{p} = {fmt(values[p])}" for p in parts)
+                raise ValueError(f"{claim['evidence']}: runs out of order or uncounted: {shown}")
 
 
 def no_number(metric: str, value: float, unit: str, name) -> str:
