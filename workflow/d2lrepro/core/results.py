@@ -112,6 +112,11 @@ def run_spread(values) -> list[float]:
     return [*series.quantile([0.25, 0.75, 0.0, 1.0]).tolist(), float(len(series))]
 
 
+def run_spread_names(metric: str) -> dict[str, str]:
+    """Each part of :data:`RUN_SPREAD` of ``metric``, by the name of its own metric."""
+    return {part: f"{metric}_{part}" for part in RUN_SPREAD}
+
+
 def quotient(numerator: tuple, denominator: tuple) -> tuple[float, float]:
     """The ends of a quotient of two spans (low, high); unbounded above where the
     denominator's low end reaches zero."""

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from d2lrepro.core import plotting, provenance, reference, results
-from d2lrepro.core.results import RUN_SPREAD, failed, iqr, metric, not_applicable, run_spread
+from d2lrepro.core.results import failed, iqr, metric, not_applicable, run_spread, run_spread_names
 from d2lrepro.optimization.airfoil import BOOK_YLIM, CODE, GAPS
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,8 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         ]
         if bad.any():
             why = f"{name}: seeds {list(bad[bad].index)} of {len(bad)} diverged"
-            names = ("final_loss", *(f"final_loss_{p}" for p in RUN_SPREAD), "curve_excess", *gaps)
+            spread = run_spread_names("final_loss").values()
+            names = ("final_loss", *spread, "curve_excess", *gaps)
             if "eff_lr" in group and group["eff_lr"].notna().any():  # from-scratch Adagrad
                 names += ("eff_lr_slope",)
             rows += [failed(f"{name}.{n}", why, device=device) for n in names]
@@ -85,9 +86,11 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             excess = reference.band_excess(
                 book, name, "loss", median.index, median.to_numpy(), clip=BOOK_YLIM[1]
             )
-            spread = zip(RUN_SPREAD, run_spread(finals["loss"]))
+            spread = zip(
+                run_spread_names(f"{name}.final_loss").values(), run_spread(finals["loss"])
+            )
             rows += [metric(f"{name}.final_loss", finals["loss"].median(), device=device)]
-            rows += [metric(f"{name}.final_loss_{p}", v, device=device) for p, v in spread]
+            rows += [metric(m, v, device=device) for m, v in spread]
             rows.append(metric(f"{name}.curve_excess", excess, "|Δ|", device))
             if "eff_lr" in group and group["eff_lr"].notna().all():
                 slopes = [

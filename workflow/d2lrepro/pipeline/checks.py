@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from functools import partial
 
 from d2lrepro.core.results import (
-    RUN_SPREAD,
     UNITS,
     exact,
     quotient,
+    run_spread_names,
     with_unit,
 )
 
@@ -190,7 +190,7 @@ def _typical(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
     with p < 0.05 (every edition beyond all n runs on a side: 2 / C(n + editions, editions)),
     else out of reach; meeting the runs but not their middle half, within their noise."""
     m, low, high, editions = check["metric"], check["low"], check["high"], check["editions"]
-    q1, q3, least, most, n = (read.value(f"{m}_{part}") for part in RUN_SPREAD)
+    q1, q3, least, most, n = (read.value(name) for name in run_spread_names(m).values())
     u, numbers = read.unit(m), [q1, q3, least, most]
     text = f"{read.shown(m)}, middle half {quantity(q1, u)} to {quantity(q3, u)}, {fmt(n)} runs"
     text += f" {quantity(least, u)} to {quantity(most, u)} (needs the editions'"
@@ -285,7 +285,7 @@ def metrics_of(check: dict) -> list[str]:
     names = [check.get(k) for k in ("metric", "numerator", "denominator", "whole", "least")]
     names = [n for n in names if n] + check.get("parts", []) + check.get("metrics", [])
     if check["kind"] == "typical":
-        names += [f"{check['metric']}_{part}" for part in RUN_SPREAD]
+        names += run_spread_names(check["metric"]).values()
     return names + list(check.get("spread", {}).values())
 
 

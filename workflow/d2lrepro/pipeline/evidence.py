@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from d2lrepro.core.results import STATUSES, UNITS, domain, named_unit, text
+from d2lrepro.core.results import STATUSES, UNITS, domain, named_unit, run_spread_names, text
 from d2lrepro.pipeline.checks import fmt, quantity
 
 
@@ -58,10 +58,12 @@ def check_spreads(claim: dict, values: dict, measured: set) -> None:
                     f"{claim['evidence']}: metric {spread}, an IQR, is negative "
                     f"({fmt(values[spread])})"
                 )
-        parts = [f"{check.get('metric')}_{p}" for p in ("min", "q1", "q3", "max", "runs")]
+        if check["kind"] != "typical":
+            continue
+        named = run_spread_names(check["metric"])
+        parts = [named[p] for p in ("min", "q1", "q3", "max", "runs")]
         # Numbers that are none (NaN, inf) read "no number was measured" where they are judged.
-        finite = set(parts) <= measured and all(math.isfinite(values[p]) for p in parts)
-        if check["kind"] == "typical" and finite:
+        if set(parts) <= measured and all(math.isfinite(values[p]) for p in parts):
             *ends, runs = (values[p] for p in parts)
             if not (runs >= 1 and runs == int(runs) and ends == sorted(ends)):
                 shown = ", ".join(f"{p} = {fmt(values[p])}" for p in parts)
