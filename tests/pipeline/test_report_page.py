@@ -1,6 +1,7 @@
 """The report as a reader's browser draws it (headless Chromium, where installed): the contents
-stay in view at the end of the page, and the first screen (1280 x 900 px) holds every claim
-that did not hold or was inconclusive."""
+stay in view at the end of the page, the first screen (1280 x 900 px) holds every claim that
+did not hold or was inconclusive, and why a claim differs runs under it, not down its verdict's
+column."""
 
 import json
 import re
@@ -24,6 +25,13 @@ PROBE = """<script>
 const items = [...document.querySelectorAll('.at-a-glance li')];
 const out = {items: items.length,
              lowest: Math.max(0, ...items.map(e => e.getBoundingClientRect().bottom))};
+const why = document.querySelector('tr.why-row .why');
+if (why) {
+  const claim = why.closest('tr').previousElementSibling;
+  Object.assign(out, {why: why.getBoundingClientRect().toJSON(),
+                      claim: claim.getBoundingClientRect().toJSON(),
+                      verdict: claim.querySelector('td.verdict').getBoundingClientRect().toJSON()});
+}
 window.scrollTo(0, document.documentElement.scrollHeight);
 const nav = document.getElementById('contents').getBoundingClientRect();
 Object.assign(out, {scrolled: window.scrollY, top: nav.top, bottom: nav.bottom});
@@ -44,12 +52,14 @@ def probe(page: Path, tmp_path: Path) -> dict:
     return json.loads(re.search(r'<pre id="probe">({.*?})</pre>', dom).group(1))
 
 
-def assert_navigable(page: Path, table: pd.DataFrame, tmp_path: Path) -> None:
+def assert_navigable(page: Path, table: pd.DataFrame, tmp_path: Path) -> dict:
+    """What :func:`probe` found, once it has checked the contents and the first screen."""
     found = probe(page, tmp_path)
     unheld = table["verdict"].isin([claims.NOT_REPRODUCED, claims.INCONCLUSIVE]).sum()
     assert found["items"] == unheld
     assert found["lowest"] <= WINDOW[1], found  # every one on the first screen
     assert found["scrolled"] > WINDOW[1] and -1 <= found["top"] <= 1 and found["bottom"] > 100
+    return found
 
 
 # A cpu run on a 2-core machine left 9 or 10 claims not reproduced or inconclusive.
@@ -102,7 +112,9 @@ def test_a_report_of_many_failures_shows_them_all_on_its_first_screen(tmp_path, 
     run = settings.Settings("cpu", "cpu", {}, [])
     page = tmp_path / "report.html"
     page.write_text(report.render(ledger, table, env, run, commit="abc"))
-    assert_navigable(page, table, tmp_path)
+    drawn = assert_navigable(page, table, tmp_path)
+    assert drawn["why"]["top"] >= drawn["claim"]["bottom"] - 1, drawn
+    assert drawn["why"]["width"] > 3 * drawn["verdict"]["width"], drawn
 
 
 @needs_browser

@@ -1,8 +1,9 @@
 """What the airfoil sweep measured (rule ``airfoil_summary``), for the claims
 :mod:`d2lrepro.optimization.airfoil` serves (``momentum.*``, ``adagrad.*``, ``rmsprop.*``,
 ``adadelta.*``, ``adam.*``, ``data.train_ch11.sec_per_epoch``): each setting's metrics over its
-seeds, the slowest and fastest setting the book ran, the scratch-against-torch comparisons,
-and train_ch11's plot of each setting beside the book's curves."""
+seeds, the slowest and fastest setting the book ran and the two parts of their ratio, the
+scratch-against-torch comparisons, and train_ch11's plot of each setting beside the book's
+curves."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pandas as pd
 
 from d2lrepro.core import plotting, provenance, reference, results
 from d2lrepro.core.results import failed, iqr, metric, not_applicable, run_spread, run_spread_names
-from d2lrepro.optimization.airfoil import BOOK_YLIM, CODE, GAPS
+from d2lrepro.optimization.airfoil import BOOK_YLIM, CODE, GAPS, HYPER
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,9 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     its state and steps from the gradients it was fed (:mod:`~d2lrepro.optimization.audits`, the
     worst over seeds and steps); a setting where a seed diverged is failed. Over the settings
     with a book curve: the slowest and fastest sec/epoch, noted with their setting and code
-    ("adadelta.concise (torch.optim)"), not applicable where none ran or where they ran on
-    different hosts. Each row names the devices of the runs it comes from."""
+    ("adadelta.concise (torch.optim)"), and the two parts of their ratio (:func:`ends_parts`), not
+    applicable where none ran or where they ran on different hosts. Each row names the devices
+    of the runs it comes from."""
     rows, per_epoch = [], {}
     for name, group in runs.groupby("setting", sort=False):
         finals = group.loc[group.groupby("seed")["examples"].idxmax()]
@@ -102,27 +104,84 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
                     rows.append(metric(f"{name}.{gap}", float(group[gap].max()), "|Δ|", device))
     in_book = {n: v for n, v in per_epoch.items() if n in set(book["id"])}
     hosts = sorted(runs.loc[runs["setting"].isin(in_book), "host"].unique())
-    ends = [f"airfoil.{e}_sec_per_epoch{s}" for e in ("slowest", "fastest") for s in ("", "_iqr")]
+    ends = {
+        f"airfoil.{e}_sec_per_epoch{s}": "s" for e in ("slowest", "fastest") for s in ("", "_iqr")
+    }
+    ends |= {f"airfoil.{part}": "x" for part in ENDS_PARTS}
     if not in_book:
         why = "none of the settings the book ran (those with a book curve) ran here"
-        return rows + [not_applicable(name, why, "s") for name in ends]
+        return rows + [not_applicable(name, why, unit) for name, unit in ends.items()]
     if len(hosts) > 1:
         why = (
             f"the settings ran on different hosts ({', '.join(hosts)}), so their times compare"
             " the machines too; one airfoil_run job trains every setting on one machine, in"
             " seconds: rerun it"
         )
-        return rows + [not_applicable(name, why, "s") for name in ends]
+        return rows + [not_applicable(name, why, unit) for name, unit in ends.items()]
     device = provenance.devices_of(runs[runs["setting"].isin(in_book)])
     code = runs.groupby("setting")["implementation"].first()
+    picked = {}
     for end, pick in (("slowest", max), ("fastest", min)):
-        name = pick(in_book, key=lambda n: in_book[n][0])
+        picked[end] = name = pick(in_book, key=lambda n: in_book[n][0])
         note = f"{name} ({CODE[code[name]]})"
         rows += [
             metric(f"airfoil.{end}_sec_per_epoch", in_book[name][0], "s", device, note),
             metric(f"airfoil.{end}_sec_per_epoch_iqr", in_book[name][1], "s", device, note),
         ]
-    return rows
+    seconds = {name: median for name, (median, _) in in_book.items()}
+    book_runs = runs[runs["setting"].isin(in_book)]
+    return rows + ends_parts(book_runs, seconds, picked["slowest"], picked["fastest"], device)
+
+
+# The two factors of the slowest setting's sec/epoch over the fastest's: torch.optim against
+# the from-scratch code of the same optimizer, and one from-scratch update rule against another.
+ENDS_PARTS = ("torch_optim_part", "update_rule_part")
+
+
+def ends_parts(
+    runs: pd.DataFrame, seconds: dict[str, float], slowest: str, fastest: str, device: str
+) -> list[dict]:
+    """``slowest``'s sec/epoch over ``fastest``'s (``seconds``: the median over seeds by
+    setting) as the product of two parts, each noted with the settings it divides. Each end
+    that ran with torch.optim stands for its from-scratch twin (the setting that ran the same
+    optimizer with the same configured hyper-parameters from scratch): the torch.optim part is
+    each such end over its twin (slowest) or its twin over it (fastest), 1 where both ends ran
+    from scratch; the update-rule part is the slowest end's from-scratch code over the
+    fastest's. Not applicable, naming the end, where a torch.optim end has no twin."""
+    hyper = [h for h in HYPER if h in runs]
+    first = runs.groupby("setting")[["implementation", "optimizer", *hyper]].first()
+    configured = {  # what a setting sets: its optimizer and the hyper-parameters it gives
+        name: {k: v for k, v in row.items() if k != "implementation" and pd.notna(v)}
+        for name, row in first.iterrows()
+    }
+    scratch = sorted(first.index[first["implementation"] == "scratch"])
+
+    def from_scratch(name: str) -> str | None:
+        if name in scratch:
+            return name
+        return next((s for s in scratch if configured[s] == configured[name]), None)
+
+    twins = {end: from_scratch(end) for end in (slowest, fastest)}
+    lacking = [end for end, twin in twins.items() if twin is None]
+    if lacking:
+        why = (
+            f"{lacking[0]} ran with torch.optim and no setting ran its optimizer with the same"
+            " hyper-parameters from scratch"
+        )
+        return [not_applicable(f"airfoil.{p}", why, "x", device) for p in ENDS_PARTS]
+    pairs = [(slowest, twins[slowest]), (twins[fastest], fastest)]
+    pairs = [(a, b) for a, b in pairs if a != b]
+    code = math.prod(seconds[a] / seconds[b] for a, b in pairs)
+    code_note = (
+        "; ".join(f"{a} over {b}" for a, b in pairs)
+        or "1 by definition: both ends ran from scratch"
+    )
+    rule = seconds[twins[slowest]] / seconds[twins[fastest]]
+    rule_note = f"{twins[slowest]} over {twins[fastest]}"
+    return [
+        metric(f"airfoil.{ENDS_PARTS[0]}", code, "x", device, code_note),
+        metric(f"airfoil.{ENDS_PARTS[1]}", rule, "x", device, rule_note),
+    ]
 
 
 def decay_exponent(steps, values) -> float:
