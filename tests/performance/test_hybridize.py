@@ -57,6 +57,25 @@ def test_the_log_says_what_each_step_took(caplog):
     assert steps == ["hyb.batch2 on cpu: the modes timed", "hyb.batch2 on cpu: the ratios timed"]
 
 
+def test_the_cold_loops_follow_the_books_earlier_cells_as_in_its_notebook(monkeypatch):
+    """The notebook scripted and ran another net before it timed its loops: without that, the
+    scripted loop also pays TorchScript's first call in the process."""
+    events, timed = [], hybridize.naive_time
+    monkeypatch.setattr(
+        hybridize_cold, "book_earlier_cells", lambda x, seed=0: events.append(("cells", x.shape))
+    )
+    monkeypatch.setattr(
+        hybridize, "naive_time", lambda *a, **kw: events.append("loop") or timed(*a, **kw)
+    )
+    hybridize.hybridize(
+        batch_sizes=(4,), modes=("eager", "script"), n_calls=2, cold_batch=None, **FAST
+    )
+    assert events == [("cells", (1, 512)), "loop", "loop"]
+    events.clear()
+    hybridize.hybridize(batch_sizes=(4,), modes=("eager",), n_calls=2, cold_batch=None, **FAST)
+    assert events == ["loop"]  # without TorchScript, nothing scripted
+
+
 def test_a_missing_compiler_is_named_and_not_applicable(monkeypatch):
     monkeypatch.setattr(hybridize.shutil, "which", lambda name: None)
     rows = hybridize.hybridize(batch_sizes=(1,), modes=("eager", "compile"), n_calls=2, **FAST)

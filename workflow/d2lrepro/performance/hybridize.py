@@ -112,14 +112,13 @@ def hybridize(
     Autograd stays on, as in the book (it calls net(x) without torch.no_grad). For each batch
     size, in the book's order of modes: naive_s is the book's loop of ``n_calls`` calls on a
     shape the net has not seen, so it includes TorchScript's profiling runs and torch.compile's
-    compilation (on CUDA it also waits for the device at the end, unlike the book); median_s
-    and iqr_s are the timing helper's per-call figures times ``n_calls``, its blocks of calls
-    standing for the book's loop; max_abs_diff compares the output with eager's. A mode whose
-    toolchain is missing (:func:`missing_toolchain`) is not applicable, with what is missing;
-    a mode that raises anyway has failed, with the error's first line. At ``cold_batch`` (the
-    book's batch 1; None: none) the book's cold loop is also repeated in ``cold_pairs`` fresh
-    processes.
-    """
+    compilation (on CUDA it also waits for the device at the end, unlike the book), after the
+    book's earlier cells (:func:`~.hybridize_cold.book_earlier_cells`); median_s and iqr_s are
+    the timing helper's per-call figures times ``n_calls``, its blocks of calls standing for the
+    book's loop; max_abs_diff compares the output with eager's. A mode whose toolchain is
+    missing (:func:`missing_toolchain`) is not applicable, with what is missing; a mode that
+    raises anyway has failed, with the error's first line. At ``cold_batch`` (the book's batch
+    1; None: none) the book's cold loop is also repeated in ``cold_pairs`` fresh processes."""
     device = torch.device(device)
     eager = mlp(seed).to(device)
     nets, unusable = _converted(eager, modes, device)
@@ -159,6 +158,8 @@ def _converted(eager: nn.Module, modes, device: torch.device) -> tuple[dict, dic
             unusable[mode] = (not_applicable, missing)
             continue
         try:
+            if mode == "script":  # the notebook ran TorchScript before the loop it times
+                hybridize_cold.book_earlier_cells(torch.randn(1, 512, device=device))
             nets[mode] = convert(eager, mode)
         except Exception as error:  # noqa: BLE001 -- a failure to convert is a result
             unusable[mode] = (failed, one_line(error))
