@@ -110,18 +110,18 @@ def hybridize(
     metric names start with ``prefix``.
 
     Autograd stays on, as in the book (it calls net(x) without torch.no_grad). For each batch
-    size, in the book's order of modes: naive_s is the book's loop of ``n_calls`` calls on a
-    shape the net has not seen, so it includes TorchScript's profiling runs and torch.compile's
-    compilation (on CUDA it also waits for the device at the end, unlike the book), after the
-    book's earlier cells (:func:`~.hybridize_cold.book_earlier_cells`); median_s and iqr_s are
-    the timing helper's per-call figures times ``n_calls``, its blocks of calls standing for the
-    book's loop; max_abs_diff compares the output with eager's. A mode whose toolchain is
-    missing (:func:`missing_toolchain`) is not applicable, with what is missing; a mode that
-    raises anyway has failed, with the error's first line. At ``cold_batch`` (the book's batch
-    1; None: none) the book's cold loop is also repeated in ``cold_pairs`` fresh processes."""
+    size, in the book's order of modes: naive_s is the book's loop of ``n_calls`` calls timed
+    once, on a shape the mode's net has not run, after the book's earlier cells
+    (:func:`~.hybridize_cold.book_earlier_cells`), so it includes TorchScript's profiling runs
+    and torch.compile's compilation (on CUDA it also waits for the device, unlike the book);
+    median_s and iqr_s are the timing helper's per-call figures times ``n_calls``, its blocks of
+    calls standing for the book's loop; max_abs_diff compares the output with eager's. A mode
+    whose toolchain is missing (:func:`missing_toolchain`) is not applicable, with what is
+    missing; one that raises anyway has failed, with the error's first line. At ``cold_batch``
+    (batch 1; None: none) the cold loop is also repeated in ``cold_pairs`` fresh processes."""
     device = torch.device(device)
     eager = mlp(seed).to(device)
-    nets, unusable = _converted(eager, modes, device)
+    nets, unusable = _converted(eager, modes, device, seed)
     rows = [metric(f"{prefix}.n_calls", n_calls)]
     paired = {"block_s": min_run_time / 10, "max_run_time": max_run_time}
     for batch in batch_sizes:
@@ -140,7 +140,7 @@ def hybridize(
     return rows
 
 
-def _converted(eager: nn.Module, modes, device: torch.device) -> tuple[dict, dict]:
+def _converted(eager: nn.Module, modes, device: torch.device, seed: int) -> tuple[dict, dict]:
     """The net of each mode of ``modes`` made from ``eager``, and every other mode with why it
     is not measured: (row maker, reason), not applicable where not configured or its
     toolchain is missing, failed where the conversion raised."""
@@ -159,7 +159,7 @@ def _converted(eager: nn.Module, modes, device: torch.device) -> tuple[dict, dic
             continue
         try:
             if mode == "script":  # the notebook ran TorchScript before the loop it times
-                hybridize_cold.book_earlier_cells(torch.randn(1, 512, device=device))
+                hybridize_cold.book_earlier_cells(torch.randn(1, 512, device=device), seed + 10_000)
             nets[mode] = convert(eager, mode)
         except Exception as error:  # noqa: BLE001 -- a failure to convert is a result
             unusable[mode] = (failed, one_line(error))
