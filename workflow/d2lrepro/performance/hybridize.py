@@ -14,14 +14,12 @@ book's cold loop in fresh processes: :mod:`.hybridize_cold`); the same on the fi
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
 import re
 import shutil
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,18 +32,11 @@ from d2lrepro.core.models import mlp
 from d2lrepro.core.results import failed, metric, not_applicable, one_line, unmeasured
 from d2lrepro.core.timing import NAN_TIMING, naive_time, paired_ratio, time_fn, timing_rows
 from d2lrepro.performance import compile_phases, hybridize_cold, hybridize_symbolic
+from d2lrepro.performance.hybridize_cold import quiet_jit
 
 log = logging.getLogger(__name__)
 MODES = ("eager", "script", "compile")
 BOOK_PARAMS = 164_482
-
-
-@contextlib.contextmanager
-def _quiet_jit():
-    # torch.jit warns that it is deprecated; TorchScript is what the book's section measures.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        yield
 
 
 def convert(net: nn.Module, mode: str) -> Callable:
@@ -54,7 +45,7 @@ def convert(net: nn.Module, mode: str) -> Callable:
     if mode == "eager":
         return net
     if mode == "script":
-        with _quiet_jit():
+        with quiet_jit():
             return torch.jit.script(net)
     if mode == "compile":
         # more threads would start (on CUDA) a pool of compiling processes beside the timings
@@ -264,7 +255,7 @@ def serialize(directory, seed: int = 0) -> list[dict]:
     path = Path(directory) / "my_mlp"
     path.parent.mkdir(parents=True, exist_ok=True)
     net = convert(mlp(seed), "script")
-    with _quiet_jit():
+    with quiet_jit():
         torch.jit.save(net, str(path))
         loaded = torch.jit.load(str(path))
     x = torch.randn(1, 512)
