@@ -18,7 +18,7 @@ import torch
 from d2lrepro.core import devices, logs, plotting
 from d2lrepro.core.devices import synchronize, unavailable
 from d2lrepro.core.results import metric, not_applicable
-from d2lrepro.core.timing import intra_op_threads, spread, time_fn
+from d2lrepro.core.timing import alternated, intra_op_threads, spread, time_fn
 from d2lrepro.performance.latency import (
     KIB,
     MIB,
@@ -99,7 +99,8 @@ def transfer_cost(
 ) -> list[dict]:
     """The book's summary: per-operation overheads make a few large transfers beat many small
     ones. ``total_mib`` MiB copied by one copy call, and by one call per ``chunk_kib`` KiB
-    piece: host to host memory on the CPU, pinned host memory to the GPU with CUDA."""
+    piece: host to host memory on the CPU, pinned host memory to the GPU with CUDA. The two
+    take turns, round by round, so that a change of the machine's load falls on both alike."""
     kind = device.type
     host = torch.ones(total_mib * MIB, dtype=torch.uint8, pin_memory=kind == "cuda")
     target = torch.empty_like(host, device=device)
@@ -113,8 +114,10 @@ def transfer_cost(
             piece.copy_(source, non_blocking=True)
 
     rows = []
-    for name, fn in (("one", one), ("many", many)):
-        timing = time_fn(fn, device, max_run_time=max_run_time)
+    for name, seconds in alternated(
+        {"one": one, "many": many}, device, max_run_time=max_run_time
+    ).items():
+        timing = spread(seconds)
         for stat in ("median", "iqr"):
             rows.append(metric(f"transfers.{kind}.{name}.{stat}_s", timing[stat], "s", str(device)))
     return rows
