@@ -118,7 +118,8 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             " seconds: rerun it"
         )
         return rows + [not_applicable(name, why, unit) for name, unit in ends.items()]
-    device = provenance.devices_of(runs[runs["setting"].isin(in_book)])
+    book_runs = runs[runs["setting"].isin(in_book)]
+    device = provenance.devices_of(book_runs)
     code = runs.groupby("setting")["implementation"].first()
     picked = {}
     for end, pick in (("slowest", max), ("fastest", min)):
@@ -129,7 +130,6 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             metric(f"airfoil.{end}_sec_per_epoch_iqr", in_book[name][1], "s", device, note),
         ]
     seconds = {name: median for name, (median, _) in in_book.items()}
-    book_runs = runs[runs["setting"].isin(in_book)]
     return rows + ends_parts(book_runs, seconds, picked["slowest"], picked["fastest"], device)
 
 

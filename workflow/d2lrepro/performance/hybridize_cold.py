@@ -63,7 +63,7 @@ def quiet_jit():
         yield
 
 
-def book_earlier_cells(x: torch.Tensor, seed: int = 10_000) -> None:
+def book_earlier_cells(x: torch.Tensor, seed: int) -> None:
     """The cells the book's notebook runs before its timed loops: another net called once on
     ``x``, then scripted and called once. TorchScript's first call in a process costs more
     than any later module's first call, and the notebook had paid it before it timed."""
