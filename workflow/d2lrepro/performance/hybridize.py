@@ -102,7 +102,7 @@ def hybridize(
 
     Autograd stays on, as in the book (it calls net(x) without torch.no_grad). For each batch
     size, in the book's order of modes: naive_s is the book's loop of ``n_calls`` calls timed
-    once, on a shape the mode's net has not run, after the book's earlier cells
+    once (eager's net has run the shape once, for the reference output), after the earlier cells
     (:func:`~.hybridize_cold.book_earlier_cells`), so it includes TorchScript's profiling runs
     and torch.compile's compilation (on CUDA it also waits for the device, unlike the book);
     median_s and iqr_s are the timing helper's per-call figures times ``n_calls``, its blocks of
