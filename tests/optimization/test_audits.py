@@ -19,7 +19,7 @@ def audited_run(optimizer: str, implementation: str, steps: int = 60):
     updater: the audit's gaps over them."""
     g = torch.Generator().manual_seed(0)
     p = torch.randn(5, 1, generator=g, dtype=torch.float64).requires_grad_()
-    update, audit, _ = airfoil.updater(optimizer, HYPER, [p], implementation)
+    update, audit, _ = airfoil.updater(optimizer, HYPER, [p], implementation, audit=True)
     for t in range(steps):
         p.grad = torch.randn(5, 1, generator=g, dtype=torch.float64) * (1 + 3 * (t % 7 == 0))
         update()
@@ -55,7 +55,7 @@ def test_an_audit_that_saw_no_step_reads_nan_not_a_perfect_zero():
 def test_adams_first_step_gap_is_kept_from_the_first_step():
     """first_step_gap judges the first step alone: later windows report it unchanged."""
     p = torch.zeros(2, dtype=torch.float64, requires_grad=True)
-    update, audit, _ = airfoil.updater("adam", HYPER, [p], "scratch")
+    update, audit, _ = airfoil.updater("adam", HYPER, [p], "scratch", audit=True)
     p.grad = torch.tensor([0.5, -2e-3], dtype=torch.float64)
     update()
     first = audit.take()["first_step_gap"]

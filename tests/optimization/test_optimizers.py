@@ -212,12 +212,19 @@ def test_yogi_has_no_torch_counterpart(data):
 def test_adagrad_airfoil_runs_record_the_effective_lr_from_the_state():
     g = torch.Generator().manual_seed(0)
     X, y = torch.randn(100, 5, generator=g), torch.randn(100, 1, generator=g)
-    run = airfoil.train_airfoil("adagrad", {"lr": 0.1}, X, y, 2, 10, eval_every=20)
+    run = airfoil.train_airfoil("adagrad", {"lr": 0.1}, X, y, 2, 10, eval_every=20, audit=True)
     assert run["eff_lr"].notna().all() and run["eff_lr"].is_monotonic_decreasing
-    # Its state and steps match the gradients it was fed, to float32 rounding.
+    # Its state and steps match the gradients it was fed, to float32 rounding; audited, it is
+    # not timed, and its losses are those of the same run timed.
     assert (run["state_gap"] < 1e-4).all() and (run["step_gap"] < 1e-4).all()
-    other = airfoil.train_airfoil("rmsprop", {"lr": 0.01, "gamma": 0.9}, X, y, 1, 10, eval_every=20)
+    assert run["elapsed"].isna().all()
+    timed = airfoil.train_airfoil("adagrad", {"lr": 0.1}, X, y, 2, 10, eval_every=20)
+    assert timed["loss"].equals(run["loss"]) and timed["elapsed"].notna().all()
+    assert timed[["state_gap", "step_gap"]].isna().all().all()
+    hyper = {"lr": 0.01, "gamma": 0.9}
+    other = airfoil.train_airfoil("rmsprop", hyper, X, y, 1, 10, eval_every=20, audit=True)
     assert other[["eff_lr", "state_gap", "step_gap"]].isna().all().all()
+    assert other["elapsed"].notna().all()
     s = torch.tensor([4.0, 16.0, 1.0])
     assert opt.adagrad_effective_lr(1.0, s) == pytest.approx(0.5, rel=1e-6)
 

@@ -1128,6 +1128,27 @@ def test_a_test_whose_data_cannot_reach_its_threshold_is_inconclusive():
     assert evaluate_with(agreed, check)["verdict"] == claims.REPRODUCED
 
 
+def test_a_typical_run_that_misses_where_the_nearest_run_meets_is_within_the_noise():
+    """The book's single run lies 0.02 from the middle half of this run's seeds (needs 0.01),
+    but 0.005 from the seed nearest it: one run of this code could be the book's. Beyond the
+    bound from the nearest seed too, a finding; within it of the middle half, reproduced."""
+    check = {"kind": "below", "metric": "ex", "bound": 0.01, "nearest": "ex_nearest"}
+
+    def judged(typical, nearest):
+        return evaluate_with(
+            [metric("ex", typical, "|Δ|"), metric("ex_nearest", nearest, "|Δ|")], check
+        )
+
+    row = judged(0.02, 0.005)
+    assert row["verdict"] == claims.INCONCLUSIVE
+    assert (
+        row["reason"]
+        == f"ex = 0.02 (needs |Δ| < 0.01), but ex_nearest = 0.005: {checks.NEAREST_MEETS}"
+    )
+    assert judged(0.02, 0.011)["verdict"] == claims.NOT_REPRODUCED
+    assert judged(0.009, 0.0)["verdict"] == claims.REPRODUCED
+
+
 def test_every_claim_names_its_premise_and_outputs_are_the_same_everywhere(tmp_path):
     ledger = claims.load()
     every = [c for s in ledger["sections"] for c in s["claims"]]

@@ -28,8 +28,6 @@ log = logging.getLogger(__name__)
 HYPER = ("lr", "momentum", "gamma", "rho")
 # The book's concise loop trains on MSELoss (twice the gradient of its half squared error).
 OBJECTIVE = {"scratch": "half_squared", "torch": "squared"}
-# The squared error is twice the half squared error, and so is its gradient.
-SCALE = {"half_squared": 1.0, "squared": 2.0}
 # train_ch11's plot: ylim [0.22, 0.35]; the book's curves lack the points above its top.
 BOOK_YLIM = (0.22, 0.35)
 # Every gap the audits of the optimizers' state and steps record
@@ -74,54 +72,55 @@ def train_airfoil(
     eval_every: int = 200,
     objective: str = "half_squared",
     start: str | None = None,
+    audit: bool = False,
 ) -> pd.DataFrame:
     """The book's train_ch11 ('scratch') and train_concise_ch11 ('torch') as one loop: the
-    loop of the airfoil code path.
+    loop of the airfoil code path, the one the book times.
 
-    Linear regression X @ w + b, minimising the mean half squared error over minibatches of a
-    fresh shuffle each epoch, from :func:`airfoil_start` (``start``; by default the book's for
-    the implementation). Whenever the examples seen reach a multiple of eval_every, the loss over
-    all the data is recorded with the training time so far (evaluation excluded). A loss that
-    explodes (:func:`~d2lrepro.core.results.exploded`) ends the run, flagged in the column
-    'diverged'.
+    Linear regression from :func:`airfoil_start` (``start``; by default the book's for the
+    implementation), as :func:`linear_model` computes it, over minibatches from d2l.load_array's
+    DataLoader (a TensorDataset reshuffled each epoch). Whenever the examples seen reach a
+    multiple of eval_every, the half squared error over all the data is recorded (as the book
+    plots it) with the training time so far (evaluation excluded). A loss that explodes
+    (:func:`~d2lrepro.core.results.exploded`) ends the run, flagged in the column 'diverged'.
 
-    The objective is the book's half squared error ('half_squared', train_ch11) or the full
-    squared error ('squared': the MSELoss of train_concise_ch11, twice the gradient); the
-    recorded loss is always the half squared error, as the book plots it. The seed drives the
-    initialisation and the shuffles, so a run is repeatable bit for bit; with start='ch11' both
-    implementations start from the same w, b, so that they can be compared from one start.
+    The objective is the book's mean half squared error ('half_squared', train_ch11's
+    squared_loss) or its mean squared error ('squared': train_concise_ch11's MSELoss, twice the
+    gradient). The seed drives the initialisation and the shuffles, so a run is repeatable bit
+    for bit; with start='ch11' both implementations start from the same w, b, so that they can be
+    compared from one start. ``audit``: audit the optimizer's state and steps where an audit is
+    kept (:func:`updater`); such a run is not timed (its 'elapsed' is NaN), as the audit's float64
+    copies weigh on the steps beside them.
     """
     import torch
+    from torch.utils.data import DataLoader, TensorDataset
 
-    if objective not in SCALE:
-        raise ValueError(f"objective must be 'half_squared' or 'squared', not {objective!r}")
     generator = torch.Generator().manual_seed(seed)
     start = start or BOOK_START.get(implementation, "ch11")
-    w, b = params = airfoil_start(features.shape[1], generator, start)
-    update, audit, eff_lr = updater(optimizer, hyper, params, implementation)
-
-    def loss(X, y):
-        return squared_loss(X @ w + b, y).mean()
-
-    rows, n, elapsed, diverged, untimed = [], 0, 0.0, False, 0.0
+    net, params = linear_model(airfoil_start(features.shape[1], generator, start), implementation)
+    loss = objective_of(objective)
+    update, kept, eff_lr = updater(optimizer, hyper, params, implementation, audit)
+    loader = DataLoader(
+        TensorDataset(features, labels), batch_size, shuffle=True, generator=generator
+    )
+    rows, n, elapsed, diverged = [], 0, 0.0, False
     clock = time.perf_counter()
-    for batch in shuffled_batches(len(labels), epochs, batch_size, generator):
-        (SCALE[objective] * loss(features[batch], labels[batch])).backward()
-        untimed += update()
-        n += len(batch)
+    for X, y in (batch for _ in range(epochs) for batch in loader):
+        loss(net(X), y).backward()
+        update()
+        n += len(y)
         if n % eval_every == 0:
-            elapsed += time.perf_counter() - clock - untimed
-            untimed = 0.0
+            elapsed += time.perf_counter() - clock
             with torch.no_grad():
-                value = loss(features, labels).item()
+                value = squared_loss(net(features), labels).mean().item()
             rows.append(
                 {
                     "epoch": n / len(labels),
                     "examples": n,
                     "loss": value,
-                    "elapsed": elapsed,
+                    "elapsed": math.nan if kept else elapsed,
                     "eff_lr": eff_lr(),
-                    **(audit.take() if audit else {}),
+                    **(kept.take() if kept else {}),
                 }
             )
             if exploded(value, rows[0]["loss"]):
@@ -131,13 +130,43 @@ def train_airfoil(
     return pd.DataFrame(rows, columns=COLUMNS[:-1]).assign(diverged=diverged)
 
 
-def updater(optimizer: str, hyper: dict, params: list, implementation: str):
+def linear_model(params: list, implementation: str):
+    """The model a run trains on ``params`` (w, b) and the parameters its optimizer steps:
+    train_ch11's linreg, X @ w + b on w and b themselves ('scratch'), or train_concise_ch11's
+    nn.Sequential(nn.Linear) holding the same start, its weight w's transpose ('torch')."""
+    import torch
+
+    if implementation == "scratch":
+        w, b = params
+        return (lambda X: torch.matmul(X, w) + b), params
+    if implementation != "torch":
+        raise ValueError(f"implementation must be 'scratch' or 'torch', not {implementation!r}")
+    net = torch.nn.Sequential(torch.nn.Linear(len(params[0]), 1))
+    with torch.no_grad():
+        net[0].weight.copy_(params[0].T)
+        net[0].bias.copy_(params[1])
+    return net, [net[0].weight, net[0].bias]
+
+
+def objective_of(name: str):
+    """The minibatch objective ``name``: 'half_squared', train_ch11's squared_loss(...).mean(),
+    or 'squared', train_concise_ch11's MSELoss(reduction='none')(...).mean()."""
+    import torch
+
+    if name == "half_squared":
+        return lambda y_hat, y: squared_loss(y_hat, y).mean()
+    if name == "squared":
+        mse = torch.nn.MSELoss(reduction="none")
+        return lambda y_hat, y: mse(y_hat, y.reshape(y_hat.shape)).mean()
+    raise ValueError(f"objective must be 'half_squared' or 'squared', not {name!r}")
+
+
+def updater(optimizer: str, hyper: dict, params: list, implementation: str, audit: bool):
     """One step of ``optimizer`` on ``params`` as ``implementation`` takes it ('scratch': the
-    chapter's update rules; 'torch': torch.optim), returning the seconds of it to leave out of
-    the timing; with the audit of the weights' state and steps where one is kept
-    (:func:`~d2lrepro.optimization.audits.audit_for`: from-scratch Adagrad, Adadelta, Adam and
-    Yogi, torch.optim's Adadelta and Adam; checked outside the timer; None for the others) and
-    the weights' effective lr so far (NaN but for from-scratch Adagrad)."""
+    chapter's update rules; 'torch': torch.optim); with, if ``audit``, the audit of the weights'
+    state and steps where one is kept (:func:`~d2lrepro.optimization.audits.audit_for`:
+    from-scratch Adagrad, Adadelta, Adam and Yogi, torch.optim's Adadelta and Adam; None
+    otherwise) and the weights' effective lr so far (NaN but for from-scratch Adagrad)."""
     from d2lrepro.optimization.audits import TORCH_STATE, audit_for
     from d2lrepro.optimization.optimizers import (
         adagrad_effective_lr,
@@ -172,34 +201,16 @@ def updater(optimizer: str, hyper: dict, params: list, implementation: str):
             return adagrad_effective_lr(hyper["lr"], states[0]["s"])
         return math.nan
 
-    audit = audit_for(optimizer, implementation, hyper, params[0])
-    if audit is None:
+    kept = audit_for(optimizer, implementation, hyper, params[0]) if audit else None
+    if kept is None:
+        return raw_step, None, eff_lr
 
-        def update() -> float:
-            raw_step()
-            return 0.0
-
-        return update, None, eff_lr
-
-    def audited() -> float:
-        t0 = time.perf_counter()
-        audit.before()
-        t1 = time.perf_counter()
+    def audited() -> None:
+        kept.before()
         raw_step()
-        t2 = time.perf_counter()
-        audit.after(state())
-        return (t1 - t0) + (time.perf_counter() - t2)
+        kept.after(state())
 
-    return audited, audit, eff_lr
-
-
-def shuffled_batches(num_examples: int, epochs: int, batch_size: int, generator):
-    """The minibatches' indices over ``epochs``, each epoch a fresh shuffle drawn when it
-    begins (lazily, so that the generator's draws interleave with training as the book's)."""
-    import torch
-
-    for _ in range(epochs):
-        yield from torch.randperm(num_examples, generator=generator).split(batch_size)
+    return audited, kept, eff_lr
 
 
 def hyper_of(setting: dict) -> dict:
@@ -214,12 +225,14 @@ def run_sweep(
     data (the CPU: the book trains these small models there, GPU or not). The settings take
     turns within each seed (seed 0 of each, then seed 1, ...), so that a load that changes
     while they run falls on every setting alike and widens its spread over seeds rather than
-    moving one setting's times against another's."""
+    moving one setting's times against another's. Each run is timed unaudited; a setting whose
+    optimizer keeps an audit runs its seed again, audited (:func:`audited_gaps`)."""
     frames = {name: [] for name in settings}
     for seed in seeds:
         for name, setting in settings.items():
             implementation = setting["implementation"]
-            frame = train_airfoil(
+            run = partial(
+                train_airfoil,
                 setting["optimizer"],
                 hyper_of(setting),
                 data["features"],
@@ -231,6 +244,7 @@ def run_sweep(
                 eval_every=eval_every,
                 objective=OBJECTIVE[implementation],
             )
+            frame = audited_gaps(run(), run, (setting["optimizer"], implementation))
             end = frame.iloc[-1] if len(frame) else pd.Series({"loss": math.nan, "examples": 0})
             diverged = " (diverged)" if frame["diverged"].any() else ""
             log.info(
@@ -249,6 +263,20 @@ def run_sweep(
                 )
             )
     return {name: pd.concat(found, ignore_index=True) for name, found in frames.items()}
+
+
+def audited_gaps(timed: pd.DataFrame, run, optimizer: tuple[str, str]) -> pd.DataFrame:
+    """The timed run ``timed`` with the gaps of the same run audited, ``run(audit=True)``, where
+    ``optimizer`` (its name and implementation) keeps an audit: the seed fixes every number, so
+    the audited run must record the same losses, or the audit changed what it audits."""
+    from d2lrepro.optimization.audits import AUDITS
+
+    if optimizer not in AUDITS:
+        return timed
+    audited = run(audit=True)
+    if not timed["loss"].equals(audited["loss"]):
+        raise RuntimeError(f"auditing {optimizer} changed its run's losses")
+    return timed.assign(**{gap: audited[gap] for gap in GAPS})
 
 
 def step_cost(data: dict, lrs: dict, batch_size: int, seed: int) -> list[dict]:
