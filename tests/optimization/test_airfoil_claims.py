@@ -599,8 +599,8 @@ def test_sec_per_epoch_is_judged_against_the_editions_that_time_alike(airfoil_da
     assert single["verdict"] == claims.INCONCLUSIVE
     assert single["reason"].startswith(claims.NO_SPREAD)
     # Two settings that run the same code at the same cost: about the same time. In the
-    # workflow each runs in a process of its own; here they share one, so a first run warms
-    # it up for both (else the first setting alone pays for the first calls).
+    # workflow one process trains every setting after the others' first calls; here a first
+    # run warms it up for both (else the first setting alone pays for the first calls).
     names = ["momentum.lr0.02_m0.5", "momentum.lr0.005_m0.9"]
     # Noise only ever adds time: of three tries, the quieter one stands for the code.
     summary(airfoil_data, names)

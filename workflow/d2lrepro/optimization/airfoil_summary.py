@@ -55,8 +55,8 @@ def summarize(
 def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     """Per setting: median final loss over seeds, its quartiles, extremes and count
     (:data:`~d2lrepro.core.results.RUN_SPREAD`), sec/epoch
-    (median and IQR over seeds), divergence, and how far the median curve over seeds strays from
-    the band of the book's editions, its clipped top included (``curve_excess``); for from-
+    (median and IQR over seeds), divergence, and how far the band of the book's editions, its
+    clipped top included, lies from the seeds' curves (:func:`curve_excess`); for from-
     scratch Adagrad the slope of its effective lr; for an audited optimizer the largest gaps of
     its state and steps from the gradients it was fed (:mod:`~d2lrepro.optimization.audits`, the
     worst over seeds and steps); a setting where a seed diverged is failed. Over the settings
