@@ -18,7 +18,6 @@ asserts nothing.
 
 import argparse
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -27,17 +26,17 @@ import yaml
 
 from d2lrepro.core import data, reference
 from d2lrepro.optimization import airfoil, airfoil_summary
+from d2lrepro.pipeline import claims
 
 REPO = Path(__file__).resolve().parents[1]
 CURVES = ["curve_excess", "curve_excess_nearest_seed"]
 MIRROR = Path(os.environ.get("D2L_DATA_MIRROR", REPO.parent / "shared" / "data"))
 
 
-def tolerance(claim_id: str) -> float:
-    text = (REPO / "workflow" / "claims.yaml").read_text()
-    return float(
-        re.search(rf"metric: {re.escape(claim_id)}\.curve_excess, bound: ([\d.]+)", text)[1]
-    )
+def tolerance(ledger: dict, claim_id: str) -> float:
+    """The bound of ``claim_id``'s curve check in the ledger."""
+    claim = next(c for s in ledger["sections"] for c in s["claims"] if c["id"] == claim_id)
+    return next(c["bound"] for c in claim["checks"] if c.get("metric", "").endswith("curve_excess"))
 
 
 def main() -> None:
@@ -60,13 +59,13 @@ def main() -> None:
         config["eval_every"],
     )
     ours = {name: frame[frame["seed"].isin(seeds)] for name, frame in runs.items()}
-    book = reference.load()
+    book, ledger = reference.load(), claims.load()
     print(f"{len(seeds)} seeds judged against {args.pairs} pairs of other seeds; share missed by")
     header = f"{'setting':24} {'tolerance':>9} {'pairs':>5} {'median':>7}"
     print(f"{header} {'middle half':>12} {'nearest':>8}  other settings passing its curve")
     for name in args.settings:
-        bound = tolerance(name)
-        missed = stand_in_misses(runs[name], ours[name], extra, bound)
+        bound = tolerance(ledger, name)
+        missed = stand_in_misses(name, runs[name], ours[name], extra, bound)
         share = pd.DataFrame(missed, columns=[*CURVES, "median"]).mean()
         # The power it lacks: the settings whose runs the book's curve of this one accepts,
         # and how many of them their median alone would let pass.
@@ -93,9 +92,10 @@ def median_excess(runs: pd.DataFrame, book: pd.DataFrame, name: str) -> float:
     )
 
 
-def stand_in_misses(runs: pd.DataFrame, ours: pd.DataFrame, extra, bound: float) -> list[dict]:
-    """For each pair of the ``extra`` seeds of ``runs`` that stands in for the book's editions,
-    whether each measure puts it beyond ``bound`` from ``ours`` (the config's seeds)."""
+def stand_in_misses(name: str, runs: pd.DataFrame, ours: pd.DataFrame, extra, bound: float):
+    """For each pair of the ``extra`` seeds of setting ``name``'s ``runs`` that stands in for
+    the book's editions, whether each measure puts it beyond ``bound`` from ``ours`` (the
+    config's seeds)."""
     missed = []
     for a, b in zip(extra[::2], extra[1::2], strict=True):
         pair = runs[runs["seed"].isin([a, b])]
@@ -104,7 +104,6 @@ def stand_in_misses(runs: pd.DataFrame, ours: pd.DataFrame, extra, bound: float)
         if pair.groupby("epoch")["loss"].agg(np.ptp).max() > bound:
             continue
         pair = pair[pair["loss"] <= airfoil.BOOK_YLIM[1]]
-        name = ours["setting"].iloc[0]
         book = pd.DataFrame(
             {
                 "id": name,

@@ -195,15 +195,20 @@ def curve_excess(runs: pd.DataFrame, book: pd.DataFrame, name: str) -> dict[str,
     run of this code, not against the seeds' median: ``curve_excess`` from the seeds' middle
     half (:data:`MIDDLE_HALF`) at each point, ``curve_excess_nearest_seed`` from the one seed
     whose own curve lies nearest the band over the whole plot."""
-    losses = runs.groupby("epoch")["loss"]
     excess = partial(reference.band_excess, book, name, "loss", clip=BOOK_YLIM[1])
-    low, high = (losses.quantile(q) for q in MIDDLE_HALF)
+    low, high = middle_half(runs)
     seeds = [excess(seed["epoch"], seed["loss"]) for _, seed in runs.groupby("seed")]
     seeds = [e for e in seeds if not math.isnan(e)]
     return {
         "curve_excess": excess(low.index, low.to_numpy(), high.to_numpy()),
         "curve_excess_nearest_seed": min(seeds, default=math.nan),
     }
+
+
+def middle_half(runs: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The seeds' quartiles of the loss at each evaluation (:data:`MIDDLE_HALF`), by epoch."""
+    losses = runs.groupby("epoch")["loss"]
+    return losses.quantile(MIDDLE_HALF[0]), losses.quantile(MIDDLE_HALF[1])
 
 
 def decay_exponent(steps, values) -> float:
@@ -227,9 +232,8 @@ def draw_setting(group: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> 
         ax=ax,
         label=f"this run (median, range of {group['seed'].nunique()} seeds)",
     )
-    losses = group.groupby("epoch")["loss"]
-    quartiles = [losses.quantile(q) for q in MIDDLE_HALF]
-    ax.fill_between(quartiles[0].index, *quartiles, alpha=0.3, lw=0, label="their middle half")
+    low, high = middle_half(group)
+    ax.fill_between(low.index, low, high, alpha=0.3, lw=0, label="their middle half")
     reference.draw(ax, book, group["setting"].iloc[0], "loss")
     epochs = math.ceil(group["epoch"].max())
     ax.set(xlim=(0, epochs), ylim=BOOK_YLIM, xlabel="epoch", ylabel="loss")
