@@ -582,7 +582,7 @@ def timing_rows(slowest, fastest, spread=1e-5):
     ]
 
 
-def test_sec_per_epoch_is_judged_against_the_editions_that_time_alike(airfoil_data, monkeypatch):
+def test_sec_per_epoch_is_judged_against_the_editions_that_agree(airfoil_data, monkeypatch):
     """A claim beyond the book, its bound ZH's printed extremes (1.42; CL's are 1.31): both
     those editions pass, EN's scattered run (2.29) does not; a gap that holds only at the
     medians is inconclusive, and so is any ratio of times with no measured spread."""
