@@ -35,3 +35,31 @@ def test_the_gap_at_an_epoch_is_signed_and_taken_over_the_seeds(linear_data):
         "momentum.concise.scratch_vs_torch_gap_at_1_iqr",
     }
     assert abs(values["momentum.concise.scratch_vs_torch_gap_at_1"]) < 1e-6
+
+
+def test_a_diverged_run_fails_the_gap_and_says_which(linear_data):
+    """Runs that blow up stop early: their curves give no gap, even where both diverge alike
+    (momentum at lr 0.4 explodes on this problem from either implementation)."""
+    setting = {**CONCISE["momentum.concise"], "lr": 0.4}
+    rows = airfoil_compare.compare_implementation("m", setting, linear_data, 2, 10, 100, seed=0)
+    rows += airfoil_compare.compare_at_epoch("m", setting, linear_data, 2, 10, 100, [0, 1], 1.0)
+    assert [r["status"] for r in rows] == ["failed"] * 3
+    assert "the scratch run diverged" in rows[0]["note"]
+    assert "the torch.optim run diverged" in rows[0]["note"]
+    assert "(seed 0)" in rows[1]["note"]
+
+
+def test_one_diverged_run_of_two_fails_the_gap(linear_data, monkeypatch):
+    """A curve cut short on one side only (the other kept its length) fails too, where the
+    gap could not be taken point by point."""
+    train = airfoil_compare.train_airfoil
+
+    def torch_diverges(*args, implementation, **kwargs):
+        frame = train(*args, implementation=implementation, **kwargs)
+        return frame.head(2).assign(diverged=True) if implementation == "torch" else frame
+
+    monkeypatch.setattr(airfoil_compare, "train_airfoil", torch_diverges)
+    setting = CONCISE["momentum.concise"]
+    [row] = airfoil_compare.compare_implementation("m", setting, linear_data, 2, 10, 100, 0)
+    assert row["status"] == "failed"
+    assert row["note"] == "the torch.optim run diverged at epoch 0.667 (seed 0)"

@@ -16,7 +16,10 @@ for name, setting in p.settings.items():
     rows += airfoil_compare.compare_implementation(
         name, setting, data, p.epochs, p.batch_size, p.eval_every, p.seed
     )
-    log.info("%s: scratch against torch.optim, largest loss gap %.3g", name, rows[-1]["value"])
+    gap = rows[-1]
+    log.info(
+        "%s: scratch against torch.optim, largest loss gap %.3g %s", name, gap["value"], gap["note"]
+    )
     if name in p.gap_at:
         rows += airfoil_compare.compare_at_epoch(
             name, setting, data, p.epochs, p.batch_size, p.eval_every, p.seeds, p.gap_at[name]
