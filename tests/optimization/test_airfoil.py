@@ -90,41 +90,6 @@ def test_without_a_setting_the_book_ran_its_times_are_not_applicable(data):
     assert "none of the settings the book ran" in slowest["note"]
 
 
-def test_the_book_is_judged_against_the_seeds_middle_half_and_their_nearest():
-    """The editions' band [0.30, 0.31] at epochs 1 and 2 against five seeds at 0.20, 0.24,
-    0.25, 0.26 and 0.295: 0.04 above their middle half (0.24 to 0.26), 0.005 above the
-    nearest seed. An outlier far from the book moves neither; a seed at the book takes the
-    nearest to 0, but two seeds that each meet the book at one epoch only do not."""
-    book = pd.DataFrame(
-        {
-            "id": "s",
-            "edition": ["en", "zh"] * 2,
-            "metric": "loss",
-            "epoch": [1.0, 1.0, 2.0, 2.0],
-            "value": [0.30, 0.31] * 2,
-        }
-    )
-
-    def excess(*losses, at_2=None) -> dict:
-        runs = pd.DataFrame(
-            {
-                "epoch": [1.0] * len(losses) + [2.0] * len(losses),
-                "seed": [*range(len(losses))] * 2,
-                "loss": [*losses, *(at_2 or losses)],
-            }
-        )
-        return airfoil_summary.curve_excess(runs, book, "s")
-
-    seeds = (0.20, 0.24, 0.25, 0.26, 0.295)
-    assert excess(*seeds) == pytest.approx(
-        {"curve_excess": 0.04, "curve_excess_nearest_seed": 0.005}
-    )
-    assert excess(*seeds[1:], 0.0) == excess(*seeds)
-    assert excess(*seeds[:-1], 0.305)["curve_excess_nearest_seed"] == 0.0
-    apart = excess(0.20, 0.24, 0.25, 0.26, 0.305, at_2=[0.20, 0.24, 0.25, 0.305, 0.26])
-    assert apart["curve_excess_nearest_seed"] == pytest.approx(0.04)
-
-
 def test_divergent_setting_is_recorded_not_raised(data):
     setting = {
         "implementation": "scratch",

@@ -183,13 +183,16 @@ def runs_read(claim_id: str) -> list[str]:
 
 
 def excess_by_epoch(history: pd.DataFrame) -> pd.Series:
-    """How far the run's median test-accuracy curve lies outside the editions' band at each of
+    """How far the seeds' middle half of test accuracy lies from the editions' band at each of
     its epochs (the claim's curve_excess is the largest of these)."""
-    curve = history.groupby("epoch")["test_acc"].median()
+    low, high = reference.middle_half(history, "test_acc")
     book_id = lr_schedules.BOOK_CURVE_IDS[history["run"].iloc[0]]
     book = reference.load()
     return pd.Series(
-        {e: reference.band_excess(book, book_id, "test_acc", [e], [v]) for e, v in curve.items()}
+        {
+            e: reference.band_excess(book, book_id, "test_acc", [e], [low[e]], [high[e]])
+            for e in low.index
+        }
     )
 
 

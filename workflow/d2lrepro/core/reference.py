@@ -93,6 +93,41 @@ def band_excess(
     return float(np.max(np.maximum(0.0, np.maximum(below, above))))
 
 
+# The seeds' quartiles whose band a curve claim judges the book's against: their middle half,
+# where typical runs of this code lie.
+MIDDLE_HALF = (0.25, 0.75)
+
+
+def middle_half(runs: pd.DataFrame, y: str) -> tuple[pd.Series, pd.Series]:
+    """The seeds' quartiles of ``y`` at each epoch of ``runs`` (:data:`MIDDLE_HALF`)."""
+    values = runs.groupby("epoch")[y]
+    return values.quantile(MIDDLE_HALF[0]), values.quantile(MIDDLE_HALF[1])
+
+
+def seeds_excess(
+    curves: pd.DataFrame, claim_id: str, metric: str, runs: pd.DataFrame, y: str, clip=None
+) -> dict[str, float]:
+    """How far the band of the book's editions of ``claim_id`` lies from the seeds of ``runs``
+    (column ``y`` by 'epoch' and 'seed'; :func:`band_excess`, with ``clip``). The book printed
+    single runs, so each edition's curve is judged as one run of this code, not against the
+    seeds' median: ``curve_excess`` from the seeds' middle half at each point,
+    ``curve_excess_nearest_seed`` from the one seed whose own curve lies nearest the band over
+    the whole plot (NaN where no seed's curve shares an epoch with the book's)."""
+    low, high = middle_half(runs, y)
+    excess = [
+        band_excess(curves, claim_id, metric, seed["epoch"], seed[y], clip=clip)
+        for _, seed in runs.groupby("seed")
+    ]
+    return {
+        "curve_excess": band_excess(
+            curves, claim_id, metric, low.index, low.to_numpy(), high.to_numpy(), clip
+        ),
+        "curve_excess_nearest_seed": min(
+            (e for e in excess if not math.isnan(e)), default=math.nan
+        ),
+    }
+
+
 def edition_gap(curves: pd.DataFrame, claim_id: str, metric: str) -> float:
     """The largest gap between the book's editions at the points where each drew the curve:
     the tightest tolerance at which the editions reproduce each other."""

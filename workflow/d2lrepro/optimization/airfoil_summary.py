@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -182,33 +181,11 @@ def ends_parts(
     ]
 
 
-# The seeds' quartiles whose band a curve claim judges the book's against: their middle half,
-# where typical runs of this code lie.
-MIDDLE_HALF = (0.25, 0.75)
-
-
 def curve_excess(runs: pd.DataFrame, book: pd.DataFrame, name: str) -> dict[str, float]:
-    """How far the band between the book's editions' curves of setting ``name`` lies from its
-    ``runs`` (:func:`~d2lrepro.core.reference.band_excess`: the largest gap over the points of
-    the book's plot; where an edition's curve starts above the plot's top, the band there is
-    that top and above). The book printed single runs, so each edition's curve is judged as one
-    run of this code, not against the seeds' median: ``curve_excess`` from the seeds' middle
-    half (:data:`MIDDLE_HALF`) at each point, ``curve_excess_nearest_seed`` from the one seed
-    whose own curve lies nearest the band over the whole plot."""
-    excess = partial(reference.band_excess, book, name, "loss", clip=BOOK_YLIM[1])
-    low, high = middle_half(runs)
-    seeds = [excess(seed["epoch"], seed["loss"]) for _, seed in runs.groupby("seed")]
-    seeds = [e for e in seeds if not math.isnan(e)]
-    return {
-        "curve_excess": excess(low.index, low.to_numpy(), high.to_numpy()),
-        "curve_excess_nearest_seed": min(seeds, default=math.nan),
-    }
-
-
-def middle_half(runs: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """The seeds' quartiles of the loss at each evaluation (:data:`MIDDLE_HALF`), by epoch."""
-    losses = runs.groupby("epoch")["loss"]
-    return losses.quantile(MIDDLE_HALF[0]), losses.quantile(MIDDLE_HALF[1])
+    """How far the band between the book's editions' loss curves of setting ``name`` lies from
+    its ``runs``: :func:`~d2lrepro.core.reference.seeds_excess`, where an edition's curve that
+    starts above the plot's top sets the band there to that top and above."""
+    return reference.seeds_excess(book, name, "loss", runs, "loss", clip=BOOK_YLIM[1])
 
 
 def decay_exponent(steps, values) -> float:
@@ -232,7 +209,7 @@ def draw_setting(group: pd.DataFrame, path, footer: str, book: pd.DataFrame) -> 
         ax=ax,
         label=f"this run (median, range of {group['seed'].nunique()} seeds)",
     )
-    low, high = middle_half(group)
+    low, high = reference.middle_half(group, "loss")
     ax.fill_between(low.index, low, high, alpha=0.3, lw=0, label="their middle half")
     reference.draw(ax, book, group["setting"].iloc[0], "loss")
     epochs = math.ceil(group["epoch"].max())

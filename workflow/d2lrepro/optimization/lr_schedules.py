@@ -186,8 +186,9 @@ def _one_run_spreads(h: pd.DataFrame) -> dict:
 def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
     """Per run and semantics, over its seeds: the median of each seed's numbers, the spread of
     the numbers orderings compare (IQR across seeds, or one run's late-epoch IQR), and (book
-    semantics) how far the median test-accuracy curve strays outside the band of the book's
-    editions. A run of which any seed diverged has failed metrics, with the reason."""
+    semantics) how far the band of the book's editions' test-accuracy curves lies from the
+    seeds' (:func:`~d2lrepro.core.reference.seeds_excess`). A run of which any seed diverged
+    has failed metrics, with the reason."""
     rows = []
     for (run, semantics), g in history.groupby(["run", "semantics"], sort=False):
         key, device = f"{run}.{semantics}", provenance.devices_of(g)
@@ -202,16 +203,7 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         values |= {f"{name}_spread": seed_spread(per_seed[name], one_run[name]) for name in one_run}
         values["seeds"] = len(seeds)
         if semantics == "as_written":
-            by_epoch = g.groupby("epoch")["test_acc"]
-            curve, book_id = by_epoch.median(), BOOK_CURVE_IDS[run]
-            values["curve_excess"] = reference.band_excess(
-                book, book_id, "test_acc", curve.index, curve.values
-            )
-            # How far the range of the seeds strays: where the median strays and the range does
-            # not, the seeds differ from each other by as much as from the book's runs.
-            values["curve_excess_nearest_seed"] = reference.band_excess(
-                book, book_id, "test_acc", curve.index, by_epoch.min().values, by_epoch.max().values
-            )
+            values |= reference.seeds_excess(book, BOOK_CURVE_IDS[run], "test_acc", g, "test_acc")
             # The book's least noisy number, a mean over the last epoch's examples: the seeds'
             # extremes say whether this run's range of final train losses meets the book's.
             values["train_loss_lowest_seed"] = per_seed["train_loss"].min()
@@ -282,9 +274,9 @@ LINE_STYLES = ("-", "--", "-.", ":")
 
 def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scaled: list = ()) -> None:
     """The book's animator plot: train loss, train acc and test acc against epoch (medians over
-    seeds; with several seeds, the range of test acc as a band), the book's test-accuracy
-    curves in grey; what the preset scaled (``scaled``) said in the panel and under it
-    (:func:`~d2lrepro.core.plotting.mark_scaled`)."""
+    seeds; with several seeds, the range of test acc and, darker, its middle half as bands),
+    the book's test-accuracy curves in grey; what the preset scaled (``scaled``) said in the
+    panel and under it (:func:`~d2lrepro.core.plotting.mark_scaled`)."""
     fig, ax = plotting.figure()
     columns = ["train_loss", "train_acc", "test_acc"]
     median = h.groupby("epoch")[columns].median()
@@ -295,7 +287,9 @@ def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scaled: lis
     plotting.plot_lines(ax, median.index, lines, "epoch", "loss, accuracy", legend=legend)
     if seeds > 1:
         spread = h.groupby("epoch")["test_acc"].agg(["min", "max"])
-        ax.fill_between(spread.index, spread["min"], spread["max"], color="C2", alpha=0.2)
+        ax.fill_between(spread.index, spread["min"], spread["max"], color="C2", alpha=0.2, lw=0)
+        low, high = reference.middle_half(h, "test_acc")  # what the curve claims judge
+        ax.fill_between(low.index, low, high, color="C2", alpha=0.35, lw=0, label="its middle half")
     ax.set_xlim(0, h["epoch"].max())
     ax.set_ylim(0, max(1.0, min(h["train_loss"].max(), 2.5)))  # a diverged loss stays in view
     reference.draw(ax, book, BOOK_CURVE_IDS[h["run"].iloc[0]], "test_acc", "test acc")
