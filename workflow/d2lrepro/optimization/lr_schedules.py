@@ -287,7 +287,15 @@ def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scaled: lis
     plotting.plot_lines(ax, median.index, lines, "epoch", "loss, accuracy", legend=legend)
     if seeds > 1:
         spread = h.groupby("epoch")["test_acc"].agg(["min", "max"])
-        ax.fill_between(spread.index, spread["min"], spread["max"], color="C2", alpha=0.2, lw=0)
+        ax.fill_between(
+            spread.index,
+            spread["min"],
+            spread["max"],
+            color="C2",
+            alpha=0.2,
+            lw=0,
+            label="its range",
+        )
         low, high = reference.middle_half(h, "test_acc")  # what the curve claims judge
         ax.fill_between(low.index, low, high, color="C2", alpha=0.35, lw=0, label="its middle half")
     ax.set_xlim(0, h["epoch"].max())
