@@ -286,18 +286,13 @@ def draw_run(h: pd.DataFrame, path, footer: str, book: pd.DataFrame, scaled: lis
     legend = ["train loss", "train acc", test_acc]
     plotting.plot_lines(ax, median.index, lines, "epoch", "loss, accuracy", legend=legend)
     if seeds > 1:
-        spread = h.groupby("epoch")["test_acc"].agg(["min", "max"])
-        ax.fill_between(
-            spread.index,
-            spread["min"],
-            spread["max"],
-            color="C2",
-            alpha=0.2,
-            lw=0,
-            label="its range",
-        )
-        low, high = reference.middle_half(h, "test_acc")  # what the curve claims judge
-        ax.fill_between(low.index, low, high, color="C2", alpha=0.35, lw=0, label="its middle half")
+        by_epoch = h.groupby("epoch")["test_acc"]
+        middle = reference.middle_half(h, "test_acc")  # what the curve claims judge
+        for (low, high), alpha, what in (
+            ((by_epoch.min(), by_epoch.max()), 0.2, "its range"),
+            (middle, 0.35, "its middle half"),
+        ):
+            ax.fill_between(low.index, low, high, color="C2", alpha=alpha, lw=0, label=what)
     ax.set_xlim(0, h["epoch"].max())
     ax.set_ylim(0, max(1.0, min(h["train_loss"].max(), 2.5)))  # a diverged loss stays in view
     reference.draw(ax, book, BOOK_CURVE_IDS[h["run"].iloc[0]], "test_acc", "test acc")
