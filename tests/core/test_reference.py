@@ -72,6 +72,26 @@ def test_the_book_is_judged_against_the_seeds_middle_half_and_their_nearest():
     assert apart["curve_excess_nearest_seed"] == pytest.approx(0.04)
 
 
+def test_seeds_before_the_books_first_point_must_reach_the_plots_top():
+    """Both editions start at epoch 2 (above the plot's top, 0.35, before it): with ``clip``
+    the seeds at epoch 1 are judged against [0.35, inf), their middle half (0.28 to 0.32) 0.03
+    under it and their nearest seed (0.34) 0.01; without, epoch 1 is not judged."""
+    book = pd.DataFrame(
+        {"id": "s", "edition": ["en", "zh"], "metric": "loss", "epoch": 2.0, "value": 0.30}
+    )
+    runs = pd.DataFrame(
+        {
+            "epoch": [1.0] * 3 + [2.0] * 3,
+            "seed": [0, 1, 2] * 2,
+            "loss": [0.26, 0.30, 0.34, 0.30, 0.30, 0.30],
+        }
+    )
+    clipped = reference.seeds_excess(book, "s", "loss", runs, "loss", clip=0.35)
+    assert clipped == pytest.approx({"curve_excess": 0.03, "curve_excess_nearest_seed": 0.01})
+    unclipped = reference.seeds_excess(book, "s", "loss", runs, "loss")
+    assert unclipped == {"curve_excess": 0.0, "curve_excess_nearest_seed": 0.0}
+
+
 def test_the_books_curves_are_drawn_labelled_by_edition():
     fig, ax = plotting.figure()
     reference.draw(ax, BOOK, "lrs.baseline", "test_acc")

@@ -120,7 +120,7 @@ def seeds_excess(
     ]
     return {
         "curve_excess": band_excess(
-            curves, claim_id, metric, low.index, low.to_numpy(), high.to_numpy(), clip
+            curves, claim_id, metric, low.index, low.to_numpy(), high.to_numpy(), clip=clip
         ),
         "curve_excess_nearest_seed": min(
             (e for e in excess if not math.isnan(e)), default=math.nan
