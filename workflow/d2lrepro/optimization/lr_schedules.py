@@ -20,6 +20,8 @@ from d2lrepro.core.results import (
     late_iqr,
     metric,
     read_metrics,
+    run_spread,
+    run_spread_names,
     seed_spread,
     write_csv,
     write_metrics,
@@ -204,10 +206,10 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
         values["seeds"] = len(seeds)
         if semantics == "as_written":
             values |= reference.seeds_excess(book, BOOK_CURVE_IDS[run], "test_acc", g, "test_acc")
-            # The book's least noisy number, a mean over the last epoch's examples: the seeds'
-            # extremes say whether this run's range of final train losses meets the book's.
-            values["train_loss_lowest_seed"] = per_seed["train_loss"].min()
-            values["train_loss_highest_seed"] = per_seed["train_loss"].max()
+            # The book's least noisy number, a mean over the last epoch's examples, judged as
+            # one typical run against the seeds' final train losses (their quartiles, extremes).
+            spread = run_spread(per_seed["train_loss"])
+            values |= dict(zip(run_spread_names("train_loss").values(), spread))
         if g["diverged"].any():
             at = g[g["diverged"]].iloc[0]
             note = (
