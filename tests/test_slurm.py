@@ -49,6 +49,26 @@ CGROUP_CONF = SYSTEM_CONF.with_name("cgroup.conf")
 pytestmark = pytest.mark.e2e
 
 
+# The first line of the slurm.conf these tests write: one that starts with it is left by a run
+# killed before the fixture could stop its cluster (Ctrl-C stops it), not a SLURM of this machine.
+MARK = "# the one-node cluster of tests/test_slurm.py, removed after its tests\n"
+
+
+def _clear_leftover() -> None:
+    """Stop the daemons a killed run of these tests left, and remove its configuration."""
+    text = SYSTEM_CONF.read_text() if SYSTEM_CONF.exists() else ""
+    if not text.startswith(MARK):
+        return
+    dbd = DBD_CONF.read_text() if DBD_CONF.exists() else ""
+    for pid_file in re.findall(r"^\w*PidFile=(.+)$", text + dbd, re.M):
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(Path(pid_file).read_text()), signal.SIGTERM)
+    if root := re.search(r"^StateSaveLocation=(.+)/state$", text, re.M):
+        subprocess.run(["pkill", "-f", f"mariadbd --datadir={root[1]}/db"])
+    for path in (SYSTEM_CONF, DBD_CONF, CGROUP_CONF):
+        path.unlink(missing_ok=True)
+
+
 def _why_not() -> str:
     if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
         return "the SLURM executor plugin is not installed (pip install -e '.[slurm]')"
@@ -108,6 +128,7 @@ def slurm(tmp_path_factory):
     """A one-node SLURM cluster on this machine, with accounting (slurmdbd over MariaDB) so
     that sacct sees its jobs: its config path; the daemons stop after the module's tests, which
     share it (starting one takes seconds; each test reads only its own jobs)."""
+    _clear_leftover()
     reason = _why_not()
     if reason:
         pytest.skip(reason)
@@ -137,7 +158,7 @@ StorageLoc=slurm_acct_db
         )
         DBD_CONF.chmod(0o600)
         conf.write_text(
-            f"""ClusterName=test
+            f"""{MARK}ClusterName=test
 SlurmctldHost={host}
 SlurmUser=root
 SlurmctldPort={_free_port()}
