@@ -180,3 +180,14 @@ def test_metrics_read_back_as_written_with_text_as_text(tmp_path):
     read = results.read_metrics(path).set_index("metric")
     assert read.loc["a", "machine"] == "0123" and read.loc["a", "note"] == ""
     assert read.loc["b", "note"] == "why" and math.isnan(read.loc["b", "value"])
+
+
+def test_the_spread_of_runs_is_named_after_their_metric():
+    spread = results.run_spread("m.final_loss", [4.0, 1.0, 3.0, 2.0, 5.0])
+    assert spread == {
+        "m.final_loss_q1": 2.0,
+        "m.final_loss_q3": 4.0,
+        "m.final_loss_min": 1.0,
+        "m.final_loss_max": 5.0,
+        "m.final_loss_runs": 5.0,
+    }

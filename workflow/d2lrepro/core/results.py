@@ -106,10 +106,12 @@ def iqr(values) -> float:
 RUN_SPREAD = ("q1", "q3", "min", "max", "runs")
 
 
-def run_spread(values) -> list[float]:
-    """The parts of :data:`RUN_SPREAD` of ``values``, in its order."""
+def run_spread(metric: str, values) -> dict[str, float]:
+    """The parts of :data:`RUN_SPREAD` of the runs' ``values`` of ``metric``, by the name of
+    each part's own metric (:func:`run_spread_names`)."""
     series = pd.Series(values)
-    return [*series.quantile([0.25, 0.75, 0.0, 1.0]).tolist(), float(len(series))]
+    parts = [*series.quantile([0.25, 0.75, 0.0, 1.0]).tolist(), float(len(series))]
+    return dict(zip(run_spread_names(metric).values(), parts))
 
 
 def run_spread_names(metric: str) -> dict[str, str]:

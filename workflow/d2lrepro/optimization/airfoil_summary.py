@@ -85,11 +85,9 @@ def setting_metrics(runs: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             rows += [failed(f"{name}.{n}", why, device=device) for n in names]
         else:
             excess = curve_excess(group, book, name)
-            spread = zip(
-                run_spread_names(f"{name}.final_loss").values(), run_spread(finals["loss"])
-            )
+            spread = run_spread(f"{name}.final_loss", finals["loss"])
             rows += [metric(f"{name}.final_loss", finals["loss"].median(), device=device)]
-            rows += [metric(m, v, device=device) for m, v in spread]
+            rows += [metric(m, v, device=device) for m, v in spread.items()]
             rows += [metric(f"{name}.{m}", v, "|Δ|", device) for m, v in excess.items()]
             if "eff_lr" in group and group["eff_lr"].notna().all():
                 slopes = [

@@ -21,7 +21,6 @@ from d2lrepro.core.results import (
     metric,
     read_metrics,
     run_spread,
-    run_spread_names,
     seed_spread,
     write_csv,
     write_metrics,
@@ -208,8 +207,7 @@ def training_metrics(history: pd.DataFrame, book: pd.DataFrame) -> list[dict]:
             values |= reference.seeds_excess(book, BOOK_CURVE_IDS[run], "test_acc", g, "test_acc")
             # The book's least noisy number, a mean over the last epoch's examples, judged as
             # one typical run against the seeds' final train losses (their quartiles, extremes).
-            spread = run_spread(per_seed["train_loss"])
-            values |= dict(zip(run_spread_names("train_loss").values(), spread))
+            values |= run_spread("train_loss", per_seed["train_loss"])
         if g["diverged"].any():
             at = g[g["diverged"]].iloc[0]
             note = (
