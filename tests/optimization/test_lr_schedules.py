@@ -195,7 +195,7 @@ PRINTED_TRAIN_LOSS = {
 
 def test_the_curve_claims_state_the_miss_rate_of_the_configs_seed_count(repo):
     """The curve claims state how often three seeds miss three printed runs by chance (1 in
-    10, out of reach). Presets that change the seeds make them not applicable, but
+    10, out of reach). Presets with fewer seeds make them not applicable, but
     config.yaml's own count is the book's: another one there would change that rate with no
     claim saying so."""
     config = yaml.safe_load((repo / "config.yaml").read_text())
