@@ -124,6 +124,19 @@ def test_a_preset_with_more_seeds_than_the_books_says_it_does_more_work():
     assert "would take" not in reason
 
 
+def test_seeds_added_to_the_books_bear_on_no_claim_fewer_or_other_ones_do():
+    """A run of every seed of the book's and more judges what the book preset judges, with more
+    data (the 5 seeds that let the lr-schedule train losses fail): its claims read no scale."""
+    claim = {"id": "c", "kind": "measurement", "depends_on": ["lr_schedules.seeds"]}
+    for seeds, bears in (([0, 1, 2, 3, 4], False), ([0, 1], True), ([0, 1, 5], True)):
+        change = ("lr_schedules.seeds", [0, 1, 2], seeds)
+        assert (change in scaling.bearing_on(claim, [change])) == bears, seeds
+        reason = scaling.scaled_reason(
+            claim["depends_on"], scaling.bearing_on(claim, [change]), "p", {}
+        )
+        assert bool(reason) == bears, seeds
+
+
 def test_a_run_the_preset_left_out_is_named_as_left_out_and_not_estimated():
     left_out = [("data_parallel.runs.resnet18_b256.2", {"model": "resnet18"}, scaling.LEFT_OUT)]
     rates = {"data_parallel.runs.resnet18.2": scaling.Rate(1000.0, 0.06)}

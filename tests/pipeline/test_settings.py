@@ -36,22 +36,6 @@ def test_preset_overlay_is_applied_and_reported(config):
     assert settings.Deviation("airfoil.examples", 1500, 100) in resolved.deviations
 
 
-def test_more_seeds_than_the_books_scale_nothing_down_fewer_or_other_ones_do(config):
-    """A run of every seed of the book preset's and more judges what the book preset judges,
-    with more data (e.g. the 5 seeds that let the lr-schedule train losses fail)."""
-    config["preset"] = "smoke"
-    config["presets"]["smoke"] = {"lr_schedules": {"seeds": [0, 1, 2, 3, 4]}}
-    assert not [d for d in settings.resolve(config).deviations if d.key == "lr_schedules.seeds"]
-    for seeds in ([0, 1], [0, 1, 5], [0, 1, 2]):
-        config["presets"]["smoke"] = {"lr_schedules": {"seeds": seeds}}
-        found = [d for d in settings.resolve(config).deviations if d.key == "lr_schedules.seeds"]
-        assert found == (
-            []
-            if seeds == [0, 1, 2]
-            else [settings.Deviation("lr_schedules.seeds", [0, 1, 2], seeds)]
-        )
-
-
 def test_defaults_are_filled(config):
     del config["seed"]
     assert settings.resolve(config, cuda_available=False).values["seed"] == 0

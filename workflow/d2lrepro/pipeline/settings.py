@@ -104,25 +104,18 @@ def merge(base: dict, overlay: dict) -> dict:
 
 def deviations(book: dict, resolved: dict, prefix: str = "") -> list[Deviation]:
     """Every leaf where ``resolved`` differs from ``book``, and every entry it leaves out
-    (its value :data:`LEFT_OUT`), as dotted keys. Seeds that keep all of the book's and add
-    more are none: they run the same experiment more often, which scales nothing down."""
+    (its value :data:`LEFT_OUT`), as dotted keys."""
     found = []
     for key, value in resolved.items():
         dotted = f"{prefix}{key}"
         original = book.get(key)
         if isinstance(value, dict) and isinstance(original, dict):
             found.extend(deviations(original, value, dotted + "."))
-        elif value != original and not _more_seeds(key, original, value):
+        elif value != original:
             found.append(Deviation(dotted, original, value))
     left_out = sorted(book.keys() - resolved.keys())
     found += [Deviation(f"{prefix}{key}", book[key], LEFT_OUT) for key in left_out]
     return found
-
-
-def _more_seeds(key: str, original, value) -> bool:
-    """Whether ``value`` is a list of seeds holding every one of ``original``'s and more."""
-    lists = isinstance(original, list) and isinstance(value, list)
-    return key == "seeds" and lists and set(original) < set(value)
 
 
 def _cuda_available() -> bool:
