@@ -3,6 +3,7 @@ import copy
 import pytest
 import yaml
 
+from conftest import shipped_claims
 from d2lrepro.pipeline import settings
 
 
@@ -34,6 +35,60 @@ def test_preset_overlay_is_applied_and_reported(config):
     resolved = settings.resolve(config)
     assert resolved.values["airfoil"]["examples"] == 100
     assert settings.Deviation("airfoil.examples", 1500, 100) in resolved.deviations
+
+
+def test_an_override_of_the_books_settings_is_a_deviation(config, tmp_path, monkeypatch):
+    """What --config or --configfile change of config.yaml's sections (Snakemake merged them
+    into the config) is listed as a preset's change is; how the run goes is no deviation."""
+    given = settings.merge(
+        config,
+        {
+            "preset": "book",
+            "lr_schedules": {"seeds": [0]},
+            "seed": 3,
+            "data_mirror": "/elsewhere",
+            "jobs_per_gpu": 1,
+            "job_server": False,
+            "data_parallel": {
+                "runs": {
+                    "lenet.4": {
+                        "model": "lenet",
+                        "devices": 4,
+                        "epochs": 10,
+                        "batch_size": 1024,
+                        "lr": 0.8,
+                    }
+                }
+            },
+        },
+    )
+    monkeypatch.chdir(tmp_path)  # the results tree (its recorded preset) of a new run
+    resolved = settings.for_run(given)
+    assert [(d.key, d.book, d.value) for d in resolved.deviations] == [
+        ("seed", 0, 3),
+        ("lr_schedules.seeds", [0, 1, 2], [0]),
+        (
+            "data_parallel.runs.lenet.4",
+            settings.NOT_IN_BOOK,
+            resolved.values["data_parallel"]["runs"]["lenet.4"],
+        ),
+    ]
+    assert resolved.values["lr_schedules"]["seeds"] == [0]
+    # without the project's file to compare with, the given config is the book's
+    assert settings.resolve(given).deviations == []
+
+
+def test_no_claim_depends_on_a_run_option():
+    """A change of a run option is no deviation, so a claim that depended on one would be
+    judged as if at the book's settings whatever it was."""
+    options = settings.run_options(settings.load_schema())
+    assert options >= {"preset", "data_mirror", "job_server"}
+    keys = {
+        key.split(".")[0]
+        for claim in shipped_claims().values()
+        for key in claim.get("depends_on", [])
+    }
+    assert not keys & options
 
 
 def test_defaults_are_filled(config):

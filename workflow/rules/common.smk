@@ -32,7 +32,8 @@ ENV = "../../envs/d2lrepro.yaml"
 
 # Validation happens here, at parse time: a bad config stops before any job runs. A results
 # tree keeps the preset its first run recorded (`auto` takes it; another explicit preset stops).
-SETTINGS = settings.resolve(config, record=paths.PRESET)
+# What --configfile or --config change of the project's config.yaml is a deviation from the book.
+SETTINGS = settings.for_run(config)
 
 
 # Jobs run in children of one process that imported torch once, where they run here in this

@@ -13,6 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 WORKFLOW = REPO / "workflow"
 LEDGER = WORKFLOW / "claims.yaml"
+CONFIG = REPO / "config.yaml"
 CONFIG_SCHEMA = WORKFLOW / "schemas" / "config.schema.yaml"
 CLAIMS_SCHEMA = WORKFLOW / "schemas" / "claims.schema.yaml"
 BOOK_CURVES = WORKFLOW / "reference" / "book_curves.csv"

@@ -30,6 +30,8 @@ class ConfigError(ValueError):
 
 # The value of a deviation that leaves an entry out: a preset maps it to null (see merge).
 LEFT_OUT = "left out"
+# The book's value of an entry the run adds (a run, a setting of a sweep).
+NOT_IN_BOOK = "not in the book"
 
 
 @dataclass(frozen=True)
@@ -103,12 +105,14 @@ def merge(base: dict, overlay: dict) -> dict:
 
 
 def deviations(book: dict, resolved: dict, prefix: str = "") -> list[Deviation]:
-    """Every leaf where ``resolved`` differs from ``book``, and every entry it leaves out
+    """Every leaf where ``resolved`` differs from ``book``, every entry it adds (a run, a
+    setting of a sweep: its book value :data:`NOT_IN_BOOK`) and every entry it leaves out
     (its value :data:`LEFT_OUT`), as dotted keys."""
     found = []
     for key, value in resolved.items():
         dotted = f"{prefix}{key}"
-        original = book.get(key)
+        # a leaf the book leaves unset is null (all the data), an entry it lacks is added
+        original = book.get(key, NOT_IN_BOOK if isinstance(value, dict) else None)
         if isinstance(value, dict) and isinstance(original, dict):
             found.extend(deviations(original, value, dotted + "."))
         elif value != original:
@@ -250,13 +254,25 @@ def autopar_mem_mb(cfg: dict) -> int:
     return PROCESS_MB + math.ceil(autopar_host_bytes(cfg) / 1e6)
 
 
+def run_options(schema: dict) -> set[str]:
+    """The top-level keys that say how a run is carried out, not what it measures (the
+    schema marks them ``x-run-option``): a change of them is no deviation from the book."""
+    return {key for key, spec in schema["properties"].items() if spec.get("x-run-option")}
+
+
 def resolve(
     config: dict,
     cuda_available: bool | None = None,
     schema: dict | None = None,
     record: Path | None = None,
+    book: dict | None = None,
 ) -> Settings:
     """Validate ``config``, pick the preset (``auto``: book with CUDA, else cpu) and apply it.
+
+    ``book`` is the config as the project's file holds it (None: ``config`` itself), whose
+    top-level sections are the book's settings. ``config`` is what the run was given, with
+    Snakemake's ``--configfile`` and ``--config`` merged in: a value they change counts as a
+    deviation, as a preset's does.
 
     With ``record``, the preset a results tree was made with (:func:`record_preset`), the tree
     keeps it: ``auto`` takes the recorded preset, so a ``--report``, ``-n`` or ``-R`` from a
@@ -283,11 +299,25 @@ def resolve(
     else:
         cuda = _cuda_available() if cuda_available is None else cuda_available
         preset = "book" if cuda else "cpu"
-    book = {k: v for k, v in config.items() if k != "presets"}
-    values = merge(book, config["presets"].get(preset, {}))
+    values = merge(
+        {k: v for k, v in config.items() if k != "presets"}, config["presets"].get(preset, {})
+    )
     # A preset overlay may only change known keys to valid values: validate the result too.
     validate(values | {"presets": {}}, schema)
-    return Settings(requested, preset, values, deviations(book, values))
+    book = config if book is None else validate(copy.deepcopy(book), schema)
+    options = run_options(schema) | {"presets"}
+    changed = deviations(
+        {k: v for k, v in book.items() if k not in options},
+        {k: v for k, v in values.items() if k not in options},
+    )
+    return Settings(requested, preset, values, changed)
+
+
+def for_run(config: dict) -> Settings:
+    """The settings of the workflow's run, given Snakemake's ``config`` (config.yaml with
+    ``--configfile`` and ``--config`` merged in): the preset its results tree recorded kept,
+    and every value that differs from the project's config.yaml a deviation."""
+    return resolve(config, record=paths.PRESET, book=read_yaml(paths.CONFIG))
 
 
 def record_preset(preset: str, record: Path) -> None:
