@@ -303,7 +303,9 @@ def test_each_curve_claim_reads_its_tolerance(name):
     assert verdict_of(name, above) == verdict_of(name, below) == claims.INCONCLUSIVE
 
 
-@pytest.mark.parametrize("name", ["adagrad.concise", "rmsprop.concise", "adam.concise"])
+@pytest.mark.parametrize(
+    "name", ["momentum.concise", "adagrad.concise", "rmsprop.concise", "adam.concise"]
+)
 def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil_data, monkeypatch, name):
     """The bound on the scratch-vs-torch.optim gap is the plot's largest EN–ZH gap, which the
     real pair passes; a torch.optim counterpart built with torch's defaults (the setting's
@@ -336,6 +338,43 @@ def test_concise_gap_is_judged_at_the_plots_edition_gap(airfoil_data, monkeypatc
         optimizers.Optimizer(optimizer.rule, optimizer.state, lambda ps, h: trainer(ps)),
     )
     assert verdict_of(name, rows()) == claims.NOT_REPRODUCED
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param({"nesterov": True}, id="nesterov"),
+        pytest.param({"dampening": 0.01}, id="dampening-0.01"),
+        pytest.param({"weight_decay": 1e-4}, id="weight-decay-1e-4"),
+    ],
+)
+def test_torch_momentum_is_the_books_step_for_step(airfoil_data, monkeypatch, changed):
+    """Beyond the book, torch.optim.SGD's momentum is the scratch momentum to float32 rounding;
+    one term changed parts them beyond 1e-6, and Nesterov's momentum still passes the book's
+    "very similar" at the plot's edition gap."""
+    claim, setting = "momentum.concise.same_algorithm", CONFIG["settings"]["momentum.concise"]
+
+    def rows():
+        return airfoil_compare.compare_implementation(
+            "momentum.concise", setting, airfoil_data, 2, 10, 200, seed=0
+        )
+
+    assert verdict_of(claim, rows()) == claims.REPRODUCED
+    with_concise(
+        monkeypatch,
+        "sgd_momentum",
+        lambda ps, h: torch.optim.SGD(ps, lr=h["lr"], momentum=h["momentum"], **changed),
+    )
+    changed_rows = rows()
+    assert verdict_of(claim, changed_rows) == claims.NOT_REPRODUCED
+    if "nesterov" in changed:
+        (gap,) = changed_rows
+        book = next(
+            c
+            for c in shipped_claims()["momentum.concise"]["checks"]
+            if c["metric"] == gap["metric"]
+        )
+        assert gap["value"] < book["bound"]
 
 
 def adagrad_mutant(monkeypatch, accumulate, root=torch.sqrt):
