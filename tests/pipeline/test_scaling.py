@@ -205,6 +205,33 @@ def test_the_book_scale_time_of_several_claims_counts_each_family_once():
     assert scaling.book_seconds(["other"], deviations, rates) == {}
 
 
+def test_a_check_its_seeds_cannot_settle_names_the_seeds_that_would_and_their_time():
+    """Three seeds of 5 schedules trained 15 runs of 90 s: the 2 more seeds that 3 editions
+    need retrain them all twice more, 15 min. Only an out-of-reach ``typical`` check of a claim
+    that depends on a seeds setting says so."""
+    from d2lrepro.pipeline.checks import Outcome
+
+    claim = {
+        "depends_on": ["lr_schedules.epochs", "lr_schedules.seeds"],
+        "checks": [
+            {"kind": "below", "metric": "gap", "bound": 0.1},
+            {"kind": "typical", "metric": "loss", "low": 0.1, "high": 0.2, "editions": 3},
+        ],
+    }
+    missed = [Outcome("gap", True), Outcome("loss", False, out_of_reach=True)]
+    rates = {"lr_schedules": scaling.Rate(15 * 90_000.0, 0.001), "warmup_sweep": scaling.Rate(1, 9)}
+    said = scaling.settled_by(claim, missed, {"loss_runs": 3.0}, rates)
+    assert said == (
+        "; add seeds to lr_schedules.seeds (3 in this run, 5 judge it; about 15 min more"
+        " training here)"
+    )
+    assert scaling.settled_by(claim, missed, {"loss_runs": 3.0}, {}).endswith("5 judge it)")
+    within = [Outcome("gap", True), Outcome("loss", False, within_noise=True)]
+    assert scaling.settled_by(claim, within, {"loss_runs": 3.0}, rates) == ""
+    no_seeds = claim | {"depends_on": ["lr_schedules.epochs"]}
+    assert scaling.settled_by(no_seeds, missed, {"loss_runs": 3.0}, rates) == ""
+
+
 def test_a_duration_reads_in_the_unit_a_reader_would_use():
     assert [scaling.duration(t) for t in (45, 1800, 184_000)] == ["45 s", "30 min", "51 h"]
 

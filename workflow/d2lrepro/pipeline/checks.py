@@ -210,9 +210,14 @@ def _typical(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
     beyond = f"every edition beyond every one of {fmt(n)} runs, p = {chance:.2g} by chance"
     if chance < 0.05:
         return Outcome(f"{text}: {beyond}", False), numbers
-    more = next(k for k in range(1, 99) if 2 / math.comb(k + editions, editions) < 0.05)
-    reach = f"{beyond}; {more} runs or more judge it"
+    reach = f"{beyond}; {runs_to_judge(editions)} runs or more judge it"
     return Outcome(f"{text}, out of reach: {reach}", False, out_of_reach=True), numbers
+
+
+def runs_to_judge(editions: int) -> int:
+    """The fewest runs of which a ``typical`` check can find the book's ``editions`` unlike:
+    every edition beyond them all on one side has p < 0.05 by chance."""
+    return next(k for k in range(1, 99) if 2 / math.comb(k + editions, editions) < 0.05)
 
 
 def _ratio(sign: str, check: dict, read: Reading) -> tuple[Outcome, list[float]]:

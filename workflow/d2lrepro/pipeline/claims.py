@@ -27,13 +27,6 @@ from d2lrepro.pipeline.ledger import figure_files as figure_files
 from d2lrepro.pipeline.ledger import load as load
 from d2lrepro.pipeline.ledger import section_categories as section_categories
 from d2lrepro.pipeline.ledger import whose_words as whose_words
-from d2lrepro.pipeline.scaling import (
-    SCALED_REASON,
-    book_seconds,
-    judged_at_scale,
-    missing_metrics,
-    scaled_reason,
-)
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
@@ -117,7 +110,7 @@ def _used(claim: dict, metrics: pd.DataFrame, depends_on: list, deviations: list
     claim depends on (a run, a semantics); otherwise the ledger or a summary is broken."""
     names = [n for check in claim["checks"] for n in checks.metrics_of(check)]
     where = f"claim {claim['id']}: {claim['evidence']}"
-    missing = missing_metrics(names, metrics["metric"], depends_on, deviations, where)
+    missing = scaling.missing_metrics(names, metrics["metric"], depends_on, deviations, where)
     used = metrics[metrics["metric"].isin(names)]
     if used["metric"].duplicated().any():
         raise ValueError(f"claim {claim['id']}: {claim['evidence']} holds a metric more than once")
@@ -257,8 +250,8 @@ def evaluate_claim(
     rates: dict | None = None,
 ) -> dict:
     """One row of claims.csv for ``claim``, given the rows of its evidence file and the
-    records of the machines they name (:mod:`d2lrepro.core.provenance`), the settings
-    the preset changed (``deviations``: (key, book value, value) triples) and the training rates
+    records of the machines they name (:mod:`d2lrepro.core.provenance`), the settings the
+    preset changed (``deviations``: (key, book value, value) triples) and the training rates
     this run's runs measured by setting (:func:`~d2lrepro.pipeline.scaling.rates`).
 
     "not applicable here": the machine lacks the hardware (the claim's ``requires``, or a
@@ -268,17 +261,16 @@ def evaluate_claim(
     is ``timed`` and a job that timed it ran beside other jobs. "not reproduced": a check
     failed, or the run behind a metric diverged, failed or measured nothing, or a number it
     derived is not finite. "inconclusive here": every check that failed had the bound within
-    its measured spread or beyond what its data could reach, or a ``timed`` claim reads a
-    timing with no measured spread. "observed on this machine": a claim about GPUs (its
-    ``premise``) measured where the jobs had none. The measured numbers are shown whenever
-    there are any.
+    its measured spread or beyond what its data could reach (then with the seeds that would),
+    or a ``timed`` claim reads a timing with no measured spread. "observed on this machine":
+    a claim about GPUs measured where the jobs had none. Measured numbers are always shown.
     """
     row = {
         k: claim.get(k, "")
         for k in ("id", "kind", "headline", "statement", "printed", "printed_en", "evidence")
     }
     depends_on, deviations = claim.get("depends_on", []), scaling.bearing_on(claim, deviations)
-    scaled = scaled_reason(depends_on, deviations, preset, rates or {})
+    scaled = scaling.scaled_reason(depends_on, deviations, preset, rates or {})
     used, missing = _used(claim, metrics, depends_on, deviations)
     row["device"] = provenance.devices_of(used)
     row["hosts"] = provenance.hosts_of(used, records)
@@ -310,12 +302,16 @@ def evaluate_claim(
     no_number += [o.measured for o in outcomes if not o.finite]
     not_judged = _not_judged(claim, used, records, status, scaled, missing, no_number)
     verdict, reason = not_judged or _judged(outcomes, used, _quiet(claim, values, units, name))
+    if verdict == INCONCLUSIVE:
+        reason += scaling.settled_by(claim, outcomes, values, rates or {})
     # A claim judged beside settings the preset changed in its experiment says which.
-    scale = "" if verdict == NOT_APPLICABLE else judged_at_scale(claim, deviations)
+    scale = "" if verdict == NOT_APPLICABLE else scaling.judged_at_scale(claim, deviations)
     # What training at the book's settings would take here, by family of runs, for a claim
     # judged at the book's scale only: the report adds up the families of all such claims.
-    at_book = reason.startswith(SCALED_REASON)
-    seconds = json.dumps(book_seconds(depends_on, deviations, rates or {})) if at_book else ""
+    at_book = reason.startswith(scaling.SCALED_REASON)
+    seconds = (
+        json.dumps(scaling.book_seconds(depends_on, deviations, rates or {})) if at_book else ""
+    )
     return row | {
         "measured": measured,
         "verdict": verdict,

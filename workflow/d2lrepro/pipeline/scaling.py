@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from d2lrepro.core.results import run_spread_names
+from d2lrepro.pipeline.checks import runs_to_judge
 from d2lrepro.pipeline.settings import LEFT_OUT
 
 SCALED_REASON = "judged at the book's scale only"
@@ -227,6 +229,32 @@ def book_seconds(depends_on: list[str], deviations: list, rates: dict) -> dict[s
         for f in _families(depends_on, rates)
         if rates[f].examples
     }
+
+
+def settled_by(claim: dict, outcomes: list, values: dict, rates: dict) -> str:
+    """What settles a claim whose ``typical`` check its runs could not (out of reach): more
+    seeds in the setting its runs' count comes from (the one of its ``depends_on`` named
+    seeds), and about how long the added ones would train here, at the rate of the runs that
+    setting repeats (each seed trains them all again); "" where no such check was."""
+    key = next((k for k in claim.get("depends_on", []) if k.endswith(".seeds")), None)
+    reach = [
+        c
+        for c, o in zip(claim["checks"], outcomes)
+        if key and c["kind"] == "typical" and o.out_of_reach
+    ]
+    if not reach:
+        return ""
+    runs = int(values[run_spread_names(reach[0]["metric"])["runs"]])
+    needed = runs_to_judge(reach[0]["editions"])
+    said = f"; add seeds to {key} ({runs} in this run, {needed} judge it"
+    trained = sum(
+        rates[f].examples * rates[f].seconds_per_example
+        for f in _families([key], rates)
+        if rates[f].examples
+    )
+    if trained and runs:
+        said += f"; about {duration(trained * (needed - runs) / runs)} more training here"
+    return said + ")"
 
 
 def book_total(per_claim: list[dict[str, float]]) -> float:
