@@ -235,7 +235,7 @@ def test_a_run_on_the_books_curve_must_also_end_at_its_train_loss(
     judgement = judged(claim_id, rows)
     assert judgement["verdict"] == verdict
     # Out of reach, the reason says what settles it; within the noise, more seeds need not.
-    settles = "add seeds to lr_schedules.seeds (3 in this run, 5 judge it)"
+    settles = "add seeds to lr_schedules.seeds in a config file given with --configfile (3 in"
     assert (settles in judgement["reason"]) == ("out of reach" in judgement["reason"])
 
 

@@ -397,3 +397,22 @@ def test_a_section_says_what_the_preset_changed_of_its_experiments():
     assert scale_sentence(section, rows[:1], other) == (
         "The cpu preset runs this section's experiments at the book's settings."
     )
+    given = settings.Settings("book", "book", {}, [seeds], frozenset({seeds.key}))
+    said = scale_sentence(section, rows, given)
+    assert said.startswith("--config or --configfile changed 1 of this section's settings")
+
+
+def test_the_set_up_lists_a_run_added_with_config_and_says_who_changed_what(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the figure lies where its section and name put it
+    plotting.save(plotting.figure()[0], paths.figure("s", "c"))
+    added = settings.Deviation(
+        "data_parallel.runs.lenet.4", settings.NOT_IN_BOOK, {"model": "lenet", "devices": 4}
+    )
+    epochs = settings.Deviation("data_parallel.runs.lenet.1.epochs", 10, 2)
+    run = settings.Settings("smoke", "smoke", {}, [added, epochs], frozenset({added.key}))
+    html = " ".join(report.render(LEDGER, TABLE, ENV, run, commit="abc123").split())
+    assert (
+        "<code>data_parallel.runs.lenet.4</code> (given with --config or --configfile)</td>"
+        "<td>not in the book</td><td>model lenet, devices 4</td>"
+    ) in html
+    assert "<code>data_parallel.runs.lenet.1.epochs</code></td><td>10</td><td>2</td>" in html

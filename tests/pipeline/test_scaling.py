@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from d2lrepro.pipeline import scaling
+from d2lrepro.pipeline import scaling, settings
 
 
 def epochs(seconds, examples=1000, **columns):
@@ -137,6 +137,28 @@ def test_seeds_added_to_the_books_bear_on_no_claim_fewer_or_other_ones_do():
         assert bool(reason) == bears, seeds
 
 
+def test_an_entry_added_beside_the_books_bears_only_on_a_claim_that_names_it():
+    """A setting or run added to a sweep runs more and changes none of the book's runs."""
+    added = ("airfoil.settings.momentum.lr0.03_m0.5", settings.NOT_IN_BOOK, {"lr": 0.03})
+    fewer = ("airfoil.seeds", list(range(20)), [0])
+    claim = {"depends_on": ["airfoil.settings", "airfoil.seeds"]}
+    assert scaling.bearing_on(claim, [added, fewer]) == [fewer]
+    named = {"depends_on": ["airfoil.settings.momentum.lr0.03_m0.5"]}
+    assert scaling.bearing_on(named, [added]) == [added]
+
+
+def test_a_change_given_with_config_is_said_to_be_so_and_judged_without_it():
+    reason = scaling.scaled_reason(["lr_schedules"], SCHEDULES, "book", {}, {"lr_schedules.seeds"})
+    assert reason.startswith(
+        f"{scaling.SCALED_REASON}: preset book and --config or --configfile scaled"
+    )
+    assert reason.endswith(f"({scaling.BOOK_SCALE_JUDGES})")
+    every = {key for key, _, _ in SCHEDULES}
+    reason = scaling.scaled_reason(["lr_schedules"], SCHEDULES, "book", {}, every)
+    assert reason.startswith(f"{scaling.SCALED_REASON}: --config or --configfile scaled")
+    assert reason.endswith(f"({scaling.OVERRIDE_JUDGES})")
+
+
 def test_a_run_the_preset_left_out_is_named_as_left_out_and_not_estimated():
     left_out = [("data_parallel.runs.resnet18_b256.2", {"model": "resnet18"}, scaling.LEFT_OUT)]
     rates = {"data_parallel.runs.resnet18.2": scaling.Rate(1000.0, 0.06)}
@@ -212,6 +234,7 @@ def test_a_check_its_seeds_cannot_settle_names_the_seeds_that_would_and_their_ti
     from d2lrepro.pipeline.checks import Outcome
 
     claim = {
+        "evidence": "results/optimization/lr_schedules/metrics.csv",
         "depends_on": ["lr_schedules.epochs", "lr_schedules.seeds"],
         "checks": [
             {"kind": "below", "metric": "gap", "bound": 0.1},
@@ -222,14 +245,18 @@ def test_a_check_its_seeds_cannot_settle_names_the_seeds_that_would_and_their_ti
     rates = {"lr_schedules": scaling.Rate(15 * 90_000.0, 0.001), "warmup_sweep": scaling.Rate(1, 9)}
     said = scaling.settled_by(claim, missed, {"loss_runs": 3.0}, rates)
     assert said == (
-        "; add seeds to lr_schedules.seeds (3 in this run, 5 judge it; about 15 min more"
-        " training here)"
+        "; add seeds to lr_schedules.seeds in a config file given with --configfile (3 in this"
+        " run, 5 judge it; about 15 min more training here, one run after another at this"
+        " run's rates)"
     )
     assert scaling.settled_by(claim, missed, {"loss_runs": 3.0}, {}).endswith("5 judge it)")
     within = [Outcome("gap", True), Outcome("loss", False, within_noise=True)]
     assert scaling.settled_by(claim, within, {"loss_runs": 3.0}, rates) == ""
     no_seeds = claim | {"depends_on": ["lr_schedules.epochs"]}
     assert scaling.settled_by(no_seeds, missed, {"loss_runs": 3.0}, rates) == ""
+    # seeds of another experiment are not where its runs' count comes from
+    others = claim | {"depends_on": ["warmup_sweep.seeds"]}
+    assert scaling.settled_by(others, missed, {"loss_runs": 3.0}, rates) == ""
 
 
 def test_a_duration_reads_in_the_unit_a_reader_would_use():

@@ -49,6 +49,7 @@ def test_an_override_of_the_books_settings_is_a_deviation(config, tmp_path, monk
             "data_mirror": "/elsewhere",
             "jobs_per_gpu": 1,
             "job_server": False,
+            "presets": {"book": {"lr_schedules": {"epochs": 10}}},
             "data_parallel": {
                 "runs": {
                     "lenet.4": {
@@ -67,6 +68,7 @@ def test_an_override_of_the_books_settings_is_a_deviation(config, tmp_path, monk
     assert [(d.key, d.book, d.value) for d in resolved.deviations] == [
         ("seed", 0, 3),
         ("lr_schedules.seeds", [0, 1, 2], [0]),
+        ("lr_schedules.epochs", 30, 10),
         (
             "data_parallel.runs.lenet.4",
             settings.NOT_IN_BOOK,
@@ -74,8 +76,22 @@ def test_an_override_of_the_books_settings_is_a_deviation(config, tmp_path, monk
         ),
     ]
     assert resolved.values["lr_schedules"]["seeds"] == [0]
-    # without the project's file to compare with, the given config is the book's
-    assert settings.resolve(given).deviations == []
+    assert resolved.overridden == {d.key for d in resolved.deviations}
+    # without the project's file to compare with, the given config is the book's: only its
+    # preset's block changes it
+    assert settings.resolve(given).deviations == [settings.Deviation("lr_schedules.epochs", 30, 10)]
+
+
+def test_a_presets_own_changes_are_not_said_to_be_given(config, tmp_path, monkeypatch):
+    """With the cpu preset and a --config beside it, only what the --config changed of the
+    preset's run is overridden; a run option nested in a section is no deviation either."""
+    given = settings.merge(config, {"preset": "cpu", "seed": 3, "data_parallel": {"timeout": 60}})
+    monkeypatch.chdir(tmp_path)
+    resolved = settings.for_run(given)
+    cpu = settings.resolve({**config, "preset": "cpu"})
+    assert resolved.deviations == [settings.Deviation("seed", 0, 3), *cpu.deviations]
+    assert resolved.overridden == {"seed"}
+    assert "data_parallel.timeout" in settings.run_options(settings.load_schema())
 
 
 def test_no_claim_depends_on_a_run_option():

@@ -40,6 +40,7 @@ rule evaluate_claims:
     params:
         preset=SETTINGS.preset,
         deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
+        overridden=sorted(SETTINGS.overridden),
         timed=TIMED,
     script:
         "../scripts/evaluate_claims.py"
@@ -77,6 +78,7 @@ rule report:
         requested=SETTINGS.requested,
         preset=SETTINGS.preset,
         deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
+        overridden=sorted(SETTINGS.overridden),
     script:
         "../scripts/report.py"
 
@@ -104,6 +106,7 @@ rule archive:
         requested=SETTINGS.requested,
         preset=SETTINGS.preset,
         deviations=[[d.key, d.book, d.value] for d in SETTINGS.deviations],
+        overridden=sorted(SETTINGS.overridden),
     script:
         "../scripts/archive.py"
 

@@ -22,6 +22,7 @@ manifest = archive.write(
         "preset": snakemake.params.preset,
         "requested": snakemake.params.requested,
         "deviations": [dict(zip(("key", "book", "value"), d)) for d in snakemake.params.deviations],
+        "overridden": snakemake.params.overridden,
         "commit": environment.git_commit(Path(snakemake.scriptdir).parents[1]),
         "torch": json.loads(Path(inputs.environment).read_text())["torch_version"],
     },

@@ -17,6 +17,7 @@ table = claims.evaluate(
     deviations,
     snakemake.params.preset,
     scaling.rates(snakemake.params.timed),
+    set(snakemake.params.overridden),
 )
 table = explain.explain(ledger, table, pd.read_csv, deviations)
 table = explain.in_plain_words(ledger, table, pd.read_csv)

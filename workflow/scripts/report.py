@@ -18,6 +18,7 @@ run = settings.Settings(
     preset=snakemake.params.preset,
     values={},
     deviations=[settings.Deviation(*d) for d in snakemake.params.deviations],
+    overridden=frozenset(snakemake.params.overridden),
 )
 ledger = claims.load(snakemake.input.ledger)
 table = pd.read_csv(snakemake.input.claims, keep_default_na=False)

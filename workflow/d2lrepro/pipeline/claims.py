@@ -248,11 +248,12 @@ def evaluate_claim(
     deviations: list = (),
     preset: str = "book",
     rates: dict | None = None,
+    overridden=(),
 ) -> dict:
     """One row of claims.csv for ``claim``, given the rows of its evidence file and the
     records of the machines they name (:mod:`d2lrepro.core.provenance`), the settings the
-    preset changed (``deviations``: (key, book value, value) triples) and the training rates
-    this run's runs measured by setting (:func:`~d2lrepro.pipeline.scaling.rates`).
+    run changed (``deviations``: (key, book value, value) triples; ``overridden``: those
+    given with --config or --configfile) and the training rates its runs measured by setting.
 
     "not applicable here": the machine lacks the hardware (the claim's ``requires``, or a
     metric's note saying what its job lacked: this reason comes first, since no preset cures
@@ -270,7 +271,7 @@ def evaluate_claim(
         for k in ("id", "kind", "headline", "statement", "printed", "printed_en", "evidence")
     }
     depends_on, deviations = claim.get("depends_on", []), scaling.bearing_on(claim, deviations)
-    scaled = scaling.scaled_reason(depends_on, deviations, preset, rates or {})
+    scaled = scaling.scaled_reason(depends_on, deviations, preset, rates or {}, overridden)
     used, missing = _used(claim, metrics, depends_on, deviations)
     row["device"] = provenance.devices_of(used)
     row["hosts"] = provenance.hosts_of(used, records)
@@ -328,6 +329,7 @@ def evaluate(
     deviations: list = (),
     preset: str = "book",
     rates: dict | None = None,
+    overridden=(),
 ) -> pd.DataFrame:
     """All claims of the ledger; ``read_metrics(path)`` returns an evidence file's rows,
     ``read_machines(path)`` the records of the machines that measured them."""
@@ -341,6 +343,8 @@ def evaluate(
                 cache[path], records[path] = read_metrics(path), read_machines(path)
             rows.append(
                 {"section": section["id"]}
-                | evaluate_claim(claim, cache[path], records[path], deviations, preset, rates)
+                | evaluate_claim(
+                    claim, cache[path], records[path], deviations, preset, rates, overridden
+                )
             )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -29,7 +29,7 @@ from d2lrepro.pipeline.claims import (
 from d2lrepro.pipeline.findings import KINDS, devices_here, findings, folded, not_judged
 from d2lrepro.pipeline.judging import judging
 from d2lrepro.pipeline.scaling import SCALED_REASON, experiment_of
-from d2lrepro.pipeline.settings import Settings
+from d2lrepro.pipeline.settings import Settings, changed_by
 
 TEMPLATE = paths.REPORT_TEMPLATE
 SECTION_TEMPLATE = paths.SECTION_TEMPLATE
@@ -141,7 +141,10 @@ def scale_sentence(section: dict, rows: list[dict], settings: Settings) -> str:
         )
     scaled = [r["id"] for r in rows if r["reason"].startswith(SCALED_REASON)]
     at_scale = [r["id"] for r in rows if r["scale"]]
-    said = [f"The {settings.preset} preset changed {len(changed)} of this section's settings"]
+    who = f"The {settings.preset} preset"
+    if set(changed) & settings.overridden:
+        who = changed_by(settings.preset, settings.overridden, changed).capitalize()
+    said = [f"{who} changed {len(changed)} of this section's settings"]
     if scaled:
         said.append(
             f"so {', '.join(scaled)} {'is' if len(scaled) == 1 else 'are'} judged only at the"

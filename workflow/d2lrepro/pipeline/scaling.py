@@ -13,7 +13,7 @@ import pandas as pd
 
 from d2lrepro.core.results import run_spread_names
 from d2lrepro.pipeline.checks import runs_to_judge
-from d2lrepro.pipeline.settings import LEFT_OUT
+from d2lrepro.pipeline.settings import LEFT_OUT, NOT_IN_BOOK, changed_by
 
 SCALED_REASON = "judged at the book's scale only"
 # How a scaled claim's reason ends: a tree made with one preset refuses another, so the book
@@ -22,6 +22,9 @@ BOOK_SCALE_JUDGES = (
     "the book preset judges it in a results tree of its own, beside this one: see what would"
     " judge the rest"
 )
+
+# How the reason ends where --config or --configfile changed what the claim depends on.
+OVERRIDE_JUDGES = "a run without the values given with --config or --configfile judges it"
 
 # Settings whose ratio says how much more work the book's run is (None: the full data set);
 # a list setting (seeds, lrs) scales the work by its length.
@@ -118,10 +121,15 @@ def _more_seeds(deviation) -> bool:
 
 def bearing_on(claim: dict, deviations: list) -> list:
     """The deviations by which to judge ``claim``: every one but seeds added to the book's
-    (:func:`_more_seeds`); for an output of the code, which holds at any size of run, none of
-    the settings it depends on where the preset changed only their runs' size
-    (``SIZE_SETTINGS``), as if they were the book's."""
-    deviations = [d for d in deviations if not _more_seeds(d)]
+    (:func:`_more_seeds`) and entries added beside the book's (a run, a setting of a sweep)
+    that the claim does not name itself: they run more, and change no run of the book's; for
+    an output of the code, which holds at any size of run, none of the settings it depends on
+    where the preset changed only their runs' size (``SIZE_SETTINGS``), as if they were the
+    book's."""
+    named = claim.get("depends_on", [])
+    deviations = [
+        d for d in deviations if not (_more_seeds(d) or (d[1] == NOT_IN_BOOK and d[0] not in named))
+    ]
     hits = _hits(claim.get("depends_on", []), deviations)
     sized = all(d[2] != LEFT_OUT and d[0].rsplit(".", 1)[-1] in SIZE_SETTINGS for d in hits)
     if claim.get("kind") == "output" and sized:
@@ -233,27 +241,31 @@ def book_seconds(depends_on: list[str], deviations: list, rates: dict) -> dict[s
 
 def settled_by(claim: dict, outcomes: list, values: dict, rates: dict) -> str:
     """What settles a claim whose ``typical`` check its runs could not (out of reach): more
-    seeds in the setting its runs' count comes from (the one of its ``depends_on`` named
-    seeds), and about how long the added ones would train here, at the rate of the runs that
-    setting repeats (each seed trains them all again); "" where no such check was."""
-    key = next((k for k in claim.get("depends_on", []) if k.endswith(".seeds")), None)
+    seeds in the setting its runs' count comes from (its experiment's seeds, which its
+    ``depends_on`` names), and about how long the added ones would train here, at the rate
+    of the runs that setting repeats (each seed trains them all again); "" where no such
+    check was."""
+    key = experiment_of(claim["evidence"]) + ".seeds"
+    named = key in claim.get("depends_on", [])
     reach = [
         c
         for c, o in zip(claim["checks"], outcomes)
-        if key and c["kind"] == "typical" and o.out_of_reach
+        if named and c["kind"] == "typical" and o.out_of_reach
     ]
     if not reach:
         return ""
     runs = int(values[run_spread_names(reach[0]["metric"])["runs"]])
     needed = runs_to_judge(reach[0]["editions"])
-    said = f"; add seeds to {key} ({runs} in this run, {needed} judge it"
+    said = f"; add seeds to {key} in a config file given with --configfile ({runs} in this"
+    said += f" run, {needed} judge it"
     trained = sum(
         rates[f].examples * rates[f].seconds_per_example
         for f in _families([key], rates)
         if rates[f].examples
     )
     if trained and runs:
-        said += f"; about {duration(trained * (needed - runs) / runs)} more training here"
+        more = duration(trained * (needed - runs) / runs)
+        said += f"; about {more} more training here, one run after another at this run's rates"
     return said + ")"
 
 
@@ -263,9 +275,12 @@ def book_total(per_claim: list[dict[str, float]]) -> float:
     return sum({f: s for seconds in per_claim for f, s in seconds.items()}.values())
 
 
-def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: dict) -> str:
-    """Why a claim is judged only at the book's scale, when the preset changed a setting it
-    depends on ("" when it changed none): what was scaled or left out, and how long training
+def scaled_reason(
+    depends_on: list[str], deviations: list, preset: str, rates: dict, overridden=()
+) -> str:
+    """Why a claim is judged only at the book's scale, when the preset (or, for the keys
+    ``overridden``, --config or --configfile) changed a setting it depends on ("" when none
+    was changed): who changed what, scaled or left out, and how long training
     at the book's settings would take here: each family of runs it depends on (``rates``, by
     config key) trains the examples it trained in this run times the work factor of its own
     settings, at the rate it measured after start-up (families add up); else how much more
@@ -315,9 +330,7 @@ def scaled_reason(depends_on: list[str], deviations: list, preset: str, rates: d
             if more
             else f"; {' and '.join(unestimated)}, so no book-scale time is estimated"
         )
-    return (
-        f"{SCALED_REASON}: preset {preset} "
-        + " and ".join(changes)
-        + more
-        + f" ({BOOK_SCALE_JUDGES})"
-    )
+    who = changed_by(preset, overridden, [h[0] for h in hits])
+    # The book preset judges a preset's change; one given beside it, a run without it.
+    judges = BOOK_SCALE_JUDGES if who.startswith("preset") else OVERRIDE_JUDGES
+    return f"{SCALED_REASON}: {who} " + " and ".join(changes) + more + f" ({judges})"

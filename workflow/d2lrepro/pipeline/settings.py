@@ -47,6 +47,8 @@ class Settings:
     preset: str
     values: dict
     deviations: list[Deviation] = field(default_factory=list)
+    # The keys of the deviations that --config or --configfile made, not the preset.
+    overridden: frozenset[str] = frozenset()
 
 
 def _with_defaults(validator_class):
@@ -254,10 +256,23 @@ def autopar_mem_mb(cfg: dict) -> int:
     return PROCESS_MB + math.ceil(autopar_host_bytes(cfg) / 1e6)
 
 
-def run_options(schema: dict) -> set[str]:
-    """The top-level keys that say how a run is carried out, not what it measures (the
-    schema marks them ``x-run-option``): a change of them is no deviation from the book."""
-    return {key for key, spec in schema["properties"].items() if spec.get("x-run-option")}
+def run_options(schema: dict, prefix: str = "") -> set[str]:
+    """The dotted keys that say how a run is carried out, not what it measures (the schema
+    marks them ``x-run-option``): a change of them is no deviation from the book."""
+    found = set()
+    for key, spec in schema.get("properties", {}).items():
+        if spec.get("x-run-option"):
+            found.add(prefix + key)
+        found |= run_options(spec, f"{prefix}{key}.")
+    return found
+
+
+def changed_by(preset: str, overridden, keys) -> str:
+    """Who changed the settings ``keys``: the preset, or (where any is ``overridden``) the
+    values given with --config or --configfile, or both."""
+    given = "--config or --configfile"
+    mine = sum(k in overridden for k in keys)
+    return given if mine == len(keys) else f"preset {preset}" + f" and {given}" * bool(mine)
 
 
 def resolve(
@@ -305,12 +320,12 @@ def resolve(
     # A preset overlay may only change known keys to valid values: validate the result too.
     validate(values | {"presets": {}}, schema)
     book = config if book is None else validate(copy.deepcopy(book), schema)
-    options = run_options(schema) | {"presets"}
-    changed = deviations(
-        {k: v for k, v in book.items() if k not in options},
-        {k: v for k, v in values.items() if k not in options},
-    )
-    return Settings(requested, preset, values, changed)
+    options, books = run_options(schema), {k: v for k, v in book.items() if k != "presets"}
+    changed = [d for d in deviations(books, values) if d.key not in options]
+    # What the values given beside the project's file changed of what its preset runs.
+    given = deviations(merge(books, book["presets"].get(preset, {})), values)
+    overridden = frozenset(d.key for d in given) & {d.key for d in changed}
+    return Settings(requested, preset, values, changed, overridden)
 
 
 def for_run(config: dict) -> Settings:
