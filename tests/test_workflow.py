@@ -125,7 +125,7 @@ SMOKE_LEAVES_OUT = {
     "resnet18_b256.2.test_acc",
     "resnet18_b256.2.test_acc_spread",
 }
-NOT_MEASURED = "; this preset measures no "
+NOT_MEASURED = "; this run measures no "
 
 
 @pytest.mark.e2e

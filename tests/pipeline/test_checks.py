@@ -180,7 +180,8 @@ def test_a_typical_run_check_names_its_chance_and_the_runs_that_would_judge_it()
     assert many.measured.endswith("every edition beyond every one of 20 runs, p = 0.0011 by chance")
     few = checks.apply(check, (runs | {"loss_runs": 4}).__getitem__)
     assert few.out_of_reach and few.measured.endswith(
-        "p = 0.057 by chance; 5 runs or more judge it"
+        "p = 0.057 by chance; from 5 runs, such a miss is a finding"
     )
     reaching = checks.apply(check, (runs | {"loss_runs": 20, "loss_min": 0.244}).__getitem__)
     assert reaching.within_noise and not reaching.passed
+    assert reaching.measured.endswith(checks.EXTREMES_MEET)

@@ -446,7 +446,7 @@ def test_a_metric_the_preset_left_out_is_not_applicable_naming_it():
     )
     assert row["verdict"] == claims.NOT_APPLICABLE
     assert "preset smoke scaled lr_schedules.semantics = ['as_written']" in row["reason"]
-    assert row["reason"].endswith("; this preset measures no intended.acc")
+    assert row["reason"].endswith("; this run measures no intended.acc")
     assert row["measured"] == "acc = 0.4"
     # Not where the claim does not depend on what was left out, nor for a metric that names
     # nothing left out (a typo), however much else the preset scaled.

@@ -13,6 +13,7 @@ from d2lrepro.pipeline.claims import (
     RAN_BESIDE_OTHERS,
     REPRODUCED,
 )
+from d2lrepro.pipeline.scaling import OVERRIDE_JUDGES
 
 # Whose claim each is: a.3 the study notes', the rest the book's own.
 CLAIMED_BY = {"a.3": "study_notes"}
@@ -113,6 +114,7 @@ def test_a_changed_verdict_changes_the_sentences():
     "reason, group",
     [
         (SCALED, "scaled by the cpu preset"),
+        (f"{SCALED} ({OVERRIDE_JUDGES})", "scaled by values given with --config or --configfile"),
         ("needs CUDA, the job that measured it could use none", "need a GPU"),
         ("needs 2 GPUs, the job that measured it (on n1) could use none", "need 2 GPUs"),
         ("needs 2 devices, the job that measured it could use 1 (1 GPU)", "need 2 devices"),

@@ -392,7 +392,7 @@ def test_a_section_says_what_the_preset_changed_of_its_experiments():
     said = scale_sentence(section, rows, cpu)
     assert said.startswith("The cpu preset changed 1 of this section's settings")
     assert "so mgpuc.1gpu is judged only at the book's scale" in said
-    assert "mgpu.1gpu was judged at this preset's scale, as each says" in said
+    assert "mgpu.1gpu was judged at this run's scale, as each says" in said
     other = settings.Settings("cpu", "cpu", {}, [settings.Deviation("hybridize.n_calls", 1, 2)])
     assert scale_sentence(section, rows[:1], other) == (
         "The cpu preset runs this section's experiments at the book's settings."

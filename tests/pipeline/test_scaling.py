@@ -120,7 +120,7 @@ def test_a_preset_with_more_seeds_than_the_books_says_it_does_more_work():
     more = [("lr_schedules.seeds", [0, 1, 2], [0, 1, 2, 3, 4, 5])]
     rates = {"lr_schedules": scaling.Rate(1e5, 0.001)}
     reason = scaling.scaled_reason(["lr_schedules.seeds"], more, "many", rates)
-    assert "this preset does about 2x the work of the book's settings" in reason
+    assert "this run does about 2x the work of the book's settings" in reason
     assert "would take" not in reason
 
 
@@ -152,6 +152,9 @@ def test_a_change_given_with_config_is_said_to_be_so_and_judged_without_it():
     assert reason.startswith(
         f"{scaling.SCALED_REASON}: preset book and --config or --configfile scaled"
     )
+    # the book preset would still run what was given beside it
+    assert reason.endswith(f"({scaling.OVERRIDE_JUDGES})")
+    reason = scaling.scaled_reason(["lr_schedules"], SCHEDULES, "cpu", {})
     assert reason.endswith(f"({scaling.BOOK_SCALE_JUDGES})")
     every = {key for key, _, _ in SCHEDULES}
     reason = scaling.scaled_reason(["lr_schedules"], SCHEDULES, "book", {}, every)
@@ -246,10 +249,10 @@ def test_a_check_its_seeds_cannot_settle_names_the_seeds_that_would_and_their_ti
     said = scaling.settled_by(claim, missed, {"loss_runs": 3.0}, rates)
     assert said == (
         "; add seeds to lr_schedules.seeds in a config file given with --configfile (3 in this"
-        " run, 5 judge it; about 15 min more training here, one run after another at this"
-        " run's rates)"
+        " run; from 5, a window beyond every seed is a finding; about 15 min more training"
+        " here, one run after another at this run's rates)"
     )
-    assert scaling.settled_by(claim, missed, {"loss_runs": 3.0}, {}).endswith("5 judge it)")
+    assert scaling.settled_by(claim, missed, {"loss_runs": 3.0}, {}).endswith("is a finding)")
     within = [Outcome("gap", True), Outcome("loss", False, within_noise=True)]
     assert scaling.settled_by(claim, within, {"loss_runs": 3.0}, rates) == ""
     no_seeds = claim | {"depends_on": ["lr_schedules.epochs"]}

@@ -33,9 +33,12 @@ TIMINGS = {"time", "bandwidth", "throughput", "speed-up"}
 
 # A check whose bound lies within the measured spread (over the repeats, rounds, chains, seeds
 # or epochs its IQR is taken over): this run cannot tell which side it is on, and says so.
-WITHIN_NOISE = "within the measured noise (the bound lies inside the spread)"
+NOISE = "within the measured noise"
+WITHIN_NOISE = f"{NOISE} (the bound lies inside the spread)"
 # A check of the typical run that misses where the run nearest the book meets the bound.
-NEAREST_MEETS = "within the measured noise (the run nearest the book meets the bound)"
+NEAREST_MEETS = f"{NOISE} (the run nearest the book meets the bound)"
+# A typical check whose window meets some of the runs, not their middle half.
+EXTREMES_MEET = f"{NOISE} (the editions' window meets only the runs' extremes)"
 # Units a bound is preceded by, as their metrics' names say them: "needs p < 0.05".
 NAMED_BEFORE = ("p", "|Δ|")
 
@@ -205,12 +208,12 @@ def _typical(check: dict, read: Reading) -> tuple[Outcome, list[float]]:
     if q3 >= low and q1 <= high:
         return Outcome(text, True), numbers
     if least <= high and most >= low:
-        return Outcome(f"{text}, {WITHIN_NOISE}", False, within_noise=True), numbers
+        return Outcome(f"{text}, {EXTREMES_MEET}", False, within_noise=True), numbers
     chance = 2 / math.comb(max(int(n), 0) + editions, editions)
     beyond = f"every edition beyond every one of {fmt(n)} runs, p = {chance:.2g} by chance"
     if chance < 0.05:
         return Outcome(f"{text}: {beyond}", False), numbers
-    reach = f"{beyond}; {runs_to_judge(editions)} runs or more judge it"
+    reach = f"{beyond}; from {runs_to_judge(editions)} runs, such a miss is a finding"
     return Outcome(f"{text}, out of reach: {reach}", False, out_of_reach=True), numbers
 
 

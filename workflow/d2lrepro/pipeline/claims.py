@@ -186,7 +186,7 @@ def _not_judged(
     if len(lacking):
         return NOT_APPLICABLE, _notes(lacking)
     if scaled:
-        left_out = f"; this preset measures no {', '.join(missing)}" if missing else ""
+        left_out = f"; this run measures no {', '.join(missing)}" if missing else ""
         return NOT_APPLICABLE, scaled + left_out
     not_here = used[status == NOT_APPLICABLE_STATUS]
     if len(not_here):

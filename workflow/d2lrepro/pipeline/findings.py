@@ -8,8 +8,10 @@ and the sentences change. Serves every section of the ledger.
 
 from __future__ import annotations
 
+import re
+
 from d2lrepro.core import shortfall
-from d2lrepro.pipeline.checks import WITHIN_NOISE
+from d2lrepro.pipeline.checks import NOISE
 from d2lrepro.pipeline.claims import (
     FAILED_CHECK,
     INCONCLUSIVE,
@@ -21,7 +23,7 @@ from d2lrepro.pipeline.claims import (
     claimant,
     whose_words,
 )
-from d2lrepro.pipeline.scaling import SCALED_REASON
+from d2lrepro.pipeline.scaling import OVERRIDE_JUDGES, SCALED_REASON
 
 # What a claim checks: a measurement of this run, or a deterministic printed output of the
 # book's code; they are counted apart, since only the first depends on the machine.
@@ -41,7 +43,12 @@ def reason_group(reason: str, preset: str) -> str:
     if lacking := shortfall.group(reason):
         return lacking
     if reason.startswith(SCALED_REASON):
-        return f"scaled by the {preset} preset"
+        given = OVERRIDE_JUDGES in reason
+        return (
+            "scaled by values given with --config or --configfile"
+            if given
+            else (f"scaled by the {preset} preset")
+        )
     if reason == RAN_BESIDE_OTHERS:
         return "timed beside other jobs"
     return reason
@@ -161,7 +168,7 @@ def chapter(
             {
                 "id": r["id"],
                 "headline": r["headline"],
-                "measured": failed_check(r["reason"]).replace(f", {WITHIN_NOISE}", ""),
+                "measured": re.sub(f", {NOISE} \\([^)]*\\)", "", failed_check(r["reason"])),
                 "plain": r.get("plain", ""),
                 "device": r.get("device", ""),
                 "hosts": r.get("hosts", "") if hosts else "",

@@ -153,7 +153,7 @@ def scale_sentence(section: dict, rows: list[dict], settings: Settings) -> str:
     if at_scale:
         said.append(
             f"{', '.join(at_scale)} {'was' if len(at_scale) == 1 else 'were'} judged at this"
-            " preset's scale, as each says"
+            " run's scale, as each says"
         )
     return "; ".join(said) + " (the set-up lists every setting it changed)."
 

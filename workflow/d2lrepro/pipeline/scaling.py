@@ -24,7 +24,10 @@ BOOK_SCALE_JUDGES = (
 )
 
 # How the reason ends where --config or --configfile changed what the claim depends on.
-OVERRIDE_JUDGES = "a run without the values given with --config or --configfile judges it"
+OVERRIDE_JUDGES = (
+    "the book's settings judge it: the book preset without the values given with --config or"
+    " --configfile, in a results tree of its own beside this one"
+)
 
 # Settings whose ratio says how much more work the book's run is (None: the full data set);
 # a list setting (seeds, lrs) scales the work by its length.
@@ -257,7 +260,7 @@ def settled_by(claim: dict, outcomes: list, values: dict, rates: dict) -> str:
     runs = int(values[run_spread_names(reach[0]["metric"])["runs"]])
     needed = runs_to_judge(reach[0]["editions"])
     said = f"; add seeds to {key} in a config file given with --configfile ({runs} in this"
-    said += f" run, {needed} judge it"
+    said += f" run; from {needed}, a window beyond every seed is a finding"
     trained = sum(
         rates[f].examples * rates[f].seconds_per_example
         for f in _families([key], rates)
@@ -314,7 +317,7 @@ def scaled_reason(
     elif factor > 1:
         more = f"; the book's settings are about {factor:.3g}x this run's work"
     elif factor < 1:  # more seeds or settings than the book's: not a scaled-down run
-        more = f"; this preset does about {1 / factor:.3g}x the work of the book's settings"
+        more = f"; this run does about {1 / factor:.3g}x the work of the book's settings"
     else:
         more = ""
     why: dict[str, list[str]] = {}  # the runs that trained nothing, by the reason
@@ -331,6 +334,6 @@ def scaled_reason(
             else f"; {' and '.join(unestimated)}, so no book-scale time is estimated"
         )
     who = changed_by(preset, overridden, [h[0] for h in hits])
-    # The book preset judges a preset's change; one given beside it, a run without it.
-    judges = BOOK_SCALE_JUDGES if who.startswith("preset") else OVERRIDE_JUDGES
+    # The book preset judges a preset's change; one given beside it, a run without it too.
+    judges = BOOK_SCALE_JUDGES if who == f"preset {preset}" else OVERRIDE_JUDGES
     return f"{SCALED_REASON}: {who} " + " and ".join(changes) + more + f" ({judges})"

@@ -32,6 +32,8 @@ class ConfigError(ValueError):
 LEFT_OUT = "left out"
 # The book's value of an entry the run adds (a run, a setting of a sweep).
 NOT_IN_BOOK = "not in the book"
+# The settings whose absence is null, all the data (a run's own subsets).
+ALL_WHEN_UNSET = {"train_subset", "test_subset"}
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,8 @@ def deviations(book: dict, resolved: dict, prefix: str = "") -> list[Deviation]:
     found = []
     for key, value in resolved.items():
         dotted = f"{prefix}{key}"
-        # a leaf the book leaves unset is null (all the data), an entry it lacks is added
-        original = book.get(key, NOT_IN_BOOK if isinstance(value, dict) else None)
+        # an entry the book lacks is added, but an unset subset is null: all the data
+        original = book.get(key, None if key in ALL_WHEN_UNSET else NOT_IN_BOOK)
         if isinstance(value, dict) and isinstance(original, dict):
             found.extend(deviations(original, value, dotted + "."))
         elif value != original:
@@ -320,8 +322,9 @@ def resolve(
     # A preset overlay may only change known keys to valid values: validate the result too.
     validate(values | {"presets": {}}, schema)
     book = config if book is None else validate(copy.deepcopy(book), schema)
-    options, books = run_options(schema), {k: v for k, v in book.items() if k != "presets"}
-    changed = [d for d in deviations(books, values) if d.key not in options]
+    books = {k: v for k, v in book.items() if k != "presets"}
+    options = tuple(f"{o}." for o in run_options(schema))  # each with what lies under it
+    changed = [d for d in deviations(books, values) if not f"{d.key}.".startswith(options)]
     # What the values given beside the project's file changed of what its preset runs.
     given = deviations(merge(books, book["presets"].get(preset, {})), values)
     overridden = frozenset(d.key for d in given) & {d.key for d in changed}
