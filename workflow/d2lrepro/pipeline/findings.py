@@ -42,13 +42,10 @@ def reason_group(reason: str, preset: str) -> str:
     evaluator."""
     if lacking := shortfall.group(reason):
         return lacking
+    if reason.startswith(SCALED_REASON) and OVERRIDE_JUDGES in reason:
+        return "scaled by values given with --config or --configfile"
     if reason.startswith(SCALED_REASON):
-        given = OVERRIDE_JUDGES in reason
-        return (
-            "scaled by values given with --config or --configfile"
-            if given
-            else (f"scaled by the {preset} preset")
-        )
+        return f"scaled by the {preset} preset"
     if reason == RAN_BESIDE_OTHERS:
         return "timed beside other jobs"
     return reason

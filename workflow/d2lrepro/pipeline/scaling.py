@@ -133,7 +133,7 @@ def bearing_on(claim: dict, deviations: list) -> list:
     deviations = [
         d for d in deviations if not (_more_seeds(d) or (d[1] == NOT_IN_BOOK and d[0] not in named))
     ]
-    hits = _hits(claim.get("depends_on", []), deviations)
+    hits = _hits(named, deviations)
     sized = all(d[2] != LEFT_OUT and d[0].rsplit(".", 1)[-1] in SIZE_SETTINGS for d in hits)
     if claim.get("kind") == "output" and sized:
         return [d for d in deviations if d not in hits]
@@ -242,6 +242,13 @@ def book_seconds(depends_on: list[str], deviations: list, rates: dict) -> dict[s
     }
 
 
+def _trained_seconds(families: list[str], rates: dict) -> float:
+    """The seconds the runs of ``families`` trained in this run, after start-up."""
+    return sum(
+        rates[f].examples * rates[f].seconds_per_example for f in families if rates[f].examples
+    )
+
+
 def settled_by(claim: dict, outcomes: list, values: dict, rates: dict) -> str:
     """What settles a claim whose ``typical`` check its runs could not (out of reach): more
     seeds in the setting its runs' count comes from (its experiment's seeds, which its
@@ -249,23 +256,17 @@ def settled_by(claim: dict, outcomes: list, values: dict, rates: dict) -> str:
     of the runs that setting repeats (each seed trains them all again); "" where no such
     check was."""
     key = experiment_of(claim["evidence"]) + ".seeds"
-    named = key in claim.get("depends_on", [])
-    reach = [
-        c
-        for c, o in zip(claim["checks"], outcomes)
-        if named and c["kind"] == "typical" and o.out_of_reach
-    ]
-    if not reach:
+    reach = (
+        c for c, o in zip(claim["checks"], outcomes) if c["kind"] == "typical" and o.out_of_reach
+    )
+    check = next(reach, None)
+    if check is None or key not in claim.get("depends_on", []):
         return ""
-    runs = int(values[run_spread_names(reach[0]["metric"])["runs"]])
-    needed = runs_to_judge(reach[0]["editions"])
+    runs = int(values[run_spread_names(check["metric"])["runs"]])
+    needed = runs_to_judge(check["editions"])
     said = f"; add seeds to {key} in a config file given with --configfile ({runs} in this"
     said += f" run; from {needed}, a window beyond every seed is a finding"
-    trained = sum(
-        rates[f].examples * rates[f].seconds_per_example
-        for f in _families([key], rates)
-        if rates[f].examples
-    )
+    trained = _trained_seconds(_families([key], rates), rates)
     if trained and runs:
         more = duration(trained * (needed - runs) / runs)
         said += f"; about {more} more training here, one run after another at this run's rates"
@@ -300,7 +301,7 @@ def scaled_reason(
     families = _families(depends_on, rates)
     timed = [f for f in families if rates[f].examples]
     idle = [f for f in families if not rates[f].examples]
-    trained = sum(rates[f].examples * rates[f].seconds_per_example for f in timed)
+    trained = _trained_seconds(timed, rates)
     book = sum(book_seconds(depends_on, deviations, rates).values())
     factor = _work_factor(hits)
     if not scaled or (idle and not timed):  # nothing ran that an estimate could scale
